@@ -1,0 +1,96 @@
+#pragma once
+/// \file
+/// The public C++ API of Chorus. A trainer includes this one header.
+///
+/// Threading: every function may be called from any thread after init(). Collectives return
+/// a Handle at once and never block on the network; the work runs on Chorus's background
+/// thread, which is the only thread that talks to MPI.
+///
+/// Names: a tensor's name identifies it across ranks, so every rank must use the same name
+/// for the same collective. An empty name gets a generated one ("chorus.<op>.<n>", counted
+/// per op on each rank), which matches across ranks only when every rank issues unnamed
+/// collectives of that op in the same order. Two collectives with the same name in flight
+/// on one rank is an error on the second.
+
+#include <string>
+#include <vector>
+
+#include "chorus/handle.h"
+#include "chorus/options.h"
+#include "chorus/status.h"
+#include "chorus/types.h"
+
+namespace chorus {
+
+/// Initializes MPI (unless the program did, in which case it must have asked for
+/// MPI_THREAD_MULTIPLE), reads the CHORUS_* environment and starts the background thread.
+/// A bad CHORUS_* value fails with kInvalidArgument naming the variable.
+Status init(const Options& options = {});
+/// Stops the background thread on every rank: pending handles fail with kAborted. Finalizes
+/// MPI if init() initialized it. Safe to call twice.
+Status shutdown();
+bool is_initialized();
+
+/// Ranks in the global set. local_* count ranks on this host; cross_* count hosts, where
+/// cross_rank is this host's index among the hosts (ordered by their lowest rank).
+/// Each returns -1 before init().
+int rank();
+int size();
+int local_rank();
+int local_size();
+int cross_rank();
+int cross_size();
+
+/// Sums (or averages, ...) `input` over the process set into `output`. input.data may equal
+/// output.data (in place). Both must have the same dtype and shape.
+Handle allreduce(const std::string& name, const TensorRef& input, const TensorRef& output,
+                 const AllreduceOptions& options = {});
+
+/// Allreduces a list negotiated as one unit: no member runs before every member is ready
+/// on every rank, and the members are fused together. One Handle for the whole group.
+/// `names` may be empty (generated) or give one name per tensor.
+Handle grouped_allreduce(const std::vector<std::string>& names,
+                         const std::vector<TensorRef>& inputs,
+                         const std::vector<TensorRef>& outputs,
+                         const AllreduceOptions& options = {});
+
+/// Concatenates every rank's `input` along the first dimension, in rank order. The first
+/// dimension may differ per rank; the other dimensions must match.
+Handle allgather(const std::string& name, const TensorRef& input,
+                 const AllgatherOptions& options = {});
+
+/// Copies `tensor` from `root` (a rank of the process set) into `tensor` on every rank.
+Handle broadcast(const std::string& name, const TensorRef& tensor, int root,
+                 const BroadcastOptions& options = {});
+
+/// Sends splits[i] first-dimension rows of `input` to rank i (consecutive blocks, in rank
+/// order) and receives rank i's block for this rank at position i of the output. Empty
+/// `splits` means equal blocks (the first dimension must divide evenly).
+Handle alltoall(const std::string& name, const TensorRef& input,
+                const std::vector<int64_t>& splits, const AlltoallOptions& options = {});
+
+/// Reduces `input` over the process set and leaves rank r with block r of the first
+/// dimension: dim0 / n rows, the first dim0 % n ranks one more.
+Handle reducescatter(const std::string& name, const TensorRef& input,
+                     const ReducescatterOptions& options = {});
+
+/// Completes once every rank of the set called barrier.
+Handle barrier(ProcessSet process_set = {});
+
+/// Declares that this rank has no more data: until every rank joined, this rank takes part
+/// in the others' allreduces with zeros (averages still divide by the full set size).
+/// Completes when every rank joined; Handle::last_joined_rank() tells the last one.
+/// Other collectives started by the remaining ranks while some rank joined fail.
+Handle join();
+
+/// Creates a process set from global ranks. Collective: every rank calls it with the same
+/// list, in the same order relative to other add/remove calls. Blocks until created.
+StatusOr<ProcessSet> add_process_set(const std::vector<int>& ranks);
+/// Removes a set created by add_process_set. Collective over every rank, like adding.
+Status remove_process_set(ProcessSet process_set);
+/// This rank's rank in `process_set`, or -1 if it is not a member.
+int process_set_rank(ProcessSet process_set);
+/// Number of ranks in `process_set`, or -1 if there is no such set.
+int process_set_size(ProcessSet process_set);
+
+}  // namespace chorus

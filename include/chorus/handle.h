@@ -1,0 +1,52 @@
+#pragma once
+/// \file
+/// Handle: the trainer's view of one asynchronous collective.
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "chorus/status.h"
+#include "chorus/types.h"
+
+namespace chorus {
+
+namespace detail {
+struct HandleState;
+}
+
+/// Returned by every collective at once; the work runs on the background thread.
+///
+/// Contract: poll() and wait() may be called from any thread, any number of times.
+/// wait() returns the final Status, or kTimedOut if the work is still running when the
+/// timeout expires (the work goes on; wait again). Outputs that Chorus allocates
+/// (allgather, alltoall, reducescatter without an allocator) are owned by the handle and
+/// stay valid while any copy of it lives.
+class Handle {
+ public:
+  static constexpr std::chrono::milliseconds kForever = std::chrono::milliseconds::max();
+
+  Handle() = default;
+  explicit Handle(std::shared_ptr<detail::HandleState> state) : state_(std::move(state)) {}
+
+  /// True once the collective finished, successfully or not.
+  bool poll() const;
+  /// Blocks until done (or the timeout passes) and returns the final Status.
+  Status wait(std::chrono::milliseconds timeout = kForever) const;
+  /// The final Status; kFailedPrecondition while the work is still in flight.
+  Status status() const;
+
+  /// Output i of a collective whose output Chorus allocated (allgather, alltoall,
+  /// reducescatter). Valid after a successful wait().
+  const TensorRef& output(std::size_t i = 0) const;
+  /// alltoall: how many first-dimension rows arrived from each rank.
+  const std::vector<int64_t>& received_splits() const;
+  /// join: the last rank that joined (in the process set's numbering).
+  int last_joined_rank() const;
+
+ private:
+  std::shared_ptr<detail::HandleState> state_;
+};
+
+}  // namespace chorus

@@ -1,0 +1,72 @@
+#pragma once
+/// \file
+/// Options for init() and for each collective.
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "chorus/status.h"
+#include "chorus/types.h"
+
+namespace chorus {
+
+/// Programmatic overrides of the CHORUS_* environment. A field that is set wins over its
+/// variable; an unset field falls back to the variable, then to the default.
+struct Options {
+  std::optional<int64_t> fusion_threshold_bytes;  ///< CHORUS_FUSION_THRESHOLD
+  std::optional<double> cycle_time_ms;            ///< CHORUS_CYCLE_TIME
+  std::optional<int64_t> cache_capacity;          ///< CHORUS_CACHE_CAPACITY
+  std::optional<std::string> timeline_path;       ///< CHORUS_TIMELINE
+  std::optional<double> stall_check_seconds;      ///< CHORUS_STALL_CHECK_SECONDS
+  std::optional<double> stall_shutdown_seconds;   ///< CHORUS_STALL_SHUTDOWN_SECONDS
+  std::optional<bool> hierarchical_allreduce;     ///< CHORUS_HIERARCHICAL_ALLREDUCE
+  std::optional<std::string> log_level;           ///< CHORUS_LOG_LEVEL
+};
+
+/// A group of ranks that collectives can run within. id 0 is the global set, which always
+/// exists. Obtain others from add_process_set().
+struct ProcessSet {
+  int32_t id = 0;
+  static ProcessSet global() { return {}; }
+  friend bool operator==(ProcessSet a, ProcessSet b) { return a.id == b.id; }
+};
+
+/// Allocates the output of a collective whose output size is known only after the ranks
+/// agreed (allgather, alltoall, reducescatter). Called on the background thread with the
+/// final shape; returns memory that stays valid until the handle completes. When absent,
+/// Chorus allocates the output inside the Handle.
+using OutputAllocator = std::function<StatusOr<TensorRef>(const std::vector<int64_t>& shape)>;
+
+struct AllreduceOptions {
+  ReduceOp op = ReduceOp::kAverage;
+  double prescale = 1.0;   ///< multiplies each rank's input before the reduction
+  double postscale = 1.0;  ///< multiplies the result (after the division of kAverage)
+  ProcessSet process_set;
+};
+
+struct AllgatherOptions {
+  ProcessSet process_set;
+  OutputAllocator allocate;
+};
+
+struct BroadcastOptions {
+  ProcessSet process_set;
+};
+
+struct AlltoallOptions {
+  ProcessSet process_set;
+  OutputAllocator allocate;
+};
+
+struct ReducescatterOptions {
+  ReduceOp op = ReduceOp::kAverage;
+  double prescale = 1.0;
+  double postscale = 1.0;
+  ProcessSet process_set;
+  OutputAllocator allocate;
+};
+
+}  // namespace chorus

@@ -1,0 +1,72 @@
+#pragma once
+/// \file
+/// Plain value types of the public API: data types, reduction ops, devices and TensorRef.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace chorus {
+
+/// Element types. Stable numbering: the values travel in wire messages.
+enum class DataType : uint8_t {
+  kUInt8 = 0,
+  kInt8 = 1,
+  kInt32 = 2,
+  kInt64 = 3,
+  kFloat16 = 4,
+  kBFloat16 = 5,
+  kFloat32 = 6,
+  kFloat64 = 7,
+};
+inline constexpr int kNumDataTypes = 8;
+
+/// Size of one element in bytes.
+std::size_t dtype_size(DataType dtype);
+/// "float32", "bfloat16", ...
+const char* dtype_name(DataType dtype);
+
+/// Reductions of allreduce and reducescatter. Stable numbering (wire format).
+enum class ReduceOp : uint8_t {
+  kSum = 0,
+  kAverage = 1,  ///< sum divided by the process set's size (integers: truncating division)
+  kMin = 2,
+  kMax = 3,
+  kProduct = 4,
+};
+inline constexpr int kNumReduceOps = 5;
+const char* reduce_op_name(ReduceOp op);
+
+/// Where a tensor's memory lives. index is -1 for the host.
+struct Device {
+  enum class Kind : uint8_t { kCPU = 0, kCUDA = 1 };
+  Kind kind = Kind::kCPU;
+  int index = -1;
+
+  static Device cpu() { return {}; }
+  static Device cuda(int index) { return {Kind::kCUDA, index}; }
+  bool is_cpu() const { return kind == Kind::kCPU; }
+  friend bool operator==(const Device& a, const Device& b) {
+    return a.kind == b.kind && a.index == b.index;
+  }
+  friend bool operator!=(const Device& a, const Device& b) { return !(a == b); }
+};
+std::string device_name(const Device& device);
+
+/// A view of a dense, row-major tensor that the caller owns. Chorus never frees it; the
+/// memory must stay valid until the Handle of the collective that uses it completes.
+struct TensorRef {
+  void* data = nullptr;
+  DataType dtype = DataType::kFloat32;
+  std::vector<int64_t> shape;
+  Device device;
+
+  int64_t num_elements() const;
+  std::size_t num_bytes() const { return static_cast<std::size_t>(num_elements()) * dtype_size(dtype); }
+};
+
+/// "float32[3,4] on cpu"
+std::string describe(const TensorRef& t);
+
+}  // namespace chorus

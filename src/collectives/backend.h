@@ -1,0 +1,47 @@
+#pragma once
+// The seam between the runtime and the libraries that move data. One Backend per process
+// set and device kind; the runtime asks each registered backend, in the configured order,
+// whether it supports a tensor's device and uses the first that says yes.
+//
+// Contract: called only from the background thread; every member of the set calls the
+// same methods in the same order (the negotiated order). Sizes are per rank, in elements
+// for reductions and in bytes for data movement.
+
+#include <cstdint>
+#include <vector>
+
+#include "chorus/status.h"
+#include "chorus/types.h"
+#include "collectives/reduce_kernels.h"
+
+namespace chorus {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  virtual const char* name() const = 0;
+  virtual bool supports(const Device& device) const = 0;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  /// recv = scale(send_0 op send_1 op ... op send_{n-1}), combined in rank order for every
+  /// element (the same bits whatever the buffer's size or offset). send may equal recv.
+  /// `op` is kSum, kMin, kMax or kProduct.
+  virtual Status allreduce(const void* send, void* recv, int64_t count, DataType dtype,
+                           ReduceOp op, kernels::Scale scale) = 0;
+  /// Reduces like allreduce, but rank r receives only block r: `counts[r]` elements
+  /// starting at the sum of the earlier counts.
+  virtual Status reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,
+                               DataType dtype, ReduceOp op, kernels::Scale scale) = 0;
+  /// recv = concatenation of every rank's block; this rank's block (bytes[rank]) is `send`.
+  /// send may point at this rank's place inside recv.
+  virtual Status allgatherv(const void* send, void* recv, const std::vector<int64_t>& bytes) = 0;
+  virtual Status broadcast(void* data, int64_t bytes, int root) = 0;
+  /// Sends send_bytes[i] consecutive bytes to rank i and receives recv_bytes[i] from it.
+  virtual Status alltoallv(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
+                           const std::vector<int64_t>& recv_bytes) = 0;
+  virtual Status barrier() = 0;
+};
+
+}  // namespace chorus

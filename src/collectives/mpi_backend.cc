@@ -1,0 +1,181 @@
+#include "collectives/mpi_backend.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "collectives/mpi_check.h"
+
+namespace chorus {
+namespace {
+
+constexpr int kReduceScatterTag = 7301;
+
+std::vector<int64_t> prefix_offsets(const std::vector<int64_t>& counts) {
+  std::vector<int64_t> offsets(counts.size() + 1, 0);
+  for (std::size_t i = 0; i < counts.size(); ++i) offsets[i + 1] = offsets[i] + counts[i];
+  return offsets;
+}
+
+Status int_counts(const std::vector<int64_t>& bytes, const char* what, std::vector<int>* counts,
+                  std::vector<int>* displs) {
+  counts->resize(bytes.size());
+  displs->resize(bytes.size());
+  int64_t offset = 0;
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    if (bytes[i] > INT_MAX || offset > INT_MAX) {
+      return invalid_argument(std::string(what) + ": " + std::to_string(bytes[i]) +
+                              " bytes for one rank exceed the MPI backend's 2 GiB limit");
+    }
+    (*counts)[i] = static_cast<int>(bytes[i]);
+    (*displs)[i] = static_cast<int>(offset);
+    offset += bytes[i];
+  }
+  return {};
+}
+
+}  // namespace
+
+MpiBackend::MpiBackend(MPI_Comm comm) : comm_(comm) {
+  MPI_Comm_rank(comm_, &rank_);
+  MPI_Comm_size(comm_, &size_);
+  sources_.resize(size_);
+}
+
+char* MpiBackend::scratch(std::size_t bytes) {
+  if (scratch_.size() < bytes) scratch_.resize(bytes);
+  return scratch_.data();
+}
+
+Status MpiBackend::allreduce(const void* send, void* recv, int64_t count, DataType dtype,
+                             ReduceOp op, kernels::Scale scale) {
+  const int64_t esz = static_cast<int64_t>(dtype_size(dtype));
+  if (size_ == 1 || count == 0) {
+    kernels::reduce_ordered(recv, &send, 1, count, dtype, op, scale);
+    return {};
+  }
+  if (count * esz <= kGatherAllBytes) {
+    return gather_all_reduce(send, recv, 0, count, count, dtype, op, scale);
+  }
+  std::vector<int64_t> counts(size_, count / size_);
+  for (int64_t i = 0; i < count % size_; ++i) ++counts[i];
+  std::vector<int64_t> offsets = prefix_offsets(counts);
+  char* out = static_cast<char*>(recv);
+  Status s = pipelined_reduce_scatter(send, out + offsets[rank_] * esz, counts, dtype, op, scale);
+  if (!s.ok()) return s;
+  std::vector<int64_t> bytes(size_);
+  for (int i = 0; i < size_; ++i) bytes[i] = counts[i] * esz;
+  return allgatherv(out + offsets[rank_] * esz, out, bytes);
+}
+
+Status MpiBackend::gather_all_reduce(const void* send, void* recv, int64_t offset, int64_t count,
+                                     int64_t total, DataType dtype, ReduceOp op,
+                                     kernels::Scale scale) {
+  const int64_t esz = static_cast<int64_t>(dtype_size(dtype));
+  const int64_t bytes = total * esz;
+  char* all = scratch(static_cast<std::size_t>(bytes * size_));
+  CHORUS_MPI_CHECK(MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, all,
+                                 static_cast<int>(bytes), MPI_BYTE, comm_));
+  for (int q = 0; q < size_; ++q) sources_[q] = all + q * bytes + offset * esz;
+  kernels::reduce_ordered(recv, sources_.data(), size_, count, dtype, op, scale);
+  return {};
+}
+
+Status MpiBackend::reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,
+                                 DataType dtype, ReduceOp op, kernels::Scale scale) {
+  if (size_ == 1) {
+    kernels::reduce_ordered(recv, &send, 1, counts[0], dtype, op, scale);
+    return {};
+  }
+  return pipelined_reduce_scatter(send, recv, counts, dtype, op, scale);
+}
+
+Status MpiBackend::pipelined_reduce_scatter(const void* send, void* recv,
+                                            const std::vector<int64_t>& counts, DataType dtype,
+                                            ReduceOp op, kernels::Scale scale) {
+  const int64_t esz = static_cast<int64_t>(dtype_size(dtype));
+  const std::vector<int64_t> offsets = prefix_offsets(counts);
+  const int64_t mine = counts[rank_];
+  const int64_t mine_bytes = mine * esz;
+  const int64_t chunk = std::max<int64_t>(1, kChunkBytes / esz);
+  const int peers = size_ - 1;
+  auto slot = [&](int p) { return p < rank_ ? p : p - 1; };
+  auto chunks_of = [&](int64_t n) { return (n + chunk - 1) / chunk; };
+  const char* in = static_cast<const char*>(send);
+  char* out = static_cast<char*>(recv);
+  char* staging = scratch(static_cast<std::size_t>(mine_bytes * peers));
+
+  // Receives of this rank's block from every peer, chunk by chunk: request c*peers+slot(p).
+  const int64_t my_chunks = chunks_of(mine);
+  requests_.assign(static_cast<std::size_t>(my_chunks * peers), MPI_REQUEST_NULL);
+  for (int64_t c = 0; c < my_chunks; ++c) {
+    const int64_t len = std::min(chunk, mine - c * chunk) * esz;
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_) continue;
+      CHORUS_MPI_CHECK(MPI_Irecv(staging + slot(p) * mine_bytes + c * chunk * esz,
+                                 static_cast<int>(len), MPI_BYTE, p, kReduceScatterTag, comm_,
+                                 &requests_[c * peers + slot(p)]));
+    }
+  }
+  // Sends of every peer's block, starting with the next rank so that not every rank hits
+  // rank 0 first.
+  const std::size_t first_send = requests_.size();
+  for (int k = 1; k < size_; ++k) {
+    const int p = (rank_ + k) % size_;
+    for (int64_t c = 0; c < chunks_of(counts[p]); ++c) {
+      const int64_t len = std::min(chunk, counts[p] - c * chunk) * esz;
+      requests_.push_back(MPI_REQUEST_NULL);
+      CHORUS_MPI_CHECK(MPI_Isend(in + (offsets[p] + c * chunk) * esz, static_cast<int>(len),
+                                 MPI_BYTE, p, kReduceScatterTag, comm_, &requests_.back()));
+    }
+  }
+  // Combine each chunk in rank order as soon as every peer's piece of it arrived.
+  for (int64_t c = 0; c < my_chunks; ++c) {
+    CHORUS_MPI_CHECK(MPI_Waitall(peers, &requests_[c * peers], MPI_STATUSES_IGNORE));
+    const int64_t len = std::min(chunk, mine - c * chunk);
+    for (int q = 0; q < size_; ++q) {
+      sources_[q] = q == rank_ ? in + (offsets[rank_] + c * chunk) * esz
+                               : staging + slot(q) * mine_bytes + c * chunk * esz;
+    }
+    kernels::reduce_ordered(out + c * chunk * esz, sources_.data(), size_, len, dtype, op, scale);
+  }
+  CHORUS_MPI_CHECK(MPI_Waitall(static_cast<int>(requests_.size() - first_send),
+                               requests_.data() + first_send, MPI_STATUSES_IGNORE));
+  return {};
+}
+
+Status MpiBackend::allgatherv(const void* send, void* recv, const std::vector<int64_t>& bytes) {
+  std::vector<int> counts, displs;
+  if (Status s = int_counts(bytes, "allgather", &counts, &displs); !s.ok()) return s;
+  char* out = static_cast<char*>(recv);
+  const void* source = send == out + displs[rank_] ? MPI_IN_PLACE : send;
+  CHORUS_MPI_CHECK(MPI_Allgatherv(source, counts[rank_], MPI_BYTE, out, counts.data(),
+                                  displs.data(), MPI_BYTE, comm_));
+  return {};
+}
+
+Status MpiBackend::broadcast(void* data, int64_t bytes, int root) {
+  constexpr int64_t kPiece = int64_t{1} << 30;
+  char* p = static_cast<char*>(data);
+  for (int64_t done = 0; done < bytes; done += kPiece) {
+    CHORUS_MPI_CHECK(MPI_Bcast(p + done, static_cast<int>(std::min(kPiece, bytes - done)),
+                               MPI_BYTE, root, comm_));
+  }
+  return {};
+}
+
+Status MpiBackend::alltoallv(const void* send, const std::vector<int64_t>& send_bytes,
+                             void* recv, const std::vector<int64_t>& recv_bytes) {
+  std::vector<int> scounts, sdispls, rcounts, rdispls;
+  if (Status s = int_counts(send_bytes, "alltoall", &scounts, &sdispls); !s.ok()) return s;
+  if (Status s = int_counts(recv_bytes, "alltoall", &rcounts, &rdispls); !s.ok()) return s;
+  CHORUS_MPI_CHECK(MPI_Alltoallv(send, scounts.data(), sdispls.data(), MPI_BYTE, recv,
+                                 rcounts.data(), rdispls.data(), MPI_BYTE, comm_));
+  return {};
+}
+
+Status MpiBackend::barrier() {
+  CHORUS_MPI_CHECK(MPI_Barrier(comm_));
+  return {};
+}
+
+}  // namespace chorus

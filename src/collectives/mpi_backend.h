@@ -1,0 +1,64 @@
+#pragma once
+// The MPI backend for host memory.
+//
+// Reductions do not use MPI's reduction operations. MPI picks its algorithm, and with it
+// the order in which ranks' values are combined, by message size, so the same element
+// could get different bits fused and alone; and MPI has no 16-bit float types. Instead:
+//  - small messages: every rank gathers every contribution and combines them in rank order;
+//  - large messages: a reduce-scatter by point-to-point messages, pipelined in chunks,
+//    where the owner of each block combines the ranks' values in rank order as chunks
+//    arrive (reduce_kernels), then MPI_Allgatherv of the blocks.
+// Both give every element the value ((x0 op x1) op x2) ..., identical on every rank and
+// independent of fusion.
+
+#include <mpi.h>
+
+#include <vector>
+
+#include "collectives/backend.h"
+
+namespace chorus {
+
+class MpiBackend final : public Backend {
+ public:
+  /// Uses `comm` (owned by the caller, alive as long as this backend).
+  explicit MpiBackend(MPI_Comm comm);
+
+  const char* name() const override { return "mpi"; }
+  bool supports(const Device& device) const override { return device.is_cpu(); }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  Status allreduce(const void* send, void* recv, int64_t count, DataType dtype, ReduceOp op,
+                   kernels::Scale scale) override;
+  Status reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,
+                       DataType dtype, ReduceOp op, kernels::Scale scale) override;
+  Status allgatherv(const void* send, void* recv, const std::vector<int64_t>& bytes) override;
+  Status broadcast(void* data, int64_t bytes, int root) override;
+  Status alltoallv(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
+                   const std::vector<int64_t>& recv_bytes) override;
+  Status barrier() override;
+
+ private:
+  // Below this many bytes gathered per rank, reductions gather everything in one call.
+  static constexpr int64_t kGatherAllBytes = 64 << 10;
+  // Chunk of the pipelined reduce-scatter.
+  static constexpr int64_t kChunkBytes = 256 << 10;
+
+  Status gather_all_reduce(const void* send, void* recv, int64_t offset, int64_t count,
+                           int64_t total, DataType dtype, ReduceOp op, kernels::Scale scale);
+  Status pipelined_reduce_scatter(const void* send, void* recv,
+                                  const std::vector<int64_t>& counts, DataType dtype, ReduceOp op,
+                                  kernels::Scale scale);
+  char* scratch(std::size_t bytes);
+
+  MPI_Comm comm_;
+  int rank_ = 0;
+  int size_ = 1;
+  // Grows to the largest need and stays: steady-state steps allocate nothing.
+  std::vector<char> scratch_;
+  std::vector<MPI_Request> requests_;
+  std::vector<const void*> sources_;
+};
+
+}  // namespace chorus

@@ -1,0 +1,176 @@
+#include "collectives/mpi_world.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "collectives/mpi_backend.h"
+#include "collectives/mpi_check.h"
+
+namespace chorus {
+namespace {
+
+// The control transport over MPI: the round's AND is a non-blocking MPI_Iallreduce polled
+// with MPI_Test, so a rank waiting for an idle peer can still sleep, stop, or report.
+class MpiControl final : public ControlTransport {
+ public:
+  explicit MpiControl(MPI_Comm comm) : comm_(comm) {
+    MPI_Comm_rank(comm_, &rank_);
+    MPI_Comm_size(comm_, &size_);
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  Status start_and(std::vector<uint64_t>* bits) override {
+    CHORUS_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, bits->data(), static_cast<int>(bits->size()),
+                                    MPI_UINT64_T, MPI_BAND, comm_, &request_));
+    return {};
+  }
+  StatusOr<bool> test_and() override {
+    int done = 0;
+    CHORUS_MPI_CHECK(MPI_Test(&request_, &done, MPI_STATUS_IGNORE));
+    return done != 0;
+  }
+  StatusOr<std::vector<std::string>> gather(const std::string& mine) override {
+    int len = static_cast<int>(mine.size());
+    std::vector<int> lens(rank_ == 0 ? size_ : 0), displs(lens.size());
+    CHORUS_MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm_));
+    std::string all;
+    if (rank_ == 0) {
+      int64_t total = 0;
+      for (int r = 0; r < size_; ++r) {
+        displs[r] = static_cast<int>(total);
+        total += lens[r];
+      }
+      all.resize(static_cast<std::size_t>(total));
+    }
+    CHORUS_MPI_CHECK(MPI_Gatherv(mine.data(), len, MPI_BYTE, all.data(), lens.data(),
+                                 displs.data(), MPI_BYTE, 0, comm_));
+    std::vector<std::string> out;
+    for (int r = 0; r < static_cast<int>(lens.size()); ++r) out.push_back(all.substr(displs[r], lens[r]));
+    return out;
+  }
+  Status broadcast(std::string* data) override {
+    int64_t len = static_cast<int64_t>(data->size());
+    CHORUS_MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT64_T, 0, comm_));
+    data->resize(static_cast<std::size_t>(len));
+    CHORUS_MPI_CHECK(MPI_Bcast(data->data(), static_cast<int>(len), MPI_BYTE, 0, comm_));
+    return {};
+  }
+
+ private:
+  MPI_Comm comm_;
+  MPI_Request request_ = MPI_REQUEST_NULL;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+class MpiGroupImpl final : public MpiGroup {
+ public:
+  MpiGroupImpl(MPI_Comm control, MPI_Comm data)
+      : control_comm_(control), data_comm_(data), control_(control), backend_(data) {}
+  ~MpiGroupImpl() override {
+    MPI_Comm_free(&control_comm_);
+    MPI_Comm_free(&data_comm_);
+  }
+  int rank() const override { return control_.rank(); }
+  int size() const override { return control_.size(); }
+  ControlTransport& control() override { return control_; }
+  Backend& backend() override { return backend_; }
+
+ private:
+  MPI_Comm control_comm_;
+  MPI_Comm data_comm_;
+  MpiControl control_;
+  MpiBackend backend_;
+};
+
+class MpiWorldImpl final : public MpiWorld {
+ public:
+  MpiWorldImpl(MPI_Comm world, bool owns) : world_(world), owns_(owns) {
+    MPI_Comm_rank(world_, &rank_);
+    MPI_Comm_size(world_, &size_);
+  }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  StatusOr<std::vector<std::string>> host_names() override {
+    char mine[MPI_MAX_PROCESSOR_NAME] = {0};
+    int len = 0;
+    CHORUS_MPI_CHECK(MPI_Get_processor_name(mine, &len));
+    std::vector<char> all(static_cast<std::size_t>(size_) * MPI_MAX_PROCESSOR_NAME);
+    CHORUS_MPI_CHECK(MPI_Allgather(mine, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(),
+                                   MPI_MAX_PROCESSOR_NAME, MPI_CHAR, world_));
+    std::vector<std::string> names;
+    for (int r = 0; r < size_; ++r) {
+      const char* p = all.data() + static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME;
+      names.emplace_back(p, strnlen(p, MPI_MAX_PROCESSOR_NAME));
+    }
+    return names;
+  }
+
+  StatusOr<std::unique_ptr<MpiGroup>> create_group(const std::vector<int>& ranks) override {
+    auto it = std::find(ranks.begin(), ranks.end(), rank_);
+    const bool member = it != ranks.end();
+    MPI_Comm data = MPI_COMM_NULL;
+    CHORUS_MPI_CHECK(MPI_Comm_split(world_, member ? 0 : MPI_UNDEFINED,
+                                    member ? static_cast<int>(it - ranks.begin()) : 0, &data));
+    if (!member) return std::unique_ptr<MpiGroup>();
+    MPI_Comm control = MPI_COMM_NULL;
+    CHORUS_MPI_CHECK(MPI_Comm_dup(data, &control));
+    CHORUS_MPI_CHECK(MPI_Comm_set_errhandler(data, MPI_ERRORS_RETURN));
+    CHORUS_MPI_CHECK(MPI_Comm_set_errhandler(control, MPI_ERRORS_RETURN));
+    return std::unique_ptr<MpiGroup>(new MpiGroupImpl(control, data));
+  }
+
+  Status finalize() override {
+    if (world_ != MPI_COMM_NULL) CHORUS_MPI_CHECK(MPI_Comm_free(&world_));
+    if (owns_) {
+      owns_ = false;
+      CHORUS_MPI_CHECK(MPI_Finalize());
+    }
+    return {};
+  }
+
+ private:
+  MPI_Comm world_;
+  bool owns_;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+const char* thread_level_name(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    default: return "MPI_THREAD_MULTIPLE";
+  }
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<MpiWorld>> MpiWorld::init() {
+  int initialized = 0;
+  CHORUS_MPI_CHECK(MPI_Initialized(&initialized));
+  bool owns = false;
+  if (!initialized) {
+    int provided = 0;
+    CHORUS_MPI_CHECK(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided));
+    owns = true;
+  } else {
+    int provided = 0;
+    CHORUS_MPI_CHECK(MPI_Query_thread(&provided));
+    if (provided < MPI_THREAD_MULTIPLE) {
+      return failed_precondition(
+          std::string("the program initialized MPI with ") + thread_level_name(provided) +
+          "; Chorus's background thread also calls MPI, so initialize it with "
+          "MPI_Init_thread(..., MPI_THREAD_MULTIPLE, ...) or let chorus::init() do it");
+    }
+  }
+  MPI_Comm world = MPI_COMM_NULL;
+  CHORUS_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &world));
+  CHORUS_MPI_CHECK(MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN));
+  return std::unique_ptr<MpiWorld>(new MpiWorldImpl(world, owns));
+}
+
+}  // namespace chorus

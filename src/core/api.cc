@@ -1,0 +1,354 @@
+// The public API: validates arguments on the caller's thread, builds the requests and
+// entries, and hands them to the runtime. Errors found here fail the returned handle at
+// once, with a message naming the collective, the tensor and the value at fault.
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <mutex>
+
+#include "chorus/chorus.h"
+#include "core/runtime.h"
+
+namespace chorus {
+namespace {
+
+// The single process-wide handle (see STYLE.md): set by init(), cleared by shutdown().
+std::mutex g_mu;
+std::shared_ptr<Runtime> g_runtime;
+
+std::shared_ptr<Runtime> runtime() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_runtime;
+}
+
+Handle failed(Status status) { return Handle(detail::HandleState::failed(std::move(status))); }
+
+std::string what(OpType op, const std::string& name) {
+  return std::string(op_type_name(op)) + " '" + name + "': ";
+}
+
+Status check_tensor(OpType op, const std::string& name, const char* role, const TensorRef& t) {
+  if (static_cast<int>(t.dtype) >= kNumDataTypes) {
+    return invalid_argument(what(op, name) + role + " has an unknown dtype " +
+                            std::to_string(static_cast<int>(t.dtype)));
+  }
+  for (int64_t d : t.shape) {
+    if (d < 0) {
+      return invalid_argument(what(op, name) + role + " has a negative dimension in shape " +
+                              shape_string(t.shape));
+    }
+  }
+  if (t.data == nullptr && t.num_elements() > 0) {
+    return invalid_argument(what(op, name) + role + " " + describe(t) + " has no data pointer");
+  }
+  if (!t.device.is_cpu()) {
+    return invalid_argument(what(op, name) + role + " is on " + device_name(t.device) +
+                            ": this build of Chorus runs collectives on host memory only");
+  }
+  return {};
+}
+
+Status check_scale(OpType op, const std::string& name, const char* which, double v) {
+  if (!std::isfinite(v)) {
+    return invalid_argument(what(op, name) + which + " factor must be finite, got " +
+                            std::to_string(v));
+  }
+  return {};
+}
+
+// Everything every collective shares: the runtime, the set, the name, the request.
+struct Prepared {
+  std::shared_ptr<Runtime> rt;
+  Runtime::SetInfo set;
+  Entry entry;
+};
+
+StatusOr<Prepared> prepare(OpType op, const std::string& name, ProcessSet ps) {
+  Prepared p;
+  p.rt = runtime();
+  if (!p.rt || !p.rt->running()) {
+    return Status(StatusCode::kNotInitialized,
+                  std::string("chorus::") + op_type_name(op) +
+                      " called while Chorus is not initialized (call chorus::init() first)");
+  }
+  std::optional<Runtime::SetInfo> info = p.rt->set_info(ps.id);
+  if (!info) {
+    return invalid_argument(std::string(op_type_name(op)) + ": process set " +
+                            std::to_string(ps.id) + " does not exist");
+  }
+  if (info->rank < 0) {
+    return invalid_argument(std::string(op_type_name(op)) + ": rank " +
+                            std::to_string(p.rt->rank()) + " is not a member of process set " +
+                            std::to_string(ps.id));
+  }
+  p.set = *info;
+  p.entry.set_id = ps.id;
+  p.entry.request.op = op;
+  p.entry.request.name = name.empty() ? p.rt->generate_name(op) : name;
+  p.entry.handle = std::make_shared<detail::HandleState>(1);
+  return p;
+}
+
+void describe_tensor(Request& q, const TensorRef& t) {
+  q.dtype = t.dtype;
+  q.shape = t.shape;
+  q.device = t.device;
+}
+
+}  // namespace
+
+Status init(const Options& options) {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_runtime && g_runtime->running()) return {};
+  if (g_runtime) {
+    g_runtime->shutdown();
+    g_runtime.reset();
+  }
+  StatusOr<std::unique_ptr<Runtime>> rt = Runtime::start(options);
+  if (!rt.ok()) return rt.status();
+  g_runtime = std::move(rt).value();
+  return {};
+}
+
+Status shutdown() {
+  std::shared_ptr<Runtime> rt;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    rt = std::move(g_runtime);
+  }
+  return rt ? rt->shutdown() : Status();
+}
+
+bool is_initialized() {
+  std::shared_ptr<Runtime> rt = runtime();
+  return rt && rt->running();
+}
+
+int rank() { auto rt = runtime(); return rt ? rt->rank() : -1; }
+int size() { auto rt = runtime(); return rt ? rt->size() : -1; }
+int local_rank() { auto rt = runtime(); return rt ? rt->rank_map().local_rank : -1; }
+int local_size() { auto rt = runtime(); return rt ? rt->rank_map().local_size : -1; }
+int cross_rank() { auto rt = runtime(); return rt ? rt->rank_map().cross_rank : -1; }
+int cross_size() { auto rt = runtime(); return rt ? rt->rank_map().cross_size : -1; }
+
+Handle grouped_allreduce(const std::vector<std::string>& names,
+                         const std::vector<TensorRef>& inputs,
+                         const std::vector<TensorRef>& outputs, const AllreduceOptions& options) {
+  const OpType op = OpType::kAllreduce;
+  if (inputs.empty()) return failed(invalid_argument("grouped_allreduce: no tensors given"));
+  if (outputs.size() != inputs.size() || (!names.empty() && names.size() != inputs.size())) {
+    return failed(invalid_argument(
+        "grouped_allreduce: " + std::to_string(inputs.size()) + " inputs, " +
+        std::to_string(outputs.size()) + " outputs and " + std::to_string(names.size()) +
+        " names; give as many outputs (and names, or none) as inputs"));
+  }
+  if (static_cast<int>(options.op) >= kNumReduceOps) {
+    return failed(invalid_argument("allreduce: unknown reduce op " +
+                                   std::to_string(static_cast<int>(options.op))));
+  }
+  std::vector<Entry> entries;
+  std::shared_ptr<Runtime> rt;
+  std::string group;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    StatusOr<Prepared> p = prepare(op, names.empty() ? "" : names[i], options.process_set);
+    if (!p.ok()) return failed(p.status());
+    const std::string& name = p->entry.request.name;
+    for (Status s : {check_tensor(op, name, "input", inputs[i]),
+                     check_tensor(op, name, "output", outputs[i]),
+                     check_scale(op, name, "prescale", options.prescale),
+                     check_scale(op, name, "postscale", options.postscale)}) {
+      if (!s.ok()) return failed(s);
+    }
+    if (inputs[i].dtype != outputs[i].dtype || inputs[i].shape != outputs[i].shape) {
+      return failed(invalid_argument(what(op, name) + "output " + describe(outputs[i]) +
+                                     " does not match input " + describe(inputs[i])));
+    }
+    Request& q = p->entry.request;
+    describe_tensor(q, inputs[i]);
+    q.reduce_op = options.op;
+    q.prescale = options.prescale;
+    q.postscale = options.postscale;
+    if (inputs.size() > 1) {
+      // The group's key is derived from its first name, which every rank shares.
+      if (i == 0) group = name + "/group";
+      q.group = group;
+      q.group_size = static_cast<int32_t>(inputs.size());
+      q.group_index = static_cast<int32_t>(i);
+    }
+    p->entry.input = inputs[i];
+    p->entry.output = outputs[i];
+    rt = p->rt;
+    entries.push_back(std::move(p->entry));
+  }
+  // One handle for the whole group.
+  auto handle = std::make_shared<detail::HandleState>(static_cast<int>(entries.size()));
+  for (Entry& e : entries) e.handle = handle;
+  return rt->submit(std::move(entries));
+}
+
+Handle allreduce(const std::string& name, const TensorRef& input, const TensorRef& output,
+                 const AllreduceOptions& options) {
+  return grouped_allreduce({name}, {input}, {output}, options);
+}
+
+Handle allgather(const std::string& name, const TensorRef& input, const AllgatherOptions& options) {
+  const OpType op = OpType::kAllgather;
+  StatusOr<Prepared> p = prepare(op, name, options.process_set);
+  if (!p.ok()) return failed(p.status());
+  const std::string& n = p->entry.request.name;
+  if (Status s = check_tensor(op, n, "input", input); !s.ok()) return failed(s);
+  if (input.shape.empty()) {
+    return failed(invalid_argument(what(op, n) + "input must have at least one dimension"));
+  }
+  describe_tensor(p->entry.request, input);
+  p->entry.input = input;
+  p->entry.allocate = options.allocate;
+  return p->rt->submit({std::move(p->entry)});
+}
+
+Handle broadcast(const std::string& name, const TensorRef& tensor, int root,
+                 const BroadcastOptions& options) {
+  const OpType op = OpType::kBroadcast;
+  StatusOr<Prepared> p = prepare(op, name, options.process_set);
+  if (!p.ok()) return failed(p.status());
+  const std::string& n = p->entry.request.name;
+  if (Status s = check_tensor(op, n, "tensor", tensor); !s.ok()) return failed(s);
+  const int set_size = static_cast<int>(p->set.ranks.size());
+  if (root < 0 || root >= set_size) {
+    return failed(invalid_argument(what(op, n) + "root rank " + std::to_string(root) +
+                                   " is outside the process set of " + std::to_string(set_size) +
+                                   " ranks"));
+  }
+  describe_tensor(p->entry.request, tensor);
+  p->entry.request.root = root;
+  p->entry.input = tensor;
+  p->entry.output = tensor;
+  return p->rt->submit({std::move(p->entry)});
+}
+
+Handle alltoall(const std::string& name, const TensorRef& input, const std::vector<int64_t>& splits,
+                const AlltoallOptions& options) {
+  const OpType op = OpType::kAlltoall;
+  StatusOr<Prepared> p = prepare(op, name, options.process_set);
+  if (!p.ok()) return failed(p.status());
+  const std::string& n = p->entry.request.name;
+  if (Status s = check_tensor(op, n, "input", input); !s.ok()) return failed(s);
+  if (input.shape.empty()) {
+    return failed(invalid_argument(what(op, n) + "input must have at least one dimension"));
+  }
+  const int64_t set_size = static_cast<int64_t>(p->set.ranks.size());
+  std::vector<int64_t> s = splits;
+  if (s.empty()) {
+    if (input.shape[0] % set_size != 0) {
+      return failed(invalid_argument(what(op, n) + "first dimension " +
+                                     std::to_string(input.shape[0]) + " does not divide evenly over " +
+                                     std::to_string(set_size) + " ranks; pass splits"));
+    }
+    s.assign(set_size, input.shape[0] / set_size);
+  }
+  if (static_cast<int64_t>(s.size()) != set_size) {
+    return failed(invalid_argument(what(op, n) + std::to_string(s.size()) + " splits given for " +
+                                   std::to_string(set_size) + " ranks"));
+  }
+  int64_t sum = 0;
+  for (int64_t v : s) {
+    if (v < 0) {
+      return failed(invalid_argument(what(op, n) + "split " + std::to_string(v) + " is negative"));
+    }
+    sum += v;
+  }
+  if (sum != input.shape[0]) {
+    return failed(invalid_argument(what(op, n) + "splits add up to " + std::to_string(sum) +
+                                   " but the first dimension is " + std::to_string(input.shape[0])));
+  }
+  describe_tensor(p->entry.request, input);
+  p->entry.request.splits = s;
+  p->entry.input = input;
+  p->entry.allocate = options.allocate;
+  return p->rt->submit({std::move(p->entry)});
+}
+
+Handle reducescatter(const std::string& name, const TensorRef& input,
+                     const ReducescatterOptions& options) {
+  const OpType op = OpType::kReducescatter;
+  StatusOr<Prepared> p = prepare(op, name, options.process_set);
+  if (!p.ok()) return failed(p.status());
+  const std::string& n = p->entry.request.name;
+  for (Status s : {check_tensor(op, n, "input", input),
+                   check_scale(op, n, "prescale", options.prescale),
+                   check_scale(op, n, "postscale", options.postscale)}) {
+    if (!s.ok()) return failed(s);
+  }
+  if (input.shape.empty()) {
+    return failed(invalid_argument(what(op, n) + "input must have at least one dimension"));
+  }
+  if (static_cast<int>(options.op) >= kNumReduceOps) {
+    return failed(invalid_argument(what(op, n) + "unknown reduce op"));
+  }
+  Request& q = p->entry.request;
+  describe_tensor(q, input);
+  q.reduce_op = options.op;
+  q.prescale = options.prescale;
+  q.postscale = options.postscale;
+  p->entry.input = input;
+  p->entry.allocate = options.allocate;
+  return p->rt->submit({std::move(p->entry)});
+}
+
+Handle barrier(ProcessSet process_set) {
+  StatusOr<Prepared> p = prepare(OpType::kBarrier, "", process_set);
+  if (!p.ok()) return failed(p.status());
+  return p->rt->submit({std::move(p->entry)});
+}
+
+Handle join() {
+  // One join in flight per rank: the fixed name makes a second one a duplicate.
+  StatusOr<Prepared> p = prepare(OpType::kJoin, "chorus.join", ProcessSet::global());
+  if (!p.ok()) return failed(p.status());
+  return p->rt->submit({std::move(p->entry)});
+}
+
+StatusOr<ProcessSet> add_process_set(const std::vector<int>& ranks) {
+  StatusOr<Prepared> p = prepare(OpType::kAddProcessSet, "", ProcessSet::global());
+  if (!p.ok()) return p.status();
+  std::vector<int> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  if (sorted.empty() || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end() ||
+      sorted.front() < 0 || sorted.back() >= p->rt->size()) {
+    return invalid_argument("add_process_set: ranks must be distinct global ranks in [0, " +
+                            std::to_string(p->rt->size()) + "), at least one");
+  }
+  p->entry.request.ranks.assign(sorted.begin(), sorted.end());
+  Handle h = p->rt->submit({std::move(p->entry)});
+  if (Status s = h.wait(); !s.ok()) return s;
+  return ProcessSet{h.last_joined_rank()};
+}
+
+Status remove_process_set(ProcessSet process_set) {
+  if (process_set.id == 0) return invalid_argument("remove_process_set: the global set cannot be removed");
+  StatusOr<Prepared> p = prepare(OpType::kRemoveProcessSet, "", ProcessSet::global());
+  if (!p.ok()) return p.status();
+  if (!p->rt->set_info(process_set.id)) {
+    return invalid_argument("remove_process_set: process set " + std::to_string(process_set.id) +
+                            " does not exist");
+  }
+  p->entry.request.target_set = process_set.id;
+  return p->rt->submit({std::move(p->entry)}).wait();
+}
+
+int process_set_rank(ProcessSet process_set) {
+  auto rt = runtime();
+  if (!rt) return -1;
+  auto info = rt->set_info(process_set.id);
+  return info ? info->rank : -1;
+}
+
+int process_set_size(ProcessSet process_set) {
+  auto rt = runtime();
+  if (!rt) return -1;
+  auto info = rt->set_info(process_set.id);
+  return info ? static_cast<int>(info->ranks.size()) : -1;
+}
+
+}  // namespace chorus

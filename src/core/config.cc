@@ -1,0 +1,134 @@
+#include "core/config.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+namespace chorus {
+namespace {
+
+using Getenv = std::function<const char*(const char*)>;
+
+Status bad_value(const char* var, const std::string& value, const char* accepted) {
+  return invalid_argument(std::string(var) + "='" + value + "' is invalid: expected " + accepted);
+}
+
+// Each parser fills `out` from the variable when it is set and non-empty, and leaves the
+// default alone otherwise.
+Status parse_int(const Getenv& env, const char* var, int64_t min, int64_t* out) {
+  const char* raw = env(var);
+  if (raw == nullptr || *raw == '\0') return {};
+  errno = 0;
+  char* end = nullptr;
+  long long v = std::strtoll(raw, &end, 10);
+  if (errno != 0 || *end != '\0' || v < min) {
+    return bad_value(var, raw, min == 0 ? "an integer >= 0" : "an integer >= 1");
+  }
+  *out = v;
+  return {};
+}
+
+Status parse_double(const Getenv& env, const char* var, double* out) {
+  const char* raw = env(var);
+  if (raw == nullptr || *raw == '\0') return {};
+  errno = 0;
+  char* end = nullptr;
+  double v = std::strtod(raw, &end);
+  if (errno != 0 || *end != '\0' || !std::isfinite(v) || v < 0) {
+    return bad_value(var, raw, "a number >= 0");
+  }
+  *out = v;
+  return {};
+}
+
+Status parse_bool(const Getenv& env, const char* var, bool* out) {
+  const char* raw = env(var);
+  if (raw == nullptr || *raw == '\0') return {};
+  std::string v = raw;
+  if (v == "1" || v == "true" || v == "on") {
+    *out = true;
+  } else if (v == "0" || v == "false" || v == "off") {
+    *out = false;
+  } else {
+    return bad_value(var, raw, "0 or 1 (also true/false, on/off)");
+  }
+  return {};
+}
+
+bool valid_log_level(const std::string& v) {
+  for (const char* level : {"trace", "debug", "info", "warn", "error", "critical", "off"}) {
+    if (v == level) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+StatusOr<Config> Config::load(const Options& options, const Getenv& env) {
+  Config c;
+  // The environment first, then Options on top: a field set in code wins.
+  Status s;
+  if (!(s = parse_int(env, "CHORUS_FUSION_THRESHOLD", 0, &c.fusion_threshold_bytes)).ok()) return s;
+  if (!(s = parse_double(env, "CHORUS_CYCLE_TIME", &c.cycle_time_ms)).ok()) return s;
+  if (!(s = parse_int(env, "CHORUS_CACHE_CAPACITY", 0, &c.cache_capacity)).ok()) return s;
+  if (!(s = parse_double(env, "CHORUS_STALL_CHECK_SECONDS", &c.stall_check_seconds)).ok()) return s;
+  if (!(s = parse_double(env, "CHORUS_STALL_SHUTDOWN_SECONDS", &c.stall_shutdown_seconds)).ok()) {
+    return s;
+  }
+  if (!(s = parse_bool(env, "CHORUS_HIERARCHICAL_ALLREDUCE", &c.hierarchical_allreduce)).ok()) {
+    return s;
+  }
+  if (const char* t = env("CHORUS_TIMELINE"); t != nullptr) c.timeline_path = t;
+  if (const char* l = env("CHORUS_LOG_LEVEL"); l != nullptr && *l != '\0') c.log_level = l;
+
+  if (options.fusion_threshold_bytes) c.fusion_threshold_bytes = *options.fusion_threshold_bytes;
+  if (options.cycle_time_ms) c.cycle_time_ms = *options.cycle_time_ms;
+  if (options.cache_capacity) c.cache_capacity = *options.cache_capacity;
+  if (options.timeline_path) c.timeline_path = *options.timeline_path;
+  if (options.stall_check_seconds) c.stall_check_seconds = *options.stall_check_seconds;
+  if (options.stall_shutdown_seconds) c.stall_shutdown_seconds = *options.stall_shutdown_seconds;
+  if (options.hierarchical_allreduce) c.hierarchical_allreduce = *options.hierarchical_allreduce;
+  if (options.log_level) c.log_level = *options.log_level;
+
+  // Options bypass the parsers, so range checks are repeated on the merged values.
+  if (c.fusion_threshold_bytes < 0) {
+    return bad_value("CHORUS_FUSION_THRESHOLD", std::to_string(c.fusion_threshold_bytes),
+                     "an integer >= 0");
+  }
+  if (c.cache_capacity < 0 || c.cache_capacity > (1 << 20)) {
+    return bad_value("CHORUS_CACHE_CAPACITY", std::to_string(c.cache_capacity),
+                     "an integer between 0 and 1048576");
+  }
+  if (!(c.cycle_time_ms > 0) || c.cycle_time_ms > 10000) {
+    return bad_value("CHORUS_CYCLE_TIME", std::to_string(c.cycle_time_ms),
+                     "milliseconds, > 0 and <= 10000");
+  }
+  if (c.stall_check_seconds < 0 || c.stall_shutdown_seconds < 0) {
+    return bad_value("CHORUS_STALL_CHECK_SECONDS", std::to_string(c.stall_check_seconds),
+                     "seconds >= 0");
+  }
+  if (!valid_log_level(c.log_level)) {
+    return bad_value("CHORUS_LOG_LEVEL", c.log_level,
+                     "one of trace, debug, info, warn, error, critical, off");
+  }
+  return c;
+}
+
+StatusOr<Config> Config::load(const Options& options) {
+  return load(options, [](const char* name) { return std::getenv(name); });
+}
+
+std::string Config::describe() const {
+  std::ostringstream out;
+  out << "CHORUS_FUSION_THRESHOLD=" << fusion_threshold_bytes
+      << " CHORUS_CYCLE_TIME=" << cycle_time_ms << " CHORUS_CACHE_CAPACITY=" << cache_capacity
+      << " CHORUS_TIMELINE=" << timeline_path
+      << " CHORUS_STALL_CHECK_SECONDS=" << stall_check_seconds
+      << " CHORUS_STALL_SHUTDOWN_SECONDS=" << stall_shutdown_seconds
+      << " CHORUS_HIERARCHICAL_ALLREDUCE=" << (hierarchical_allreduce ? 1 : 0)
+      << " CHORUS_LOG_LEVEL=" << log_level;
+  return out.str();
+}
+
+}  // namespace chorus

@@ -1,0 +1,49 @@
+#pragma once
+// The runtime's configuration: one immutable struct, read once at init() from Options and
+// the CHORUS_* environment. This file pair holds the only getenv calls of the library.
+
+#include <cstdint>
+#include <functional>
+#include <string>
+
+#include "chorus/options.h"
+#include "chorus/status.h"
+
+namespace chorus {
+
+struct Config {
+  /// CHORUS_FUSION_THRESHOLD, bytes: most bytes packed into one fusion buffer; 0 turns
+  /// fusion off. Default 4 MiB: the fastest of the sizes bench/allreduce_bench sweeps on the
+  /// 160 x 400 KB case (a buffer that stays in cache pipelines better than one huge one).
+  int64_t fusion_threshold_bytes = 4 << 20;
+  /// CHORUS_CYCLE_TIME, milliseconds: how often an idle background thread takes part in a
+  /// negotiation round so that peers waiting on it (join, stall reports, shutdown) progress.
+  /// A thread with fresh work never waits for it.
+  double cycle_time_ms = 1.0;
+  /// CHORUS_CACHE_CAPACITY: responses remembered per process set; 0 turns the cache off.
+  int64_t cache_capacity = 1024;
+  /// CHORUS_TIMELINE: path of a Chrome-trace file to write; empty: no timeline.
+  std::string timeline_path;
+  /// CHORUS_STALL_CHECK_SECONDS: warn about tensors some ranks submitted and others did not
+  /// after this long; 0 turns the check off.
+  double stall_check_seconds = 60.0;
+  /// CHORUS_STALL_SHUTDOWN_SECONDS: fail such tensors on every rank after this long; 0: never.
+  double stall_shutdown_seconds = 0.0;
+  /// CHORUS_HIERARCHICAL_ALLREDUCE (0/1): reduce inside nodes, then across (GPU path).
+  bool hierarchical_allreduce = false;
+  /// CHORUS_LOG_LEVEL: trace, debug, info, warn, error, critical or off.
+  std::string log_level = "warn";
+
+  /// Reads `options`, falling back to the environment (through `getenv_fn`), then to the
+  /// defaults. A malformed or out-of-range value fails with kInvalidArgument naming the
+  /// variable, the value and the accepted form.
+  static StatusOr<Config> load(const Options& options,
+                               const std::function<const char*(const char*)>& getenv_fn);
+  /// load() with the process environment.
+  static StatusOr<Config> load(const Options& options);
+
+  /// One line per setting, "CHORUS_X=value", for the debug log.
+  std::string describe() const;
+};
+
+}  // namespace chorus

@@ -1,0 +1,37 @@
+#pragma once
+// The control channel of one process set: the few primitives the negotiation needs. MPI
+// provides one (collectives/mpi_world.h); tests provide an in-memory one that runs ranks
+// as threads. Called only from the thread that drives the negotiation.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "chorus/status.h"
+
+namespace chorus {
+
+class ControlTransport {
+ public:
+  virtual ~ControlTransport() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+
+  /// Starts a bitwise AND of `bits` across every member; every member passes a vector of
+  /// the same length. Non-blocking: the round's rendezvous, which a rank enters whenever
+  /// it is ready and which must never trap the thread (a peer may be idle for a while).
+  /// `bits` must stay alive and untouched until test_and() returns true.
+  virtual Status start_and(std::vector<uint64_t>* bits) = 0;
+  /// True once `bits` holds the AND of every member's vector.
+  virtual StatusOr<bool> test_and() = 0;
+
+  /// Gathers one message per member at rank 0 (index = rank; empty elsewhere). Blocking:
+  /// called only right after an AND completed, when every member is known to be here.
+  virtual StatusOr<std::vector<std::string>> gather(const std::string& mine) = 0;
+  /// Broadcasts `data` from rank 0 to every member (replacing `data` elsewhere). Blocking,
+  /// under the same rule as gather().
+  virtual Status broadcast(std::string* data) = 0;
+};
+
+}  // namespace chorus

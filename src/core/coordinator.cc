@@ -1,0 +1,397 @@
+#include "core/coordinator.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <functional>
+#include <sstream>
+
+namespace chorus {
+namespace {
+
+std::string ranks_string(const std::vector<int>& ranks) {
+  std::ostringstream out;
+  out << "[";
+  for (std::size_t i = 0; i < ranks.size(); ++i) out << (i ? ", " : "") << ranks[i];
+  out << "]";
+  return out.str();
+}
+
+std::string number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+// Groups the present ranks by the value of one field; more than one distinct value is a
+// disagreement, described as "float32 on ranks [0, 1]; float64 on ranks [2]".
+bool agree(const std::vector<std::optional<Request>>& by_rank, const char* what,
+           const std::function<std::string(const Request&)>& value, std::string* message) {
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  for (int r = 0; r < static_cast<int>(by_rank.size()); ++r) {
+    if (!by_rank[r]) continue;
+    std::string v = value(*by_rank[r]);
+    auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == v; });
+    if (it == groups.end()) {
+      groups.push_back({v, {r}});
+    } else {
+      it->second.push_back(r);
+    }
+  }
+  if (groups.size() <= 1) return true;
+  std::ostringstream out;
+  out << "ranks disagree on " << what << ": ";
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    out << (i ? "; " : "") << groups[i].first << " on ranks " << ranks_string(groups[i].second);
+  }
+  *message = out.str();
+  return false;
+}
+
+std::string trailing_dims(const Request& q) {
+  std::vector<int64_t> rest(q.shape.begin() + (q.shape.empty() ? 0 : 1), q.shape.end());
+  return std::to_string(q.shape.size()) + "-d, trailing dims " + shape_string(rest);
+}
+
+bool is_data_op(OpType op) {
+  return op != OpType::kBarrier && op != OpType::kJoin && op != OpType::kAddProcessSet &&
+         op != OpType::kRemoveProcessSet;
+}
+
+}  // namespace
+
+Response decide_response(const std::string& name,
+                         const std::vector<std::optional<Request>>& by_rank) {
+  const int n = static_cast<int>(by_rank.size());
+  const Request* ref = nullptr;
+  std::vector<int> absent;
+  for (int r = 0; r < n; ++r) {
+    if (by_rank[r]) {
+      if (!ref) ref = &*by_rank[r];
+    } else {
+      absent.push_back(r);
+    }
+  }
+  Response resp;
+  resp.name = name;
+  if (!ref) {
+    resp.status = internal_error("coordinator: no request for '" + name + "'");
+    return resp;
+  }
+  resp.op = ref->op;
+  resp.dtype = ref->dtype;
+  resp.reduce_op = ref->reduce_op;
+  resp.device = ref->device;
+  resp.shape = ref->shape;
+  resp.root = ref->root;
+  resp.prescale = ref->prescale;
+  resp.postscale = ref->postscale;
+  resp.group = ref->group;
+  resp.group_size = ref->group_size;
+  resp.group_index = ref->group_index;
+  for (int r : absent) resp.joined.push_back(r);
+
+  const std::string prefix = std::string(op_type_name(ref->op)) + " '" + name + "': ";
+  std::string msg;
+  auto mismatch = [&](const std::string& m) {
+    Response e;
+    e.op = resp.op;
+    e.name = name;
+    e.group = resp.group;
+    e.group_size = resp.group_size;
+    e.group_index = resp.group_index;
+    e.status = Status(StatusCode::kMismatch, prefix + m);
+    return e;
+  };
+
+  if (!agree(by_rank, "the operation", [](const Request& q) { return op_type_name(q.op); }, &msg)) {
+    return mismatch(msg);
+  }
+  if (!absent.empty() && ref->op != OpType::kAllreduce) {
+    Response e = mismatch("");
+    e.status = failed_precondition(prefix + "cannot run while ranks " + ranks_string(absent) +
+                                   " have joined; only allreduce runs with joined ranks");
+    return e;
+  }
+  if (is_data_op(ref->op)) {
+    if (!agree(by_rank, "dtype", [](const Request& q) { return dtype_name(q.dtype); }, &msg) ||
+        !agree(by_rank, "device type",
+               [](const Request& q) { return q.device.is_cpu() ? "cpu" : "cuda"; }, &msg)) {
+      return mismatch(msg);
+    }
+  }
+  auto same_shape = [&] {
+    return agree(by_rank, "shape", [](const Request& q) { return shape_string(q.shape); }, &msg);
+  };
+  auto same_reduction = [&] {
+    return agree(by_rank, "reduce op", [](const Request& q) { return reduce_op_name(q.reduce_op); },
+                 &msg) &&
+           agree(by_rank, "prescale factor", [](const Request& q) { return number(q.prescale); },
+                 &msg) &&
+           agree(by_rank, "postscale factor", [](const Request& q) { return number(q.postscale); },
+                 &msg);
+  };
+  switch (ref->op) {
+    case OpType::kAllreduce:
+      if (!same_shape() || !same_reduction() ||
+          !agree(by_rank, "group",
+                 [](const Request& q) {
+                   return q.group_size == 0 ? std::string("none")
+                                            : q.group + " of " + std::to_string(q.group_size);
+                 },
+                 &msg)) {
+        return mismatch(msg);
+      }
+      break;
+    case OpType::kReducescatter:
+      if (!same_shape() || !same_reduction()) return mismatch(msg);
+      break;
+    case OpType::kBroadcast:
+      if (!same_shape() ||
+          !agree(by_rank, "root rank", [](const Request& q) { return std::to_string(q.root); },
+                 &msg)) {
+        return mismatch(msg);
+      }
+      if (ref->root < 0 || ref->root >= n) {
+        return mismatch("root rank " + std::to_string(ref->root) + " is outside the set of " +
+                        std::to_string(n) + " ranks");
+      }
+      break;
+    case OpType::kAllgather:
+      if (ref->shape.empty()) return mismatch("needs a tensor with at least one dimension");
+      if (!agree(by_rank, "shape beyond the first dimension", trailing_dims, &msg)) {
+        return mismatch(msg);
+      }
+      for (int r = 0; r < n; ++r) resp.first_dims.push_back(by_rank[r]->shape.at(0));
+      break;
+    case OpType::kAlltoall:
+      if (ref->shape.empty()) return mismatch("needs a tensor with at least one dimension");
+      if (!agree(by_rank, "shape beyond the first dimension", trailing_dims, &msg)) {
+        return mismatch(msg);
+      }
+      for (int r = 0; r < n; ++r) {
+        if (static_cast<int>(by_rank[r]->splits.size()) != n) {
+          return mismatch("rank " + std::to_string(r) + " gave " +
+                          std::to_string(by_rank[r]->splits.size()) + " splits for " +
+                          std::to_string(n) + " ranks");
+        }
+        resp.splits.insert(resp.splits.end(), by_rank[r]->splits.begin(), by_rank[r]->splits.end());
+      }
+      break;
+    case OpType::kAddProcessSet:
+      if (!agree(by_rank, "the ranks of the new process set",
+                 [](const Request& q) {
+                   std::vector<int> v(q.ranks.begin(), q.ranks.end());
+                   return ranks_string(v);
+                 },
+                 &msg)) {
+        return mismatch(msg);
+      }
+      resp.ranks = ref->ranks;
+      break;
+    case OpType::kRemoveProcessSet:
+      if (!agree(by_rank, "the process set to remove",
+                 [](const Request& q) { return std::to_string(q.target_set); }, &msg)) {
+        return mismatch(msg);
+      }
+      resp.ranks = {ref->target_set};
+      break;
+    case OpType::kBarrier:
+    case OpType::kJoin:
+      break;
+  }
+  return resp;
+}
+
+Coordinator::Coordinator(int size) : size_(size), joined_(size, false) {}
+
+void Coordinator::add(int rank, const RequestList& list, Clock::time_point now) {
+  for (const Request& q : list.requests) {
+    if (q.op == OpType::kJoin) {
+      joined_[rank] = true;
+      last_joined_ = rank;  // ranks arrive in rank order: ties go to the highest rank
+      continue;
+    }
+    auto [it, fresh] = table_.try_emplace(q.name);
+    Entry& e = it->second;
+    if (fresh) {
+      e.by_rank.resize(size_);
+      e.first_seen = now;
+      arrival_.push_back(q.name);
+    }
+    if (!e.by_rank[rank]) ++e.count;
+    e.by_rank[rank] = q;
+    e.by_rank[rank]->rank = rank;
+  }
+}
+
+void Coordinator::add_waiting(int rank, const Response& cached, double waited_seconds) {
+  auto [it, fresh] = waiting_.try_emplace(cached.name);
+  if (fresh) {
+    it->second.cached = cached;
+    it->second.ranks.assign(size_, false);
+  }
+  it->second.ranks[rank] = true;
+  it->second.waited_seconds = std::max(it->second.waited_seconds, waited_seconds);
+}
+
+bool Coordinator::complete(const Entry& e) const {
+  int have = e.count;
+  for (int r = 0; r < size_; ++r) {
+    if (joined_[r] && !e.by_rank[r]) ++have;
+  }
+  return have == size_;
+}
+
+std::vector<Response> Coordinator::take_ready() {
+  std::vector<std::string> still;
+  for (const std::string& name : arrival_) {
+    auto it = table_.find(name);
+    if (it == table_.end()) continue;  // emitted earlier in this scan, as a group member
+    const Entry& e = it->second;
+    const Request* any = nullptr;
+    for (auto& q : e.by_rank) {
+      if (q) { any = &*q; break; }
+    }
+    if (!complete(e)) {
+      still.push_back(name);
+      continue;
+    }
+    if (any->group_size == 0) {
+      Response resp = decide_response(name, e.by_rank);
+      if (resp.status.ok() && resp.op == OpType::kAddProcessSet) resp.value = next_set_id_++;
+      ready_.push_back(std::move(resp));
+      table_.erase(it);
+      continue;
+    }
+    // A grouped member: the whole group is emitted together, in group order, once every
+    // member is complete; a member that fails fails the whole group.
+    std::vector<std::string> members;
+    bool all = true;
+    for (auto& [other, oe] : table_) {
+      const Request* oq = nullptr;
+      for (auto& q : oe.by_rank) {
+        if (q) { oq = &*q; break; }
+      }
+      if (oq->group_size != 0 && oq->group == any->group) {
+        members.push_back(other);
+        all = all && complete(oe);
+      }
+    }
+    if (!all || static_cast<int>(members.size()) < any->group_size) {
+      still.push_back(name);
+      continue;
+    }
+    std::vector<Response> group;
+    Status failure;
+    for (const std::string& m : members) {
+      group.push_back(decide_response(m, table_.at(m).by_rank));
+      if (!group.back().status.ok() && failure.ok()) failure = group.back().status;
+    }
+    std::sort(group.begin(), group.end(),
+              [](const Response& a, const Response& b) { return a.group_index < b.group_index; });
+    for (Response& g : group) {
+      if (!failure.ok() && g.status.ok()) {
+        g.status = Status(failure.code(), "grouped with a failed member: " + failure.message());
+      }
+      table_.erase(g.name);
+      ready_.push_back(std::move(g));
+    }
+  }
+  arrival_ = std::move(still);
+  if (std::all_of(joined_.begin(), joined_.end(), [](bool j) { return j; })) {
+    Response join;
+    join.op = OpType::kJoin;
+    join.name = "chorus.join";
+    join.value = last_joined_;
+    ready_.push_back(std::move(join));
+    joined_.assign(size_, false);
+    last_joined_ = -1;
+  }
+  return std::move(ready_);
+}
+
+std::vector<int> Coordinator::missing_ranks(const std::vector<bool>& present) const {
+  std::vector<int> missing;
+  for (int r = 0; r < size_; ++r) {
+    if (!present[r] && !joined_[r]) missing.push_back(r);
+  }
+  return missing;
+}
+
+StallReport Coordinator::inspect_stalls(Clock::time_point now, double check_seconds,
+                                        double shutdown_seconds) {
+  StallReport report;
+  auto describe = [&](const std::string& name, OpType op, double age,
+                      const std::vector<bool>& present) {
+    std::vector<int> have;
+    for (int r = 0; r < size_; ++r) {
+      if (present[r]) have.push_back(r);
+    }
+    return std::string(op_type_name(op)) + " '" + name + "' waited " +
+           std::to_string(static_cast<int64_t>(age)) + " s: submitted by ranks " +
+           ranks_string(have) + ", not yet by ranks " + ranks_string(missing_ranks(present));
+  };
+  auto fail = [&](const std::string& name, OpType op, double age,
+                  const std::vector<bool>& present) {
+    Response r;
+    r.op = op;
+    r.name = name;
+    r.status = Status(StatusCode::kStalled,
+                      "stall inspector (CHORUS_STALL_SHUTDOWN_SECONDS=" + number(shutdown_seconds) +
+                          "): " + describe(name, op, age, present));
+    report.failures.push_back(std::move(r));
+  };
+
+  std::vector<std::string> failed;
+  for (auto& [name, e] : table_) {
+    double age = std::chrono::duration<double>(now - e.first_seen).count();
+    std::vector<bool> present(size_);
+    OpType op = OpType::kAllreduce;
+    for (int r = 0; r < size_; ++r) {
+      present[r] = e.by_rank[r].has_value();
+      if (present[r]) op = e.by_rank[r]->op;
+    }
+    if (shutdown_seconds > 0 && age >= shutdown_seconds) {
+      fail(name, op, age, present);
+      failed.push_back(name);
+      continue;
+    }
+    if (check_seconds > 0 && age >= check_seconds &&
+        (!e.warned || std::chrono::duration<double>(now - e.last_warned).count() >= check_seconds)) {
+      report.warnings.push_back(describe(name, op, age, present));
+      e.warned = true;
+      e.last_warned = now;
+    }
+  }
+  for (const std::string& name : failed) table_.erase(name);
+
+  for (auto& [name, w] : waiting_) {
+    if (shutdown_seconds > 0 && w.waited_seconds >= shutdown_seconds) {
+      fail(name, w.cached.op, w.waited_seconds, w.ranks);
+    } else if (check_seconds > 0 && w.waited_seconds >= check_seconds) {
+      report.warnings.push_back(describe(name, w.cached.op, w.waited_seconds, w.ranks));
+    }
+  }
+  waiting_.clear();
+  std::sort(report.warnings.begin(), report.warnings.end());
+  std::sort(report.failures.begin(), report.failures.end(),
+            [](const Response& a, const Response& b) { return a.name < b.name; });
+  return report;
+}
+
+bool Coordinator::stall_due(Clock::time_point now, double check_seconds,
+                            double shutdown_seconds) const {
+  for (const auto& [name, e] : table_) {
+    double age = std::chrono::duration<double>(now - e.first_seen).count();
+    if (shutdown_seconds > 0 && age >= shutdown_seconds) return true;
+    if (check_seconds > 0 && age >= check_seconds &&
+        (!e.warned || std::chrono::duration<double>(now - e.last_warned).count() >= check_seconds)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+std::vector<std::string> Coordinator::pending_names() const { return arrival_; }
+
+}  // namespace chorus

@@ -1,0 +1,25 @@
+#pragma once
+// One tensor of one collective, as this rank's background thread holds it from enqueue to
+// completion. Owned by the runtime's tables; touched only by the background thread after
+// the trainer thread handed it over.
+
+#include <chrono>
+#include <memory>
+
+#include "chorus/options.h"
+#include "core/handle_state.h"
+#include "core/message.h"
+
+namespace chorus {
+
+struct Entry {
+  Request request;
+  int32_t set_id = 0;
+  TensorRef input;
+  TensorRef output;          ///< allreduce and broadcast: the caller's; else set at execution
+  OutputAllocator allocate;  ///< optional (allgather, alltoall, reducescatter)
+  std::shared_ptr<detail::HandleState> handle;
+  std::chrono::steady_clock::time_point enqueued;
+};
+
+}  // namespace chorus

@@ -1,0 +1,262 @@
+#include "core/executor.h"
+
+#include <cstring>
+#include <tuple>
+
+#include "collectives/reduce_kernels.h"
+#include "fusion/planner.h"
+
+namespace chorus {
+namespace {
+
+// kAverage is a sum whose result is divided by the set size.
+ReduceOp wire_op(ReduceOp op) { return op == ReduceOp::kAverage ? ReduceOp::kSum : op; }
+
+kernels::Scale result_scale(const Response& r, int size) {
+  return {r.reduce_op == ReduceOp::kAverage ? size : 1, r.postscale};
+}
+
+int64_t row_elements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (std::size_t i = 1; i < shape.size(); ++i) n *= shape[i];
+  return n;
+}
+
+}  // namespace
+
+Executor::Executor(Backend* backend, std::size_t fusion_threshold, Timeline* timeline)
+    : backend_(backend), fusion_(fusion_threshold), timeline_(timeline) {}
+
+Entry* Executor::find(std::unordered_map<std::string, Entry>& entries, const std::string& name) {
+  auto it = entries.find(name);
+  return it == entries.end() ? nullptr : &it->second;
+}
+
+void Executor::trace(const std::string& name, TimelinePhase phase, Clock::time_point start,
+                     Clock::time_point end) {
+  if (timeline_) timeline_->record(name, phase, start, end);
+}
+
+char* Executor::zeros(std::size_t bytes) {
+  if (zeros_.size() < bytes) zeros_.resize(bytes);
+  std::memset(zeros_.data(), 0, bytes);
+  return zeros_.data();
+}
+
+StatusOr<TensorRef> Executor::output_for(Entry& e, const std::vector<int64_t>& shape) {
+  if (!e.allocate) {
+    e.output = e.handle->allocate_output(e.request.dtype, shape);
+    return e.output;
+  }
+  StatusOr<TensorRef> got = e.allocate(shape);
+  if (!got.ok()) return got.status();
+  if (got->dtype != e.request.dtype || got->shape != shape ||
+      (got->data == nullptr && got->num_elements() > 0)) {
+    return invalid_argument(std::string(op_type_name(e.request.op)) + " '" + e.request.name +
+                            "': the output allocator returned " + describe(*got) + ", expected " +
+                            dtype_name(e.request.dtype) + shape_string(shape));
+  }
+  e.output = *got;
+  e.handle->outputs.push_back(e.output);
+  return e.output;
+}
+
+Status Executor::execute(const std::vector<Response>& responses,
+                         std::unordered_map<std::string, Entry>& entries, Clock::time_point agreed,
+                         const Finish& finish) {
+  std::vector<const Response*> runnable;
+  std::vector<FusionItem> items;
+  // Allreduces fuse only with identical reduction parameters: keys index this list.
+  std::vector<std::tuple<DataType, ReduceOp, Device::Kind, int, double, double>> keys;
+  for (const Response& r : responses) {
+    Entry* e = find(entries, r.name);
+    if (!r.status.ok()) {
+      if (e) finish(*e, r.status);
+      continue;
+    }
+    if (r.op == OpType::kAddProcessSet || r.op == OpType::kRemoveProcessSet) continue;
+    if (e) trace(r.name, TimelinePhase::kNegotiate, e->enqueued, agreed);
+    FusionItem item;
+    item.bytes = static_cast<std::size_t>(num_elements(r.shape)) * dtype_size(r.dtype);
+    item.fusible = r.op == OpType::kAllreduce;
+    if (item.fusible) {
+      auto key = std::make_tuple(r.dtype, r.reduce_op, r.device.kind, r.device.index, r.prescale,
+                                 r.postscale);
+      std::size_t k = 0;
+      while (k < keys.size() && keys[k] != key) ++k;
+      if (k == keys.size()) keys.push_back(key);
+      item.key = k;
+    }
+    runnable.push_back(&r);
+    items.push_back(item);
+  }
+  for (const FusionBatch& batch : plan_fusion(items, fusion_.capacity())) {
+    Status s;
+    if (batch.items.size() == 1) {
+      const Response& r = *runnable[batch.items[0]];
+      Entry* e = find(entries, r.name);
+      if (e) trace(r.name, TimelinePhase::kQueue, agreed, Clock::now());
+      s = run_single(r, e, finish);
+    } else {
+      std::vector<const Response*> members;
+      for (std::size_t i : batch.items) members.push_back(runnable[i]);
+      s = run_allreduce_batch(members, entries, finish);
+    }
+    if (!s.ok()) return s;
+  }
+  return {};
+}
+
+Status Executor::run_allreduce_batch(const std::vector<const Response*>& batch,
+                                     std::unordered_map<std::string, Entry>& entries,
+                                     const Finish& finish) {
+  const Response& first = *batch.front();
+  const std::size_t esz = dtype_size(first.dtype);
+  std::size_t total = 0;
+  for (const Response* r : batch) total += static_cast<std::size_t>(num_elements(r->shape)) * esz;
+  char* buffer = fusion_.get(total);
+
+  const Clock::time_point t0 = Clock::now();
+  std::size_t offset = 0;
+  for (const Response* r : batch) {
+    const int64_t count = num_elements(r->shape);
+    Entry* e = find(entries, r->name);
+    if (e) {
+      kernels::scale_copy(buffer + offset, e->input.data, count, r->dtype, r->prescale);
+    } else {
+      std::memset(buffer + offset, 0, static_cast<std::size_t>(count) * esz);
+    }
+    offset += static_cast<std::size_t>(count) * esz;
+  }
+  const Clock::time_point t1 = Clock::now();
+  Status s = backend_->allreduce(buffer, buffer, static_cast<int64_t>(total / esz), first.dtype,
+                                 wire_op(first.reduce_op), result_scale(first, backend_->size()));
+  const Clock::time_point t2 = Clock::now();
+  offset = 0;
+  for (const Response* r : batch) {
+    const std::size_t bytes = static_cast<std::size_t>(num_elements(r->shape)) * esz;
+    if (Entry* e = find(entries, r->name)) {
+      if (s.ok()) std::memcpy(e->output.data, buffer + offset, bytes);
+      trace(r->name, TimelinePhase::kMemcpyIn, t0, t1);
+      trace(r->name, TimelinePhase::kCollective, t1, t2);
+      trace(r->name, TimelinePhase::kMemcpyOut, t2, Clock::now());
+      finish(*e, s);
+    }
+    offset += bytes;
+  }
+  return s;
+}
+
+Status Executor::run_single(const Response& r, Entry* e, const Finish& finish) {
+  const int n = backend_->size();
+  const int me = backend_->rank();
+  const std::size_t esz = dtype_size(r.dtype);
+  const Clock::time_point t0 = Clock::now();
+  Clock::time_point t1 = t0;
+  Status s;
+  // Every rank must make the same backend call even when its own part failed (an output
+  // allocation, say), or the others would wait forever: `local` holds such a failure.
+  Status local;
+  switch (r.op) {
+    case OpType::kAllreduce: {
+      const int64_t count = num_elements(r.shape);
+      const void* in;
+      void* out;
+      if (e) {
+        in = e->input.data;
+        out = e->output.data;
+        if (r.prescale != 1.0) {
+          kernels::scale_copy(out, in, count, r.dtype, r.prescale);
+          in = out;
+        }
+      } else {
+        out = zeros(static_cast<std::size_t>(count) * esz);
+        in = out;
+      }
+      t1 = Clock::now();
+      s = backend_->allreduce(in, out, count, r.dtype, wire_op(r.reduce_op), result_scale(r, n));
+      break;
+    }
+    case OpType::kBroadcast:
+      s = backend_->broadcast(e->output.data,
+                              num_elements(r.shape) * static_cast<int64_t>(esz), r.root);
+      break;
+    case OpType::kAllgather: {
+      const int64_t row_bytes = row_elements(r.shape) * static_cast<int64_t>(esz);
+      std::vector<int64_t> bytes(n);
+      std::vector<int64_t> shape = r.shape;
+      shape[0] = 0;
+      for (int i = 0; i < n; ++i) {
+        bytes[i] = r.first_dims[i] * row_bytes;
+        shape[0] += r.first_dims[i];
+      }
+      StatusOr<TensorRef> out = output_for(*e, shape);
+      void* dst = out.ok() ? out->data : zeros(static_cast<std::size_t>(shape[0] * row_bytes));
+      if (!out.ok()) local = out.status();
+      t1 = Clock::now();
+      s = backend_->allgatherv(e->input.data, dst, bytes);
+      break;
+    }
+    case OpType::kAlltoall: {
+      const int64_t row_bytes = row_elements(e->request.shape) * static_cast<int64_t>(esz);
+      std::vector<int64_t> send(n), recv(n), received(n);
+      std::vector<int64_t> shape = e->request.shape;
+      shape[0] = 0;
+      for (int i = 0; i < n; ++i) {
+        send[i] = r.splits[static_cast<std::size_t>(me) * n + i] * row_bytes;
+        received[i] = r.splits[static_cast<std::size_t>(i) * n + me];
+        recv[i] = received[i] * row_bytes;
+        shape[0] += received[i];
+      }
+      StatusOr<TensorRef> out = output_for(*e, shape);
+      void* dst = out.ok() ? out->data : zeros(static_cast<std::size_t>(shape[0] * row_bytes));
+      if (!out.ok()) local = out.status();
+      e->handle->received_splits = received;
+      t1 = Clock::now();
+      s = backend_->alltoallv(e->input.data, send, dst, recv);
+      break;
+    }
+    case OpType::kReducescatter: {
+      const int64_t rows = r.shape[0];
+      const int64_t row = row_elements(r.shape);
+      // Rank i gets rows / n rows, the first rows % n ranks one more.
+      auto rows_of = [&](int i) { return rows / n + (i < rows % n ? 1 : 0); };
+      std::vector<int64_t> counts(n);
+      for (int i = 0; i < n; ++i) counts[i] = rows_of(i) * row;
+      std::vector<int64_t> shape = r.shape;
+      shape[0] = rows_of(me);
+      StatusOr<TensorRef> out = output_for(*e, shape);
+      void* dst = out.ok() ? out->data : zeros(static_cast<std::size_t>(counts[me]) * esz);
+      if (!out.ok()) local = out.status();
+      const void* in = e->input.data;
+      if (r.prescale != 1.0) {
+        const int64_t count = num_elements(r.shape);
+        if (staging_.size() < static_cast<std::size_t>(count) * esz) staging_.resize(count * esz);
+        kernels::scale_copy(staging_.data(), in, count, r.dtype, r.prescale);
+        in = staging_.data();
+      }
+      t1 = Clock::now();
+      s = backend_->reducescatter(in, dst, counts, r.dtype, wire_op(r.reduce_op),
+                                  result_scale(r, n));
+      break;
+    }
+    case OpType::kBarrier:
+      s = backend_->barrier();
+      break;
+    case OpType::kJoin:
+      if (e) e->handle->value = r.value;
+      break;
+    case OpType::kAddProcessSet:
+    case OpType::kRemoveProcessSet:
+      break;
+  }
+  const Clock::time_point t2 = Clock::now();
+  if (e) {
+    if (t1 > t0) trace(r.name, TimelinePhase::kMemcpyIn, t0, t1);
+    trace(r.name, TimelinePhase::kCollective, t1, t2);
+    finish(*e, s.ok() ? local : s);
+  }
+  return s;
+}
+
+}  // namespace chorus

@@ -1,0 +1,56 @@
+#pragma once
+// Runs one process set's agreed responses on this rank: fuses what the planner groups,
+// packs, calls the backend, unpacks, and finishes the entries. Background thread only.
+// Every member of the set runs the same responses in the same order, so the backend calls
+// line up across ranks; a rank without an entry for an allreduce (it joined) contributes
+// zeros.
+
+#include <functional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "collectives/backend.h"
+#include "core/entry.h"
+#include "fusion/buffer_manager.h"
+#include "timeline/timeline.h"
+
+namespace chorus {
+
+class Executor {
+ public:
+  using Finish = std::function<void(Entry&, const Status&)>;
+  using Clock = std::chrono::steady_clock;
+
+  /// `fusion_threshold`: bytes per fusion buffer (0: no fusion). `timeline` may be null.
+  Executor(Backend* backend, std::size_t fusion_threshold, Timeline* timeline);
+
+  /// Executes `responses` in order. `entries` maps names to this rank's entries; `finish`
+  /// is called once for every entry a response names (then the caller drops it).
+  /// `agreed`: when the round that produced the responses finished (timeline).
+  /// Returns a non-ok Status only for a failure that leaves the ranks out of step (a
+  /// backend error); per-tensor errors go to the entries.
+  Status execute(const std::vector<Response>& responses,
+                 std::unordered_map<std::string, Entry>& entries, Clock::time_point agreed,
+                 const Finish& finish);
+
+  const FusionBuffer& fusion_buffer() const { return fusion_; }
+
+ private:
+  Entry* find(std::unordered_map<std::string, Entry>& entries, const std::string& name);
+  Status run_allreduce_batch(const std::vector<const Response*>& batch,
+                             std::unordered_map<std::string, Entry>& entries, const Finish& finish);
+  Status run_single(const Response& r, Entry* e, const Finish& finish);
+  StatusOr<TensorRef> output_for(Entry& e, const std::vector<int64_t>& shape);
+  char* zeros(std::size_t bytes);
+  void trace(const std::string& name, TimelinePhase phase, Clock::time_point start,
+             Clock::time_point end);
+
+  Backend* backend_;
+  FusionBuffer fusion_;
+  Timeline* timeline_;
+  std::vector<char> zeros_;    // a joined rank's contribution; grows, stays zero
+  std::vector<char> staging_;  // prescaled input of a reducescatter; grows
+};
+
+}  // namespace chorus

@@ -1,0 +1,80 @@
+#include <thread>
+
+#include "chorus/handle.h"
+#include "core/handle_state.h"
+
+namespace chorus {
+namespace detail {
+
+std::shared_ptr<HandleState> HandleState::failed(Status status) {
+  auto h = std::make_shared<HandleState>(1);
+  h->finish(status);
+  return h;
+}
+
+void HandleState::finish(const Status& part) {
+  std::lock_guard<std::mutex> lock(mu);
+  if (!part.ok() && status.ok()) status = part;
+  if (--remaining > 0) return;
+  done.store(true, std::memory_order_release);
+  cv.notify_all();
+}
+
+TensorRef HandleState::allocate_output(DataType dtype, const std::vector<int64_t>& shape) {
+  TensorRef t;
+  t.dtype = dtype;
+  t.shape = shape;
+  storage.emplace_back(new char[std::max<std::size_t>(t.num_bytes(), 1)]);
+  t.data = storage.back().get();
+  outputs.push_back(t);
+  return t;
+}
+
+}  // namespace detail
+
+namespace {
+const TensorRef kEmptyTensor{};
+const std::vector<int64_t> kNoSplits{};
+const Status kNoHandle(StatusCode::kFailedPrecondition, "empty Handle: no collective behind it");
+}  // namespace
+
+bool Handle::poll() const { return !state_ || state_->done.load(std::memory_order_acquire); }
+
+Status Handle::wait(std::chrono::milliseconds timeout) const {
+  if (!state_) return kNoHandle;
+  // A short spin first: a small collective often completes within microseconds, and a
+  // futex sleep plus wake-up would cost more than the collective itself.
+  for (int i = 0; i < 200; ++i) {
+    if (state_->done.load(std::memory_order_acquire)) return state_->status;
+    if (i >= 50) std::this_thread::yield();
+  }
+  std::unique_lock<std::mutex> lock(state_->mu);
+  auto ready = [&] { return state_->done.load(std::memory_order_acquire); };
+  if (timeout == kForever) {
+    state_->cv.wait(lock, ready);
+  } else if (!state_->cv.wait_for(lock, timeout, ready)) {
+    return Status(StatusCode::kTimedOut,
+                  "collective still running after " + std::to_string(timeout.count()) + " ms");
+  }
+  return state_->status;
+}
+
+Status Handle::status() const {
+  if (!state_) return kNoHandle;
+  if (!poll()) return failed_precondition("collective still in flight");
+  return state_->status;
+}
+
+const TensorRef& Handle::output(std::size_t i) const {
+  if (!poll() || !state_ || i >= state_->outputs.size()) return kEmptyTensor;
+  return state_->outputs[i];
+}
+
+const std::vector<int64_t>& Handle::received_splits() const {
+  if (!poll() || !state_) return kNoSplits;
+  return state_->received_splits;
+}
+
+int Handle::last_joined_rank() const { return poll() && state_ ? state_->value : -1; }
+
+}  // namespace chorus

@@ -1,0 +1,41 @@
+#pragma once
+// What a Handle points at. Written by the background thread, read by trainer threads: the
+// fields other than `done` are written before `done` is set (release) and read after it is
+// seen (acquire).
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "chorus/status.h"
+#include "chorus/types.h"
+
+namespace chorus::detail {
+
+struct HandleState {
+  /// `parts`: entries that must finish before the handle completes (a grouped allreduce
+  /// has one per tensor).
+  explicit HandleState(int parts) : remaining(parts) {}
+  /// A failed handle that never reaches the background thread.
+  static std::shared_ptr<HandleState> failed(Status status);
+
+  /// One part finished (background thread). The first failure wins; the handle completes
+  /// when the last part finishes.
+  void finish(const Status& part);
+  /// Output storage that lives as long as the handle.
+  TensorRef allocate_output(DataType dtype, const std::vector<int64_t>& shape);
+
+  std::atomic<bool> done{false};
+  std::mutex mu;
+  std::condition_variable cv;
+  int remaining;
+  Status status;
+  std::vector<TensorRef> outputs;
+  std::vector<std::unique_ptr<char[]>> storage;
+  std::vector<int64_t> received_splits;
+  int value = -1;
+};
+
+}  // namespace chorus::detail

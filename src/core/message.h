@@ -1,0 +1,101 @@
+#pragma once
+// Requests and responses: what ranks tell the coordinator and what it answers. These are
+// plain values; codec.h turns them into bytes and back.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "chorus/status.h"
+#include "chorus/types.h"
+
+namespace chorus {
+
+/// The kind of a collective. Stable numbering: it travels in wire messages.
+enum class OpType : uint8_t {
+  kAllreduce = 0,
+  kAllgather = 1,
+  kBroadcast = 2,
+  kAlltoall = 3,
+  kReducescatter = 4,
+  kBarrier = 5,
+  kJoin = 6,
+  kAddProcessSet = 7,
+  kRemoveProcessSet = 8,
+};
+inline constexpr int kNumOpTypes = 9;
+const char* op_type_name(OpType op);
+
+/// One rank's description of one collective it wants to run. Every field except `rank`
+/// must agree across ranks, under the per-op rules of the coordinator.
+struct Request {
+  int32_t rank = 0;  ///< sender, in the process set's numbering
+  OpType op = OpType::kAllreduce;
+  std::string name;
+  DataType dtype = DataType::kFloat32;
+  ReduceOp reduce_op = ReduceOp::kSum;
+  Device device;
+  std::vector<int64_t> shape;
+  int32_t root = -1;               ///< broadcast root (set numbering)
+  double prescale = 1.0;
+  double postscale = 1.0;
+  std::vector<int64_t> splits;     ///< alltoall: rows sent to each rank
+  std::string group;               ///< grouped allreduce: key shared by every member
+  int32_t group_size = 0;          ///< members in the group (0: not grouped)
+  int32_t group_index = 0;         ///< this member's position in the group
+  std::vector<int32_t> ranks;      ///< add_process_set: global ranks of the new set
+  int32_t target_set = 0;          ///< remove_process_set: the set to remove
+
+  friend bool operator==(const Request&, const Request&) = default;
+};
+
+/// A cached request the sender has been waiting on, reported for the stall inspector.
+struct WaitingSlot {
+  int32_t slot = 0;
+  double waited_seconds = 0;
+  friend bool operator==(const WaitingSlot&, const WaitingSlot&) = default;
+};
+
+/// Everything one rank sends to the coordinator in one negotiation round.
+struct RequestList {
+  std::vector<Request> requests;
+  std::vector<WaitingSlot> waiting;  ///< cache hits not ready everywhere yet (stall reports)
+  friend bool operator==(const RequestList&, const RequestList&) = default;
+};
+
+/// The coordinator's decision about one named collective, identical on every rank.
+/// An error response (status not ok) fails the tensor on every rank that submitted it.
+struct Response {
+  OpType op = OpType::kAllreduce;
+  std::string name;
+  Status status;  ///< not ok: the collective fails everywhere with this status
+  DataType dtype = DataType::kFloat32;
+  ReduceOp reduce_op = ReduceOp::kSum;
+  Device device;
+  std::vector<int64_t> shape;        ///< agreed shape (allreduce, broadcast, reducescatter)
+  int32_t root = -1;
+  double prescale = 1.0;
+  double postscale = 1.0;
+  std::vector<int64_t> first_dims;   ///< allgather: first dimension on each rank
+  std::vector<int64_t> splits;       ///< alltoall: n*n matrix, row = sender, col = receiver
+  int32_t group_size = 0;
+  int32_t group_index = 0;
+  std::string group;
+  int32_t value = -1;                ///< join: last joined rank; add_process_set: new set id
+  std::vector<int32_t> ranks;        ///< add_process_set: members; remove: {target}
+  std::vector<int32_t> joined;       ///< ranks that contribute zeros to this allreduce
+
+  friend bool operator==(const Response& a, const Response& b);
+};
+
+struct ResponseList {
+  std::vector<Response> responses;
+  friend bool operator==(const ResponseList&, const ResponseList&) = default;
+};
+
+/// Number of elements of a shape (1 for a scalar shape {}).
+int64_t num_elements(const std::vector<int64_t>& shape);
+/// "[3,4]"
+std::string shape_string(const std::vector<int64_t>& shape);
+
+}  // namespace chorus

@@ -1,0 +1,196 @@
+#include "core/negotiator.h"
+
+#include "core/logging.h"
+
+#include "core/codec.h"
+
+namespace chorus {
+namespace {
+
+double seconds_between(Negotiator::Clock::time_point a, Negotiator::Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+}  // namespace
+
+Negotiator::Negotiator(ControlTransport* transport, NegotiatorOptions options, std::string label)
+    : transport_(transport),
+      options_(options),
+      label_(std::move(label)),
+      cache_(options.cache_capacity) {
+  if (transport_->rank() == 0) coordinator_ = std::make_unique<Coordinator>(transport_->size());
+}
+
+void Negotiator::submit(Request request, Clock::time_point now) {
+  request.rank = transport_->rank();
+  if (request.op == OpType::kJoin) joined_ = true;
+  std::string name = request.name;
+  pending_.emplace(std::move(name), Pending{std::move(request), now, false});
+}
+
+Status Negotiator::start(bool shutdown, Clock::time_point now) {
+  round_ = Round{};
+  outgoing_ = RequestList{};
+  outgoing_names_.clear();
+  slot_bound_ = cache_.slot_bound();
+  const std::size_t nbits = kFlagBits + 2 * static_cast<std::size_t>(slot_bound_);
+  bits_.assign((nbits + 63) / 64, 0);
+  auto set_bit = [&](std::size_t b) { bits_[b / 64] |= uint64_t{1} << (b % 64); };
+  auto clear_bit = [&](std::size_t b) { bits_[b / 64] &= ~(uint64_t{1} << (b % 64)); };
+  auto ready_bit = [](int slot) { return kFlagBits + 2 * static_cast<std::size_t>(slot); };
+  for (int s = 0; s < slot_bound_; ++s) set_bit(ready_bit(s) + 1);  // keep, unless cleared
+
+  // Classify each unsent request (a group as one unit, all or nothing): a hit sets its ready
+  // bit, a conflict clears the slot's keep bit and waits for the eviction, a miss goes to
+  // the coordinator.
+  std::map<std::string, std::vector<Pending*>> groups;
+  std::vector<std::vector<Pending*>> units;
+  for (auto& [name, p] : pending_) {
+    if (p.sent) continue;
+    if (p.request.group_size > 0) {
+      groups[p.request.group].push_back(&p);
+    } else {
+      units.push_back({&p});
+    }
+  }
+  for (auto& [key, members] : groups) units.push_back(std::move(members));
+
+  bool has_new = false;
+  std::vector<WaitingSlot> waiting;
+  bool stalled = false;
+  for (const auto& unit : units) {
+    bool conflict = false, all_hit = true;
+    std::vector<int> slots;
+    for (Pending* p : unit) {
+      ResponseCache::Found f = cache_.lookup(p->request);
+      if (f.kind == ResponseCache::Lookup::kConflict) {
+        clear_bit(ready_bit(f.slot) + 1);
+        conflict = true;
+      }
+      all_hit = all_hit && f.kind == ResponseCache::Lookup::kHit;
+      slots.push_back(f.slot);
+    }
+    if (conflict) continue;
+    if (all_hit) {
+      for (std::size_t i = 0; i < unit.size(); ++i) {
+        set_bit(ready_bit(slots[i]));
+        double waited = seconds_between(unit[i]->submitted, now);
+        waiting.push_back({slots[i], waited});
+        if (options_.stall_check_seconds > 0 && waited >= options_.stall_check_seconds) {
+          stalled = true;
+        }
+      }
+      continue;
+    }
+    for (Pending* p : unit) {
+      outgoing_.requests.push_back(p->request);
+      outgoing_names_.push_back(p->request.name);
+    }
+    has_new = true;
+  }
+  // A joined rank has no more data: it is ready for every cached allreduce, with zeros.
+  if (joined_) {
+    for (int s = 0; s < slot_bound_; ++s) {
+      if (cache_.occupied(s) && cache_.at(s).op == OpType::kAllreduce) set_bit(ready_bit(s));
+    }
+  }
+  // Stall reports of cached tensors go to the coordinator at most once per check period.
+  bool report = stalled && seconds_between(last_stall_report_, now) >= options_.stall_check_seconds;
+  if (report) {
+    last_stall_report_ = now;
+    outgoing_.waiting = std::move(waiting);
+  }
+  // Rank 0 asks for a round when its own table has a stall to report or fail.
+  if (coordinator_ && coordinator_->stall_due(now, options_.stall_check_seconds,
+                                              options_.stall_shutdown_seconds)) {
+    report = true;
+  }
+  if (!has_new) set_bit(kNoNewRequests);
+  if (!shutdown) set_bit(kNoShutdown);
+  if (!report) set_bit(kNoStallReport);
+
+  Status s = transport_->start_and(&bits_);
+  if (s.ok()) in_round_ = true;
+  return s;
+}
+
+StatusOr<bool> Negotiator::poll(Clock::time_point now) {
+  if (!in_round_) return failed_precondition("negotiator: poll() without a round in flight");
+  StatusOr<bool> done = transport_->test_and();
+  if (!done.ok() || !*done) return done;
+  in_round_ = false;
+  auto bit = [&](std::size_t b) { return (bits_[b / 64] >> (b % 64)) & 1; };
+  round_.shutdown = !bit(kNoShutdown);
+  std::vector<Response> coordinated;
+  if (!bit(kNoNewRequests) || !bit(kNoStallReport)) {
+    StatusOr<std::vector<Response>> got = exchange(outgoing_, now);
+    if (!got.ok()) return got.status();
+    coordinated = std::move(got).value();
+    round_.used_coordinator = true;
+    for (const std::string& name : outgoing_names_) pending_.at(name).sent = true;
+  }
+  finish(std::move(coordinated));
+  return true;
+}
+
+StatusOr<std::vector<Response>> Negotiator::exchange(const RequestList& mine,
+                                                     Clock::time_point now) {
+  StatusOr<std::vector<std::string>> gathered = transport_->gather(codec::encode(mine));
+  if (!gathered.ok()) return gathered.status();
+  std::string encoded;
+  if (coordinator_) {
+    for (int r = 0; r < transport_->size(); ++r) {
+      StatusOr<RequestList> list = codec::decode_request_list((*gathered)[r]);
+      if (!list.ok()) {
+        return Status(list.status().code(),
+                      "request list from rank " + std::to_string(r) + ": " + list.status().message());
+      }
+      coordinator_->add(r, *list, now);
+      for (const WaitingSlot& w : list->waiting) {
+        if (cache_.occupied(w.slot)) coordinator_->add_waiting(r, cache_.at(w.slot), w.waited_seconds);
+      }
+    }
+    ResponseList out;
+    out.responses = coordinator_->take_ready();
+    StallReport stalls = coordinator_->inspect_stalls(now, options_.stall_check_seconds,
+                                                      options_.stall_shutdown_seconds);
+    for (const std::string& w : stalls.warnings) {
+      log().warn("stall inspector ({}): {}", label_, w);
+    }
+    for (Response& f : stalls.failures) {
+      log().error("{}", f.status.message());
+      out.responses.push_back(std::move(f));
+    }
+    encoded = codec::encode(out);
+  }
+  if (Status s = transport_->broadcast(&encoded); !s.ok()) return s;
+  StatusOr<ResponseList> decoded = codec::decode_response_list(encoded);
+  if (!decoded.ok()) return decoded.status();
+  return std::move(decoded->responses);
+}
+
+void Negotiator::finish(std::vector<Response> coordinated) {
+  auto bit = [&](std::size_t b) { return (bits_[b / 64] >> (b % 64)) & 1; };
+  std::vector<int> ready_slots;
+  for (int s = 0; s < slot_bound_; ++s) {
+    const std::size_t b = kFlagBits + 2 * static_cast<std::size_t>(s);
+    if (bit(b) && cache_.occupied(s)) {
+      round_.responses.push_back(cache_.at(s));
+      ready_slots.push_back(s);
+    }
+  }
+  for (int s = 0; s < slot_bound_; ++s) {
+    if (!bit(kFlagBits + 2 * static_cast<std::size_t>(s) + 1)) cache_.erase(s);
+  }
+  for (int s : ready_slots) cache_.touch(s);
+  for (Response& r : coordinated) {
+    cache_.put(r);
+    round_.responses.push_back(std::move(r));
+  }
+  for (const Response& r : round_.responses) {
+    if (r.op == OpType::kJoin) joined_ = false;
+    pending_.erase(r.name);
+  }
+}
+
+}  // namespace chorus

@@ -1,0 +1,97 @@
+#pragma once
+// The negotiation of one process set, as a non-blocking state machine driven by the
+// background thread (or by a test thread per rank).
+//
+// One round, on every member of the set, in lock-step:
+//  1. start(): look every unsent local request up in the response cache and build a bit
+//     vector: per cache slot a "ready here" bit and a "keep" bit (cleared by a rank whose
+//     request of that name has other parameters), plus flags written inverted so that one
+//     bitwise AND answers "does anyone have new requests / want to shut down / report a
+//     stall". The AND starts non-blocking.
+//  2. poll(): once the AND is done, the cached responses ready everywhere are known without
+//     a coordinator. Only if some rank has new requests (or a stall report) do the ranks
+//     gather their request lists at rank 0, whose Coordinator decides, and broadcast the
+//     response list.
+//  3. The round's responses are: cached ones in slot order, then the coordinator's. The
+//     cache is updated from them in the same way on every rank.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/control_transport.h"
+#include "core/coordinator.h"
+#include "core/message.h"
+#include "core/response_cache.h"
+
+namespace chorus {
+
+struct NegotiatorOptions {
+  int64_t cache_capacity = 1024;
+  double stall_check_seconds = 60;
+  double stall_shutdown_seconds = 0;
+};
+
+class Negotiator {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  struct Round {
+    std::vector<Response> responses;  ///< to execute, in this order, on every member
+    bool shutdown = false;            ///< some member asked to shut down
+    bool used_coordinator = false;    ///< the round needed a gather (false: cache only)
+  };
+
+  /// `label` names the set in log lines ("global", "set 2").
+  Negotiator(ControlTransport* transport, NegotiatorOptions options, std::string label);
+
+  /// Queues a local request for the next round. Precondition: no pending request has the
+  /// same name (the runtime rejects duplicates before they get here).
+  void submit(Request request, Clock::time_point now);
+  /// Starts a round. `shutdown`: this rank asks every member to stop.
+  Status start(bool shutdown, Clock::time_point now);
+  /// Drives the round; true when it is finished and round() holds its result.
+  StatusOr<bool> poll(Clock::time_point now);
+  bool in_round() const { return in_round_; }
+  const Round& round() const { return round_; }
+
+  /// Local requests not yet answered.
+  std::size_t pending() const { return pending_.size(); }
+  const ResponseCache& cache() const { return cache_; }
+  int rank() const { return transport_->rank(); }
+  int size() const { return transport_->size(); }
+
+ private:
+  struct Pending {
+    Request request;
+    Clock::time_point submitted;
+    bool sent = false;  // handed to the coordinator; wait for its response
+  };
+  static constexpr int kFlagBits = 3;
+  enum Flag { kNoNewRequests = 0, kNoShutdown = 1, kNoStallReport = 2 };
+
+  StatusOr<std::vector<Response>> exchange(const RequestList& mine, Clock::time_point now);
+  void finish(std::vector<Response> coordinated);
+
+  ControlTransport* transport_;
+  const NegotiatorOptions options_;
+  const std::string label_;
+  ResponseCache cache_;
+  std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
+  std::map<std::string, Pending> pending_;
+  bool joined_ = false;
+
+  // The round in flight.
+  bool in_round_ = false;
+  int slot_bound_ = 0;
+  std::vector<uint64_t> bits_;
+  RequestList outgoing_;
+  std::vector<std::string> outgoing_names_;
+  Clock::time_point last_stall_report_{};
+  Round round_;
+};
+
+}  // namespace chorus

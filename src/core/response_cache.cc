@@ -1,0 +1,62 @@
+#include "core/response_cache.h"
+
+namespace chorus {
+
+bool ResponseCache::cacheable(const Response& r) {
+  return r.status.ok() && (r.op == OpType::kAllreduce || r.op == OpType::kBroadcast ||
+                           r.op == OpType::kReducescatter);
+}
+
+bool ResponseCache::matches(const Request& q, const Response& r) {
+  return q.op == r.op && q.name == r.name && q.dtype == r.dtype && q.device == r.device &&
+         q.shape == r.shape && q.reduce_op == r.reduce_op && q.root == r.root &&
+         q.prescale == r.prescale && q.postscale == r.postscale && q.group == r.group &&
+         q.group_size == r.group_size && q.group_index == r.group_index;
+}
+
+ResponseCache::Found ResponseCache::lookup(const Request& q) const {
+  auto it = by_name_.find(q.name);
+  if (it == by_name_.end()) return {};
+  return {matches(q, *slots_[it->second]) ? Lookup::kHit : Lookup::kConflict, it->second};
+}
+
+void ResponseCache::put(const Response& r) {
+  if (capacity_ == 0 || !cacheable(r)) return;
+  if (auto it = by_name_.find(r.name); it != by_name_.end()) {
+    slots_[it->second] = r;
+    touch(it->second);
+    return;
+  }
+  if (size() >= capacity_) erase(lru_.back());
+  int slot;
+  if (!free_.empty()) {
+    slot = *free_.begin();
+    free_.erase(free_.begin());
+  } else {
+    slot = static_cast<int>(slots_.size());
+    slots_.emplace_back();
+  }
+  slots_[slot] = r;
+  by_name_[r.name] = slot;
+  used_.insert(slot);
+  lru_.push_front(slot);
+  lru_pos_[slot] = lru_.begin();
+}
+
+void ResponseCache::touch(int slot) {
+  auto it = lru_pos_.find(slot);
+  if (it == lru_pos_.end()) return;
+  lru_.splice(lru_.begin(), lru_, it->second);
+}
+
+void ResponseCache::erase(int slot) {
+  if (!occupied(slot)) return;
+  by_name_.erase(slots_[slot]->name);
+  slots_[slot].reset();
+  lru_.erase(lru_pos_.at(slot));
+  lru_pos_.erase(slot);
+  used_.erase(slot);
+  free_.insert(slot);
+}
+
+}  // namespace chorus

@@ -1,0 +1,379 @@
+#include "core/runtime.h"
+
+#include <pthread.h>
+#include <sys/prctl.h>
+
+#include <algorithm>
+
+#include "core/logging.h"
+#ifdef CHORUS_WITH_NCCL
+#include "collectives/nccl_backend.h"
+#endif
+
+namespace chorus {
+namespace {
+
+// How long shutdown waits for the other ranks to take part in the final round before
+// leaving without them (a rank that died or hangs must not hang the others' exit).
+constexpr auto kShutdownGrace = std::chrono::seconds(10);
+
+// Polling of the round's non-blocking AND: spin briefly (a round with every rank present
+// completes in microseconds), then sleep with a doubling pause so that waiting for an idle
+// or busy peer costs almost no CPU.
+class Poller {
+ public:
+  explicit Poller(std::chrono::microseconds cap) : cap_(cap) {}
+  void pause() {
+    if (spins_ < kSpins) {
+      ++spins_;
+      return;
+    }
+    sleep_ = sleep_.count() == 0 ? std::chrono::microseconds(2) : std::min(sleep_ * 2, cap_);
+    std::this_thread::sleep_for(sleep_);
+  }
+
+ private:
+  static constexpr int kSpins = 100;
+  const std::chrono::microseconds cap_;
+  int spins_ = 0;
+  std::chrono::microseconds sleep_{0};
+};
+
+std::chrono::microseconds micros(double ms) {
+  return std::chrono::microseconds(static_cast<int64_t>(ms * 1000));
+}
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Runtime>> Runtime::start(const Options& options) {
+  StatusOr<Config> config = Config::load(options);
+  if (!config.ok()) return config.status();
+  std::unique_ptr<Runtime> rt(new Runtime(std::move(config).value()));
+  std::promise<Status> started;
+  std::future<Status> ready = started.get_future();
+  rt->thread_ = std::thread(&Runtime::run, rt.get(), std::move(started));
+  Status s = ready.get();
+  if (!s.ok()) {
+    rt->thread_.join();
+    return s;
+  }
+  return rt;
+}
+
+Runtime::~Runtime() { shutdown(); }
+
+Status Runtime::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_requested_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  return shutdown_status_;
+}
+
+bool Runtime::running() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return state_ == State::kRunning;
+}
+
+std::optional<Runtime::SetInfo> Runtime::set_info(int32_t id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = set_info_.find(id);
+  if (it == set_info_.end()) return std::nullopt;
+  return it->second;
+}
+
+std::string Runtime::generate_name(OpType op) {
+  uint64_t n = name_counters_[static_cast<int>(op)].fetch_add(1);
+  return std::string("chorus.") + op_type_name(op) + "." + std::to_string(n);
+}
+
+Handle Runtime::submit(std::vector<Entry> entries) {
+  std::shared_ptr<detail::HandleState> handle = entries.front().handle;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (state_ != State::kRunning) {
+      return Handle(detail::HandleState::failed(
+          stopped_because_.ok() ? Status(StatusCode::kNotInitialized, "Chorus is not running")
+                                : stopped_because_));
+    }
+    const int32_t set = entries.front().set_id;
+    if (!set_info_.count(set)) {
+      return Handle(detail::HandleState::failed(
+          invalid_argument("process set " + std::to_string(set) + " does not exist")));
+    }
+    std::unordered_set<std::string>& names = in_flight_[set];
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const std::string& name = entries[i].request.name;
+      bool twice = names.count(name) > 0;
+      for (std::size_t j = 0; j < i && !twice; ++j) twice = entries[j].request.name == name;
+      if (twice) {
+        return Handle(detail::HandleState::failed(invalid_argument(
+            std::string(op_type_name(entries[i].request.op)) + " '" + name +
+            "': a collective with this name is already in flight on rank " +
+            std::to_string(rank_) + "; names must be unique among in-flight collectives")));
+      }
+    }
+    for (Entry& e : entries) {
+      names.insert(e.request.name);
+      e.enqueued = Clock::now();
+      queue_.push_back(std::move(e));
+    }
+  }
+  cv_.notify_one();
+  return Handle(std::move(handle));
+}
+
+void Runtime::run(std::promise<Status> started) {
+  pthread_setname_np(pthread_self(), "chorus-bg");
+  // Short sleeps in the poll loop should last what they ask for, not the default 50 us slack.
+  prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
+  Status s = setup();
+  if (!s.ok()) {
+    sets_.clear();
+    if (world_) world_->finalize();
+    started.set_value(s);
+    return;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    state_ = State::kRunning;
+  }
+  started.set_value(Status());
+  loop();
+}
+
+Status Runtime::setup() {
+  StatusOr<std::unique_ptr<MpiWorld>> world = MpiWorld::init();
+  if (!world.ok()) return world.status();
+  world_ = std::move(world).value();
+  rank_ = world_->rank();
+  size_ = world_->size();
+  configure_logging(rank_, config_.log_level);
+  StatusOr<std::vector<std::string>> names = world_->host_names();
+  if (!names.ok()) return names.status();
+  map_ = compute_rank_map(*names, rank_);
+  log().debug("config: {}", config_.describe());
+#ifdef CHORUS_WITH_NCCL
+  log().debug("built with {}", nccl_version_string());
+#endif
+  log().debug("rank {} of {} on host {}: local_rank {}/{}, cross_rank {}/{}", rank_, size_,
+              (*names)[rank_], map_.local_rank, map_.local_size, map_.cross_rank, map_.cross_size);
+  if (!config_.timeline_path.empty() && rank_ == 0) {
+    StatusOr<std::unique_ptr<Timeline>> tl = Timeline::open(config_.timeline_path, rank_);
+    if (!tl.ok()) return tl.status();
+    timeline_ = std::move(tl).value();
+  }
+  std::vector<int> all(size_);
+  for (int r = 0; r < size_; ++r) all[r] = r;
+  StatusOr<std::unique_ptr<SetState>> global = make_set(0, all);
+  if (!global.ok()) return global.status();
+  sets_[0] = std::move(global).value();
+  return {};
+}
+
+StatusOr<std::unique_ptr<Runtime::SetState>> Runtime::make_set(int32_t id,
+                                                               const std::vector<int>& ranks) {
+  StatusOr<std::unique_ptr<MpiGroup>> group = world_->create_group(ranks);
+  if (!group.ok()) return group.status();
+  SetInfo info{ranks, -1};
+  for (int i = 0; i < static_cast<int>(ranks.size()); ++i) {
+    if (ranks[i] == rank_) info.rank = i;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    set_info_[id] = info;
+  }
+  if (!*group) return std::unique_ptr<SetState>();
+  auto set = std::make_unique<SetState>();
+  set->id = id;
+  set->group = std::move(group).value();
+  NegotiatorOptions nopts{config_.cache_capacity, config_.stall_check_seconds,
+                          config_.stall_shutdown_seconds};
+  set->negotiator = std::make_unique<Negotiator>(&set->group->control(), nopts,
+                                                 id == 0 ? "global" : "set " + std::to_string(id));
+  set->executor = std::make_unique<Executor>(
+      &set->group->backend(), static_cast<std::size_t>(config_.fusion_threshold_bytes),
+      timeline_.get());
+  return set;
+}
+
+void Runtime::loop() {
+  const auto cycle_time = micros(config_.cycle_time_ms);
+  const auto min_backoff = std::chrono::microseconds(20);
+  auto backoff = min_backoff;
+  bool productive = false;
+  Status ended;
+  // False after a failed round: MPI may then hold requests that never complete, and
+  // finalizing could hang, so MPI is left to the process's exit.
+  bool mpi_usable = true;
+  while (true) {
+    bool pending = false;
+    for (auto& [id, set] : sets_) pending = pending || set->negotiator->pending() > 0;
+    std::vector<Entry> fresh;
+    bool stop_asked;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      // Idle: take part in a round every cycle time. Waiting on peers after a round that
+      // ran nothing: back off up to the cycle time. New work or a stop wakes us at once.
+      if (queue_.empty() && !stop_requested_ && !(pending && productive)) {
+        cv_.wait_for(lock, pending ? backoff : cycle_time,
+                     [&] { return !queue_.empty() || stop_requested_; });
+      }
+      fresh.swap(queue_);
+      stop_asked = stop_requested_;
+    }
+    backoff = fresh.empty() && !productive ? std::min(backoff * 2, cycle_time) : min_backoff;
+    accept(std::move(fresh));
+    bool shutdown = false;
+    Status s = cycle(stop_asked, &shutdown, &productive);
+    if (!s.ok()) {
+      log().error("background loop stopped: {}", s.to_string());
+      ended = s;
+      mpi_usable = false;
+      break;
+    }
+    if (shutdown) {
+      ended = Status(StatusCode::kAborted,
+                     stop_asked ? "Chorus was shut down while the collective was in flight"
+                                : "another rank called chorus::shutdown(); Chorus has stopped");
+      break;
+    }
+  }
+  fail_all(ended);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    state_ = State::kStopped;
+    stopped_because_ = ended.code() == StatusCode::kAborted && !stop_requested_
+                           ? ended
+                           : Status(StatusCode::kNotInitialized, "Chorus has been shut down");
+  }
+  if (timeline_) timeline_->stop();
+  sets_.clear();
+  Status fin = mpi_usable ? world_->finalize() : ended;
+  std::lock_guard<std::mutex> lock(mu_);
+  shutdown_status_ = fin;
+}
+
+void Runtime::accept(std::vector<Entry> fresh) {
+  const Clock::time_point now = Clock::now();
+  for (Entry& e : fresh) {
+    auto it = sets_.find(e.set_id);
+    if (it == sets_.end() || !it->second) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        in_flight_[e.set_id].erase(e.request.name);
+      }
+      e.handle->finish(invalid_argument("process set " + std::to_string(e.set_id) +
+                                        " was removed before the collective ran"));
+      continue;
+    }
+    SetState& set = *it->second;
+    set.negotiator->submit(e.request, now);
+    std::string name = e.request.name;
+    set.entries.emplace(std::move(name), std::move(e));
+  }
+}
+
+Status Runtime::cycle(bool stop_asked, bool* shutdown, bool* productive) {
+  const Clock::time_point start = Clock::now();
+  for (auto& [id, set] : sets_) {
+    if (Status s = set->negotiator->start(id == 0 && stop_asked, start); !s.ok()) return s;
+  }
+  Poller poller(std::min(micros(config_.cycle_time_ms), std::chrono::microseconds(200)));
+  while (true) {
+    bool done = true;
+    for (auto& [id, set] : sets_) {
+      if (!set->negotiator->in_round()) continue;
+      StatusOr<bool> finished = set->negotiator->poll(Clock::now());
+      if (!finished.ok()) return finished.status();
+      done = done && *finished;
+    }
+    if (done) break;
+    if (stop_asked && Clock::now() - start > kShutdownGrace) {
+      return Status(StatusCode::kAborted,
+                    "shutdown: other ranks did not answer within 10 s; leaving without them");
+    }
+    poller.pause();
+  }
+  const Clock::time_point agreed = Clock::now();
+  *productive = false;
+  std::vector<Response> changes;
+  for (auto& [id, set] : sets_) {
+    const Negotiator::Round& round = set->negotiator->round();
+    if (id == 0) *shutdown = round.shutdown;
+    *productive = *productive || !round.responses.empty();
+    for (const Response& r : round.responses) {
+      if (r.status.ok() && (r.op == OpType::kAddProcessSet || r.op == OpType::kRemoveProcessSet)) {
+        changes.push_back(r);
+      }
+    }
+    SetState* state = set.get();
+    Status s = set->executor->execute(round.responses, set->entries, agreed,
+                                      [&](Entry& e, const Status& st) { finish(*state, e, st); });
+    if (!s.ok()) return s;
+  }
+  return apply_set_changes(changes);
+}
+
+// Process sets change at the end of a cycle, in response order, on every rank: creating
+// one is a collective over the global communicator.
+Status Runtime::apply_set_changes(const std::vector<Response>& changes) {
+  SetState& global = *sets_.at(0);
+  for (const Response& r : changes) {
+    if (r.op == OpType::kAddProcessSet) {
+      std::vector<int> ranks(r.ranks.begin(), r.ranks.end());
+      StatusOr<std::unique_ptr<SetState>> set = make_set(r.value, ranks);
+      if (!set.ok()) return set.status();
+      if (*set) sets_[r.value] = std::move(set).value();
+      log().debug("process set {} created with {} ranks", r.value, ranks.size());
+    } else {
+      const int32_t id = r.ranks.at(0);
+      auto it = sets_.find(id);
+      if (it != sets_.end()) {
+        SetState& gone = *it->second;
+        while (!gone.entries.empty()) {
+          finish(gone, gone.entries.begin()->second,
+                 Status(StatusCode::kAborted, "process set " + std::to_string(id) + " was removed"));
+        }
+        sets_.erase(it);
+      }
+      std::lock_guard<std::mutex> lock(mu_);
+      set_info_.erase(id);
+      in_flight_.erase(id);
+    }
+    auto e = global.entries.find(r.name);
+    if (e != global.entries.end()) {
+      e->second.handle->value = r.value;
+      finish(global, e->second, Status());
+    }
+  }
+  return {};
+}
+
+void Runtime::finish(SetState& set, Entry& entry, const Status& status) {
+  const std::string name = entry.request.name;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    in_flight_[set.id].erase(name);
+  }
+  entry.handle->finish(status);
+  set.entries.erase(name);
+}
+
+void Runtime::fail_all(const Status& status) {
+  for (auto& [id, set] : sets_) {
+    while (!set->entries.empty()) finish(*set, set->entries.begin()->second, status);
+  }
+  std::vector<Entry> queued;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queued.swap(queue_);
+    in_flight_.clear();
+  }
+  for (Entry& e : queued) e.handle->finish(status);
+}
+
+}  // namespace chorus

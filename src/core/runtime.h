@@ -1,0 +1,111 @@
+#pragma once
+// The runtime: the one object init() creates. It owns every subsystem (MPI world, process
+// sets with their negotiators and executors, timeline) and the background thread that
+// drives them; the public API forwards to it.
+//
+// Threads: trainer threads call submit() and the accessors; everything else runs on the
+// background thread ("chorus-bg"), the only thread that calls MPI.
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "chorus/handle.h"
+#include "chorus/options.h"
+#include "collectives/mpi_world.h"
+#include "core/config.h"
+#include "core/entry.h"
+#include "core/executor.h"
+#include "core/negotiator.h"
+#include "timeline/timeline.h"
+#include "topology/rank_map.h"
+
+namespace chorus {
+
+class Runtime {
+ public:
+  using Clock = std::chrono::steady_clock;
+
+  struct SetInfo {
+    std::vector<int> ranks;  ///< global ranks, in the set's rank order
+    int rank = -1;           ///< this rank's index in the set, -1 if not a member
+  };
+
+  /// Loads the configuration, starts the background thread, and returns once MPI and the
+  /// global process set are up on this rank (or with the reason they are not).
+  static StatusOr<std::unique_ptr<Runtime>> start(const Options& options);
+  ~Runtime();
+
+  /// Asks every rank to stop, waits for the background thread, finalizes MPI if Chorus
+  /// initialized it. Idempotent.
+  Status shutdown();
+  /// False once shut down (also when another rank asked for it) or failed.
+  bool running() const;
+
+  const RankMap& rank_map() const { return map_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const Config& config() const { return config_; }
+
+  /// Hands the entries of one collective (several for a grouped allreduce, sharing one
+  /// handle state) to the background thread. Fails the handle at once on a duplicate name.
+  Handle submit(std::vector<Entry> entries);
+  std::optional<SetInfo> set_info(int32_t id) const;
+  /// "chorus.allreduce.7": the op's own counter on this rank.
+  std::string generate_name(OpType op);
+
+ private:
+  struct SetState {
+    int32_t id = 0;
+    std::unique_ptr<MpiGroup> group;
+    std::unique_ptr<Negotiator> negotiator;
+    std::unique_ptr<Executor> executor;
+    std::unordered_map<std::string, Entry> entries;
+  };
+  enum class State { kStarting, kRunning, kStopped };
+
+  explicit Runtime(Config config) : config_(std::move(config)) {}
+  void run(std::promise<Status> started);
+  Status setup();
+  StatusOr<std::unique_ptr<SetState>> make_set(int32_t id, const std::vector<int>& ranks);
+  void loop();
+  Status cycle(bool stop_asked, bool* shutdown, bool* productive);
+  void accept(std::vector<Entry> fresh);
+  Status apply_set_changes(const std::vector<Response>& changes);
+  void finish(SetState& set, Entry& entry, const Status& status);
+  void fail_all(const Status& status);
+
+  const Config config_;
+  RankMap map_;
+  int rank_ = -1;
+  int size_ = -1;
+  std::unique_ptr<MpiWorld> world_;           // background thread
+  std::unique_ptr<Timeline> timeline_;
+  std::map<int32_t, std::unique_ptr<SetState>> sets_;  // background thread
+
+  mutable std::mutex mu_;  // guards everything below
+  std::condition_variable cv_;
+  std::vector<Entry> queue_;
+  std::map<int32_t, std::unordered_set<std::string>> in_flight_;
+  std::map<int32_t, SetInfo> set_info_;
+  State state_ = State::kStarting;
+  bool stop_requested_ = false;
+  Status stopped_because_;
+  Status shutdown_status_;
+  std::thread thread_;
+
+  std::array<std::atomic<uint64_t>, kNumOpTypes> name_counters_{};
+};
+
+}  // namespace chorus

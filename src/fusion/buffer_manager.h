@@ -1,0 +1,27 @@
+#pragma once
+// Host fusion buffers. One buffer per process set, allocated once at the size of the fusion
+// threshold the first time a batch needs it, and reused by every step after. Owned and
+// used by the background thread only.
+
+#include <cstddef>
+#include <memory>
+
+namespace chorus {
+
+class FusionBuffer {
+ public:
+  explicit FusionBuffer(std::size_t capacity) : capacity_(capacity) {}
+  /// A buffer of `capacity` bytes (64-byte aligned); `bytes` must not exceed it.
+  char* get(std::size_t bytes);
+  std::size_t capacity() const { return capacity_; }
+  bool allocated() const { return data_ != nullptr; }
+
+ private:
+  struct Free {
+    void operator()(char* p) const;
+  };
+  const std::size_t capacity_;
+  std::unique_ptr<char, Free> data_;
+};
+
+}  // namespace chorus

@@ -1,0 +1,364 @@
+// Every collective against independently computed results, on every dtype, under mpirun
+// with 1 to 4 ranks. Data are small integers, exact in every dtype, so the expected values
+// do not depend on the order of the reduction.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+
+#include "chorus/chorus.h"
+#include "test_data.h"
+
+namespace chorus::testing {
+namespace {
+
+double combine(ReduceOp op, double a, double b) {
+  switch (op) {
+    case ReduceOp::kMin: return std::min(a, b);
+    case ReduceOp::kMax: return std::max(a, b);
+    case ReduceOp::kProduct: return a * b;
+    default: return a + b;
+  }
+}
+
+// The value every rank should hold at element i after an allreduce of value(t, r, i).
+double expected(DataType t, ReduceOp op, int n, int64_t i, double postscale = 1.0) {
+  double acc = value(t, 0, i);
+  for (int r = 1; r < n; ++r) acc = combine(op, acc, value(t, r, i));
+  const int divisor = op == ReduceOp::kAverage ? n : 1;
+  Buffer one(t, {1});
+  if (!is_float(t)) {
+    int64_t x = static_cast<int64_t>(acc);
+    one.set(0, static_cast<double>(x));           // wrap into the type first
+    x = static_cast<int64_t>(one.at(0)) / divisor;
+    if (postscale != 1.0) x = std::llround(static_cast<double>(x) * postscale);
+    one.set(0, static_cast<double>(x));
+  } else if (t == DataType::kFloat64) {
+    one.set(0, divisor == 1 && postscale == 1.0 ? acc : acc * (postscale / divisor));
+  } else {
+    float f = static_cast<float>(acc);
+    if (divisor != 1 || postscale != 1.0) f *= static_cast<float>(postscale / divisor);
+    one.set(0, f);
+  }
+  return one.at(0);
+}
+
+std::string label(DataType t, ReduceOp op, int64_t count) {
+  return std::string(dtype_name(t)) + " " + reduce_op_name(op) + " x" + std::to_string(count);
+}
+
+TEST(Ranks, MatchTheLauncher) {
+  EXPECT_GE(size(), 1);
+  EXPECT_GE(rank(), 0);
+  EXPECT_LT(rank(), size());
+  EXPECT_EQ(local_size() * cross_size(), size());  // one host here, or uniform hosts
+  EXPECT_LT(local_rank(), local_size());
+}
+
+TEST(Allreduce, EveryDtypeOpAndSizeInPlace) {
+  const std::vector<int64_t> counts = {0, 1, 7, 4099, 70001};
+  const std::vector<ReduceOp> ops = {ReduceOp::kSum, ReduceOp::kAverage, ReduceOp::kMin,
+                                     ReduceOp::kMax, ReduceOp::kProduct};
+  std::vector<Buffer> buffers;
+  std::vector<std::tuple<DataType, ReduceOp, int64_t>> cases;
+  for (DataType t : all_dtypes())
+    for (ReduceOp op : ops)
+      for (int64_t c : counts) {
+        buffers.emplace_back(t, std::vector<int64_t>{c});
+        for (int64_t i = 0; i < c; ++i) buffers.back().set(i, value(t, rank(), i));
+        cases.emplace_back(t, op, c);
+      }
+  // All submitted before any wait: the runtime fuses what it can.
+  std::vector<Handle> handles;
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    auto [t, op, c] = cases[k];
+    AllreduceOptions o;
+    o.op = op;
+    handles.push_back(allreduce("ar." + label(t, op, c), buffers[k].ref(), buffers[k].ref(), o));
+  }
+  for (std::size_t k = 0; k < cases.size(); ++k) {
+    auto [t, op, c] = cases[k];
+    ASSERT_TRUE(handles[k].wait().ok()) << label(t, op, c) << ": " << handles[k].status().to_string();
+    for (int64_t i = 0; i < c; ++i) {
+      ASSERT_EQ(buffers[k].at(i), expected(t, op, size(), i)) << label(t, op, c) << " at " << i;
+    }
+  }
+}
+
+TEST(Allreduce, OutOfPlaceWithScalingAndLargerThanFusionBuffer) {
+  const int64_t count = (5 << 20) / 4 + 3;  // past the 4 MiB fusion threshold, odd length
+  for (DataType t : {DataType::kFloat32, DataType::kBFloat16, DataType::kFloat64}) {
+    Buffer in(t, {count}), out(t, {count});
+    for (int64_t i = 0; i < count; ++i) in.set(i, value(t, rank(), i));
+    AllreduceOptions o;
+    o.op = ReduceOp::kSum;
+    o.prescale = 0.5;
+    o.postscale = 4.0;
+    Status s = allreduce("big." + std::string(dtype_name(t)), in.ref(), out.ref(), o).wait();
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    for (int64_t i = 0; i < count; i += 997) {
+      // (sum of v/2) * 4 == 2 * sum v, exact for these small integers.
+      ASSERT_EQ(out.at(i), 2 * expected(t, ReduceOp::kSum, size(), i)) << dtype_name(t) << " " << i;
+      ASSERT_EQ(in.at(i), value(t, rank(), i)) << "input must be left alone";
+    }
+  }
+}
+
+TEST(Allreduce, GroupedCompletesTogether) {
+  std::vector<Buffer> bufs;
+  std::vector<TensorRef> refs;
+  for (int k = 0; k < 5; ++k) {
+    bufs.emplace_back(DataType::kFloat32, std::vector<int64_t>{k * 100 + 3, 2});
+  }
+  for (auto& b : bufs) {
+    for (int64_t i = 0; i < b.count(); ++i) b.set(i, value(b.dtype, rank(), i));
+    refs.push_back(b.ref());
+  }
+  AllreduceOptions o;
+  o.op = ReduceOp::kSum;
+  std::vector<std::string> names;
+  for (int k = 0; k < 5; ++k) names.push_back("group.t" + std::to_string(k));
+  Handle h = grouped_allreduce(names, refs, refs, o);
+  ASSERT_TRUE(h.wait().ok()) << h.status().to_string();
+  for (auto& b : bufs) {
+    for (int64_t i = 0; i < b.count(); ++i) {
+      ASSERT_EQ(b.at(i), expected(b.dtype, ReduceOp::kSum, size(), i));
+    }
+  }
+}
+
+TEST(Allreduce, RepeatedNamesUseTheCacheAndShapeChangesRenegotiate) {
+  for (int step = 0; step < 6; ++step) {
+    const int64_t c = step < 3 ? 10 : 17;  // the shape changes under the same name
+    Buffer b(DataType::kInt32, {c});
+    for (int64_t i = 0; i < c; ++i) b.set(i, value(b.dtype, rank(), i) + step);
+    AllreduceOptions o;
+    o.op = ReduceOp::kSum;
+    ASSERT_TRUE(allreduce("cached", b.ref(), b.ref(), o).wait().ok());
+    for (int64_t i = 0; i < c; ++i) {
+      ASSERT_EQ(b.at(i), expected(b.dtype, ReduceOp::kSum, size(), i) + size() * step);
+    }
+  }
+}
+
+TEST(Allreduce, FusedAndAloneGiveTheSameBits) {
+  // Random floats, so the order of the reduction matters to the bits.
+  const int kTensors = 24;
+  std::vector<Buffer> fused, alone;
+  uint64_t seed = 1234567 + 1000003ULL * rank();
+  auto next = [&] {
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    return static_cast<double>(seed >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+  };
+  for (int k = 0; k < kTensors; ++k) {
+    fused.emplace_back(DataType::kFloat32, std::vector<int64_t>{1000 + 37 * k});
+    for (int64_t i = 0; i < fused.back().count(); ++i) fused.back().set(i, next() * (k + 1));
+    alone.push_back(fused.back());
+  }
+  AllreduceOptions o;
+  o.op = ReduceOp::kAverage;
+  std::vector<Handle> hs;
+  for (int k = 0; k < kTensors; ++k) {
+    hs.push_back(allreduce("fused." + std::to_string(k), fused[k].ref(), fused[k].ref(), o));
+  }
+  for (auto& h : hs) ASSERT_TRUE(h.wait().ok());
+  for (int k = 0; k < kTensors; ++k) {
+    ASSERT_TRUE(allreduce("alone." + std::to_string(k), alone[k].ref(), alone[k].ref(), o).wait().ok());
+  }
+  for (int k = 0; k < kTensors; ++k) {
+    ASSERT_EQ(0, std::memcmp(fused[k].bytes.data(), alone[k].bytes.data(), fused[k].bytes.size()))
+        << "tensor " << k;
+  }
+}
+
+TEST(Allgather, UnevenFirstDimensions) {
+  for (DataType t : all_dtypes()) {
+    const int64_t rows = rank() % 3;  // some ranks send nothing
+    Buffer in(t, {rows, 3});
+    for (int64_t i = 0; i < in.count(); ++i) in.set(i, value(t, rank(), i));
+    Handle h = allgather(std::string("ag.") + dtype_name(t), in.ref());
+    ASSERT_TRUE(h.wait().ok()) << h.status().to_string();
+    const TensorRef& out = h.output();
+    int64_t total = 0;
+    for (int r = 0; r < size(); ++r) total += r % 3;
+    ASSERT_EQ(out.shape, (std::vector<int64_t>{total, 3}));
+    int64_t at = 0;
+    for (int r = 0; r < size(); ++r) {
+      for (int64_t i = 0; i < (r % 3) * 3; ++i, ++at) {
+        ASSERT_EQ(load(t, out.data, at), value(t, r, i)) << dtype_name(t) << " from rank " << r;
+      }
+    }
+  }
+}
+
+TEST(Allgather, IntoCallerAllocatedOutput) {
+  Buffer in(DataType::kInt64, {2});
+  in.set(0, rank());
+  in.set(1, -rank());
+  Buffer out(DataType::kInt64, {2LL * size()});
+  AllgatherOptions o;
+  o.allocate = [&](const std::vector<int64_t>& shape) -> StatusOr<TensorRef> {
+    if (shape != out.shape) return invalid_argument("unexpected shape");
+    return out.ref();
+  };
+  ASSERT_TRUE(allgather("ag.alloc", in.ref(), o).wait().ok());
+  for (int r = 0; r < size(); ++r) {
+    EXPECT_EQ(out.at(2 * r), r);
+    EXPECT_EQ(out.at(2 * r + 1), -r);
+  }
+}
+
+TEST(Broadcast, FromEveryRoot) {
+  for (int root = 0; root < size(); ++root) {
+    for (DataType t : all_dtypes()) {
+      Buffer b(t, {33});
+      for (int64_t i = 0; i < 33; ++i) b.set(i, value(t, rank(), i));
+      Status s = broadcast("bc." + std::to_string(root) + dtype_name(t), b.ref(), root).wait();
+      ASSERT_TRUE(s.ok()) << s.to_string();
+      for (int64_t i = 0; i < 33; ++i) ASSERT_EQ(b.at(i), value(t, root, i));
+    }
+  }
+}
+
+TEST(Alltoall, UnevenSplits) {
+  const int n = size();
+  // Rank r sends (r + j) % 3 rows to rank j; rows carry (sender, receiver, row) tags.
+  std::vector<int64_t> splits(n);
+  for (int j = 0; j < n; ++j) splits[j] = (rank() + j) % 3;
+  const int64_t rows = std::accumulate(splits.begin(), splits.end(), int64_t{0});
+  Buffer in(DataType::kInt32, {rows, 2});
+  int64_t row = 0;
+  for (int j = 0; j < n; ++j) {
+    for (int64_t k = 0; k < splits[j]; ++k, ++row) {
+      in.set(2 * row, rank() * 100 + j);
+      in.set(2 * row + 1, k);
+    }
+  }
+  Handle h = alltoall("a2a", in.ref(), splits);
+  ASSERT_TRUE(h.wait().ok()) << h.status().to_string();
+  const TensorRef& out = h.output();
+  int64_t at = 0;
+  for (int i = 0; i < n; ++i) {
+    ASSERT_EQ(h.received_splits()[i], (i + rank()) % 3);
+    for (int64_t k = 0; k < (i + rank()) % 3; ++k, ++at) {
+      ASSERT_EQ(load(DataType::kInt32, out.data, 2 * at), i * 100 + rank());
+      ASSERT_EQ(load(DataType::kInt32, out.data, 2 * at + 1), k);
+    }
+  }
+  ASSERT_EQ(out.shape[0], at);
+}
+
+TEST(Reducescatter, UnevenRowsEveryDtype) {
+  const int n = size();
+  const int64_t rows = 2 * n + 1;
+  for (DataType t : all_dtypes()) {
+    Buffer in(t, {rows, 3});
+    for (int64_t i = 0; i < in.count(); ++i) in.set(i, value(t, rank(), i));
+    ReducescatterOptions o;
+    o.op = ReduceOp::kSum;
+    Handle h = reducescatter(std::string("rs.") + dtype_name(t), in.ref(), o);
+    ASSERT_TRUE(h.wait().ok()) << h.status().to_string();
+    const int64_t mine = rows / n + (rank() < rows % n ? 1 : 0);
+    int64_t first = 0;
+    for (int r = 0; r < rank(); ++r) first += rows / n + (r < rows % n ? 1 : 0);
+    ASSERT_EQ(h.output().shape, (std::vector<int64_t>{mine, 3}));
+    for (int64_t i = 0; i < mine * 3; ++i) {
+      ASSERT_EQ(load(t, h.output().data, i), expected(t, ReduceOp::kSum, n, first * 3 + i))
+          << dtype_name(t);
+    }
+  }
+}
+
+TEST(Barrier, Completes) {
+  for (int k = 0; k < 3; ++k) ASSERT_TRUE(barrier().wait().ok());
+}
+
+TEST(Names, DuplicateInFlightFailsTheSecond) {
+  // "dup.<r>" cannot complete before the barrier: only rank r has submitted it. So the
+  // second submission on rank r is certainly a duplicate in flight.
+  const int n = size();
+  std::vector<Buffer> mine;
+  for (int k = 0; k < 2; ++k) mine.emplace_back(DataType::kFloat32, std::vector<int64_t>{4});
+  const std::string name = "dup." + std::to_string(rank());
+  Handle first = allreduce(name, mine[0].ref(), mine[0].ref());
+  Status s = allreduce(name, mine[1].ref(), mine[1].ref()).wait();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("already in flight"), std::string::npos) << s.message();
+  EXPECT_FALSE(first.poll() && n > 1);
+  ASSERT_TRUE(barrier().wait().ok());
+  std::vector<Buffer> others;
+  std::vector<Handle> hs;
+  for (int q = 0; q < n; ++q) others.emplace_back(DataType::kFloat32, std::vector<int64_t>{4});
+  for (int q = 0; q < n; ++q) {
+    if (q != rank()) hs.push_back(allreduce("dup." + std::to_string(q), others[q].ref(), others[q].ref()));
+  }
+  EXPECT_TRUE(first.wait().ok());
+  for (Handle& h : hs) EXPECT_TRUE(h.wait().ok());
+}
+
+TEST(Names, GeneratedNamesMatchAcrossRanks) {
+  Buffer b(DataType::kFloat64, {3});
+  for (int64_t i = 0; i < 3; ++i) b.set(i, value(b.dtype, rank(), i));
+  AllreduceOptions o;
+  o.op = ReduceOp::kSum;
+  ASSERT_TRUE(allreduce("", b.ref(), b.ref(), o).wait().ok());
+  for (int64_t i = 0; i < 3; ++i) EXPECT_EQ(b.at(i), expected(b.dtype, ReduceOp::kSum, size(), i));
+}
+
+TEST(ProcessSets, CollectivesWithinASubset) {
+  // Even ranks, plus a set of every rank but 0 (when there are at least two ranks).
+  std::vector<int> evens;
+  for (int r = 0; r < size(); r += 2) evens.push_back(r);
+  StatusOr<ProcessSet> ps = add_process_set(evens);
+  ASSERT_TRUE(ps.ok()) << ps.status().to_string();
+  EXPECT_EQ(process_set_size(*ps), static_cast<int>(evens.size()));
+  if (rank() % 2 == 0) {
+    EXPECT_EQ(process_set_rank(*ps), rank() / 2);
+    Buffer b(DataType::kInt64, {5});
+    for (int64_t i = 0; i < 5; ++i) b.set(i, rank() + i);
+    AllreduceOptions o;
+    o.op = ReduceOp::kSum;
+    o.process_set = *ps;
+    ASSERT_TRUE(allreduce("ps.sum", b.ref(), b.ref(), o).wait().ok());
+    const int64_t rank_sum = std::accumulate(evens.begin(), evens.end(), int64_t{0});
+    for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(b.at(i), rank_sum + i * static_cast<int64_t>(evens.size()));
+    Buffer g(DataType::kInt32, {1});
+    g.set(0, rank());
+    AllgatherOptions go;
+    go.process_set = *ps;
+    Handle h = allgather("ps.gather", g.ref(), go);
+    ASSERT_TRUE(h.wait().ok());
+    for (std::size_t k = 0; k < evens.size(); ++k) EXPECT_EQ(load(DataType::kInt32, h.output().data, k), evens[k]);
+  } else {
+    EXPECT_EQ(process_set_rank(*ps), -1);
+    Buffer b(DataType::kInt64, {5});
+    AllreduceOptions o;
+    o.process_set = *ps;
+    Status s = allreduce("ps.outsider", b.ref(), b.ref(), o).wait();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  }
+  ASSERT_TRUE(barrier().wait().ok());
+  ASSERT_TRUE(remove_process_set(*ps).ok());
+  EXPECT_EQ(process_set_size(*ps), -1);
+}
+
+TEST(Join, RanksRunOutOfDataAtDifferentSteps) {
+  // Rank r has r + 1 batches; the joined ranks contribute zeros to the rest.
+  const int steps = size();
+  for (int step = 0; step <= rank(); ++step) {
+    Buffer b(DataType::kFloat32, {6});
+    for (int64_t i = 0; i < 6; ++i) b.set(i, 1.0);
+    AllreduceOptions o;
+    o.op = ReduceOp::kSum;
+    Status s = allreduce("join.step" + std::to_string(step), b.ref(), b.ref(), o).wait();
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    // Ranks step..size-1 still have data at this step.
+    for (int64_t i = 0; i < 6; ++i) ASSERT_EQ(b.at(i), static_cast<double>(size() - step));
+  }
+  Handle j = join();
+  ASSERT_TRUE(j.wait().ok()) << j.status().to_string();
+  EXPECT_EQ(j.last_joined_rank(), steps - 1);
+}
+
+}  // namespace
+}  // namespace chorus::testing
