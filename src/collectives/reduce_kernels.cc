@@ -2,6 +2,8 @@
 // stored and what it accumulates in) and an op, is compiled twice: for the baseline ISA and,
 // on x86, for AVX2 + F16C, chosen once at run time. Both builds give identical bits: they
 // perform the same IEEE operations in the same order, only wider.
+//
+// Needs IEEE semantics: -ffast-math / -ffinite-math-only would fold the `x != x` NaN tests.
 #include "collectives/reduce_kernels.h"
 
 #include <cassert>
@@ -278,7 +280,8 @@ struct HalfF16cCodec {
 // ---- The generic loop. --------------------------------------------------------------------
 
 // Reduces elements [begin, begin + n) with n <= kBlock. Every source block is read before
-// dst's block is written, which is what lets dst alias any source.
+// dst's block is written, which is what lets dst be any source. (A dst that overlaps a source
+// at a different offset is not supported: a later block would read what this one wrote.)
 template <class Codec, class Op>
 CHORUS_KERNEL_INLINE void reduce_block(void* dst, const void* const* srcs, int nsrcs, int64_t begin,
                                        int64_t n, const Scaler<typename Codec::Acc>& scaler) {

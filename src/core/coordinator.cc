@@ -168,11 +168,30 @@ Response decide_response(const std::string& name,
       if (!agree(by_rank, "shape beyond the first dimension", trailing_dims, &msg)) {
         return mismatch(msg);
       }
+      // Split errors are checked here rather than on the rank that made them, so that
+      // every rank fails instead of the others waiting for a request that never comes.
       for (int r = 0; r < n; ++r) {
-        if (static_cast<int>(by_rank[r]->splits.size()) != n) {
-          return mismatch("rank " + std::to_string(r) + " gave " +
-                          std::to_string(by_rank[r]->splits.size()) + " splits for " +
-                          std::to_string(n) + " ranks");
+        const Request& q = *by_rank[r];
+        if (static_cast<int>(q.splits.size()) != n) {
+          return mismatch("rank " + std::to_string(r) + " gave " + std::to_string(q.splits.size()) +
+                          " splits for " + std::to_string(n) + " ranks" +
+                          (q.splits.empty() ? " (without splits, the first dimension " +
+                                                  std::to_string(q.shape[0]) +
+                                                  " must divide evenly by the set size)"
+                                            : ""));
+        }
+        int64_t sum = 0;
+        for (int64_t v : q.splits) {
+          if (v < 0) {
+            return mismatch("rank " + std::to_string(r) + " gave a negative split " +
+                            std::to_string(v));
+          }
+          sum += v;
+        }
+        if (sum != q.shape[0]) {
+          return mismatch("rank " + std::to_string(r) + "'s splits add up to " +
+                          std::to_string(sum) + " but its first dimension is " +
+                          std::to_string(q.shape[0]));
         }
         resp.splits.insert(resp.splits.end(), by_rank[r]->splits.begin(), by_rank[r]->splits.end());
       }
