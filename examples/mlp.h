@@ -20,8 +20,8 @@ struct Parameter {
   std::vector<float> grad;
   std::vector<float> velocity;
 
-  chorus::TensorRef value_ref() { return {value.data(), chorus::DataType::kFloat32, shape}; }
-  chorus::TensorRef grad_ref() { return {grad.data(), chorus::DataType::kFloat32, shape}; }
+  chorus::TensorRef value_ref() { return {value.data(), chorus::DataType::kFloat32, shape, chorus::Device::cpu()}; }
+  chorus::TensorRef grad_ref() { return {grad.data(), chorus::DataType::kFloat32, shape, chorus::Device::cpu()}; }
 };
 
 /// Not thread-safe: one thread drives an Mlp. Weights are stored input-major, [in, out]
@@ -33,7 +33,8 @@ class Mlp {
   static constexpr int kHidden = 256;
   static constexpr int kClasses = 10;
 
-  /// Buffers for batches of up to `max_batch` images. Parameters start at zero.
+  /// Buffers for batches of up to `max_batch` images: every `batch` argument below must be
+  /// at most this. Parameters start at zero.
   explicit Mlp(int max_batch);
 
   /// He (Kaiming) normal initialization of the weights from `seed`; biases zero.
@@ -63,7 +64,6 @@ class Mlp {
  private:
   void forward_logits(const float* x, int batch);
 
-  int max_batch_;
   Parameter fc1_weight_, fc1_bias_, fc2_weight_, fc2_bias_;
   std::vector<float> hidden_;  // [max_batch, kHidden], after the ReLU
   std::vector<float> probs_;     // [max_batch, kClasses]: logits, then softmax probabilities

@@ -1,0 +1,188 @@
+// Whole-job scenarios that a gtest inside one job cannot express: stalls, shutdown with
+// work in flight, a rank killed mid-run, bad configuration, the timeline. Each is run by
+// expect.sh, which checks the exit code and the job's output (log lines).
+//
+//   scenarios NAME     exits 0 when the scenario behaved as promised on this rank
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "chorus/chorus.h"
+
+namespace {
+
+using namespace chorus;
+using namespace std::chrono_literals;
+
+// Output goes to stderr, unbuffered: after MPI_Finalize the launcher may no longer forward
+// what a buffered stdout would flush at exit.
+void say(const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); }
+
+int fail(const std::string& what) {
+  std::fprintf(stderr, "scenario failed on rank %d: %s\n", rank(), what.c_str());
+  return 1;
+}
+
+TensorRef ref(std::vector<float>& v) {
+  return TensorRef{v.data(), DataType::kFloat32, {static_cast<int64_t>(v.size())}, Device::cpu()};
+}
+
+// Rank 0 submits a tensor the others submit 2.5 s later: with CHORUS_STALL_CHECK_SECONDS=1
+// the stall inspector warns, naming the tensor and the late ranks, and then it completes.
+int stall_warning() {
+  std::vector<float> v(16, 1.0f);
+  if (rank() != 0) std::this_thread::sleep_for(2500ms);
+  AllreduceOptions o;
+  o.op = ReduceOp::kSum;
+  Status s = allreduce("late.tensor", ref(v), ref(v), o).wait();
+  if (!s.ok()) return fail(s.to_string());
+  if (v[0] != static_cast<float>(size())) return fail("wrong sum");
+  say("rank " + std::to_string(rank()) + ": late.tensor completed");
+  return 0;
+}
+
+// Rank 0 submits tensors nobody else ever submits, one new and one already cached: with
+// CHORUS_STALL_SHUTDOWN_SECONDS=2 both fail on rank 0 with STALLED, naming the missing ranks.
+int stall_shutdown() {
+  std::vector<float> v(16, 1.0f);
+  if (Status s = allreduce("cached.once", ref(v), ref(v)).wait(); !s.ok()) return fail(s.to_string());
+  if (rank() != 0) {
+    // Stay away until rank 0's tensors have failed; the final shutdown() is negotiated.
+    std::this_thread::sleep_for(6s);
+    return 0;
+  }
+  {
+    Handle fresh = allreduce("never.elsewhere", ref(v), ref(v));
+    Handle cached = allreduce("cached.once", ref(v), ref(v));
+    for (Handle* h : {&fresh, &cached}) {
+      Status s = h->wait(30s);
+      if (s.code() != StatusCode::kStalled) return fail("expected STALLED, got " + s.to_string());
+      if (s.message().find("not yet by ranks [1") == std::string::npos) {
+        return fail("message does not name the missing ranks: " + s.message());
+      }
+      say("rank 0: " + s.to_string());
+    }
+  }
+  return 0;
+}
+
+// Rank 0 has work no one else submits when every rank calls shutdown(): the handle fails
+// with ABORTED, and collectives after shutdown fail with NOT_INITIALIZED.
+int shutdown_in_flight() {
+  std::vector<float> v(16, 1.0f);
+  const int me = rank();
+  Handle orphan;
+  if (me == 0) orphan = allreduce("orphan", ref(v), ref(v));
+  if (Status s = barrier().wait(60s); !s.ok()) return fail(s.to_string());
+  if (Status s = shutdown(); !s.ok()) return fail("shutdown: " + s.to_string());
+  if (me == 0) {
+    Status s = orphan.wait(10s);
+    if (s.code() != StatusCode::kAborted) return fail("expected ABORTED, got " + s.to_string());
+    say("rank 0: orphan -> " + s.to_string());
+  }
+  Status after = allreduce("after", ref(v), ref(v)).wait();
+  if (after.code() != StatusCode::kNotInitialized) return fail("after shutdown: " + after.to_string());
+  return 0;
+}
+
+// One rank shuts down while the others still have work: their handles fail with ABORTED
+// saying another rank shut down, instead of waiting forever.
+int peer_shutdown() {
+  std::vector<float> v(16, 1.0f);
+  if (rank() == 0) {
+    std::this_thread::sleep_for(500ms);
+    if (Status s = shutdown(); !s.ok()) return fail(s.to_string());
+    return 0;
+  }
+  Status s = allreduce("left.behind", ref(v), ref(v)).wait(30s);
+  if (s.code() != StatusCode::kAborted || s.message().find("another rank") == std::string::npos) {
+    return fail("expected ABORTED by another rank, got " + s.to_string());
+  }
+  say("rank " + std::to_string(rank()) + ": " + s.to_string());
+  return 0;
+}
+
+// The last rank dies after a few steps; the job must end (non-zero) soon after, with the
+// launcher naming the dead rank, not hang in the next allreduce.
+int killed_rank() {
+  std::vector<float> v(1024, 1.0f);
+  for (int step = 0;; ++step) {
+    if (step == 5 && rank() == size() - 1) {
+      std::fprintf(stderr, "rank %d: killing myself at step %d\n", rank(), step);
+      std::fflush(stderr);
+      raise(SIGKILL);
+    }
+    Status s = allreduce("step", ref(v), ref(v)).wait(120s);
+    if (!s.ok()) return fail(s.to_string());
+    if (step > 100000) return fail("the job kept running without the killed rank");
+  }
+}
+
+// Runs a few collectives with CHORUS_TIMELINE set; after shutdown rank 0 checks that the
+// file has a row per tensor and every phase (expect.sh checks that it is valid JSON).
+int timeline() {
+  std::vector<float> a(1000, 1.0f), b(5000, 2.0f);
+  for (int step = 0; step < 3; ++step) {
+    Handle ha = allreduce("tl.a", ref(a), ref(a));
+    Handle hb = allreduce("tl.b", ref(b), ref(b));
+    if (!ha.wait().ok() || !hb.wait().ok()) return fail("allreduce failed");
+  }
+  const int me = rank();
+  if (Status s = shutdown(); !s.ok()) return fail(s.to_string());
+  if (me != 0) return 0;
+  const char* path = std::getenv("CHORUS_TIMELINE");
+  std::FILE* f = path ? std::fopen(path, "r") : nullptr;
+  if (!f) return fail("no timeline file");
+  std::string text;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+  std::fclose(f);
+  for (const char* want : {"\"tl.a\"", "\"tl.b\"", "NEGOTIATE", "QUEUE", "MEMCPY_IN",
+                           "COLLECTIVE", "MEMCPY_OUT"}) {
+    if (text.find(want) == std::string::npos) return fail(std::string("timeline lacks ") + want);
+  }
+  say("timeline ok");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: scenarios NAME\n");
+    return 2;
+  }
+  const std::string name = argv[1];
+  Status s = init();
+  if (name == "bad_env") {
+    // Run with a malformed CHORUS_FUSION_THRESHOLD: init must refuse, naming it.
+    if (s.ok() || s.message().find("CHORUS_FUSION_THRESHOLD") == std::string::npos) {
+      std::fprintf(stderr, "expected init to fail naming the variable, got %s\n", s.to_string().c_str());
+      return 1;
+    }
+    say("init refused: " + s.to_string());
+    return 0;
+  }
+  if (!s.ok()) {
+    std::fprintf(stderr, "init failed: %s\n", s.to_string().c_str());
+    return 1;
+  }
+  int rc = 2;
+  if (name == "stall_warning") rc = stall_warning();
+  else if (name == "stall_shutdown") rc = stall_shutdown();
+  else if (name == "shutdown_in_flight") rc = shutdown_in_flight();
+  else if (name == "peer_shutdown") rc = peer_shutdown();
+  else if (name == "killed_rank") rc = killed_rank();
+  else if (name == "timeline") rc = timeline();
+  else std::fprintf(stderr, "unknown scenario %s\n", name.c_str());
+  Status down = shutdown();
+  if (rc == 0 && !down.ok()) return fail("shutdown: " + down.to_string());
+  return rc;
+}
