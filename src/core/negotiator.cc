@@ -33,12 +33,14 @@ Status Negotiator::start(bool shutdown, Clock::time_point now) {
   outgoing_ = RequestList{};
   outgoing_names_.clear();
   slot_bound_ = cache_.slot_bound();
-  const std::size_t nbits = kFlagBits + 2 * static_cast<std::size_t>(slot_bound_);
+  const std::size_t nbits = kFlagBits + kSlotBits * static_cast<std::size_t>(slot_bound_);
   bits_.assign((nbits + 63) / 64, 0);
   auto set_bit = [&](std::size_t b) { bits_[b / 64] |= uint64_t{1} << (b % 64); };
   auto clear_bit = [&](std::size_t b) { bits_[b / 64] &= ~(uint64_t{1} << (b % 64)); };
-  auto ready_bit = [](int slot) { return kFlagBits + 2 * static_cast<std::size_t>(slot); };
-  for (int s = 0; s < slot_bound_; ++s) set_bit(ready_bit(s) + 1);  // keep, unless cleared
+  for (int s = 0; s < slot_bound_; ++s) {
+    set_bit(slot_bit(s, kKeep));     // unless a conflicting request clears it
+    set_bit(slot_bit(s, kNoTensor)); // unless this rank holds the tensor
+  }
 
   // Classify each unsent request (a group as one unit, all or nothing): a hit sets its ready
   // bit, a conflict clears the slot's keep bit and waits for the eviction, a miss goes to
@@ -64,7 +66,7 @@ Status Negotiator::start(bool shutdown, Clock::time_point now) {
     for (Pending* p : unit) {
       ResponseCache::Found f = cache_.lookup(p->request);
       if (f.kind == ResponseCache::Lookup::kConflict) {
-        clear_bit(ready_bit(f.slot) + 1);
+        clear_bit(slot_bit(f.slot, kKeep));
         conflict = true;
       }
       all_hit = all_hit && f.kind == ResponseCache::Lookup::kHit;
@@ -73,7 +75,8 @@ Status Negotiator::start(bool shutdown, Clock::time_point now) {
     if (conflict) continue;
     if (all_hit) {
       for (std::size_t i = 0; i < unit.size(); ++i) {
-        set_bit(ready_bit(slots[i]));
+        set_bit(slot_bit(slots[i], kReady));
+        clear_bit(slot_bit(slots[i], kNoTensor));
         double waited = seconds_between(unit[i]->submitted, now);
         waiting.push_back({slots[i], waited});
         if (options_.stall_check_seconds > 0 && waited >= options_.stall_check_seconds) {
@@ -89,9 +92,11 @@ Status Negotiator::start(bool shutdown, Clock::time_point now) {
     has_new = true;
   }
   // A joined rank has no more data: it is ready for every cached allreduce, with zeros.
+  // (A slot runs only if some rank holds the tensor: kNoTensor keeps ranks that all joined
+  // from reducing zeros among themselves.)
   if (joined_) {
     for (int s = 0; s < slot_bound_; ++s) {
-      if (cache_.occupied(s) && cache_.at(s).op == OpType::kAllreduce) set_bit(ready_bit(s));
+      if (cache_.occupied(s) && cache_.at(s).op == OpType::kAllreduce) set_bit(slot_bit(s, kReady));
     }
   }
   // Stall reports of cached tensors go to the coordinator at most once per check period.
@@ -173,14 +178,13 @@ void Negotiator::finish(std::vector<Response> coordinated) {
   auto bit = [&](std::size_t b) { return (bits_[b / 64] >> (b % 64)) & 1; };
   std::vector<int> ready_slots;
   for (int s = 0; s < slot_bound_; ++s) {
-    const std::size_t b = kFlagBits + 2 * static_cast<std::size_t>(s);
-    if (bit(b) && cache_.occupied(s)) {
+    if (bit(slot_bit(s, kReady)) && !bit(slot_bit(s, kNoTensor)) && cache_.occupied(s)) {
       round_.responses.push_back(cache_.at(s));
       ready_slots.push_back(s);
     }
   }
   for (int s = 0; s < slot_bound_; ++s) {
-    if (!bit(kFlagBits + 2 * static_cast<std::size_t>(s) + 1)) cache_.erase(s);
+    if (!bit(slot_bit(s, kKeep))) cache_.erase(s);
   }
   for (int s : ready_slots) cache_.touch(s);
   for (Response& r : coordinated) {

@@ -4,10 +4,11 @@
 //
 // One round, on every member of the set, in lock-step:
 //  1. start(): look every unsent local request up in the response cache and build a bit
-//     vector: per cache slot a "ready here" bit and a "keep" bit (cleared by a rank whose
-//     request of that name has other parameters), plus flags written inverted so that one
-//     bitwise AND answers "does anyone have new requests / want to shut down / report a
-//     stall". The AND starts non-blocking.
+//     vector: per cache slot a "ready here" bit, a "keep" bit (cleared by a rank whose
+//     request of that name has other parameters) and a "no tensor here" bit (cleared by a
+//     rank that holds the tensor), plus flags written inverted so that one bitwise AND
+//     answers "does anyone have new requests / want to shut down / report a stall". The
+//     AND starts non-blocking.
 //  2. poll(): once the AND is done, the cached responses ready everywhere are known without
 //     a coordinator. Only if some rank has new requests (or a stall report) do the ranks
 //     gather their request lists at rank 0, whose Coordinator decides, and broadcast the
@@ -72,6 +73,11 @@ class Negotiator {
   };
   static constexpr int kFlagBits = 3;
   enum Flag { kNoNewRequests = 0, kNoShutdown = 1, kNoStallReport = 2 };
+  static constexpr int kSlotBits = 3;
+  enum SlotBit { kReady = 0, kKeep = 1, kNoTensor = 2 };
+  static std::size_t slot_bit(int slot, SlotBit which) {
+    return kFlagBits + kSlotBits * static_cast<std::size_t>(slot) + which;
+  }
 
   StatusOr<std::vector<Response>> exchange(const RequestList& mine, Clock::time_point now);
   void finish(std::vector<Response> coordinated);

@@ -275,7 +275,9 @@ TEST(Barrier, Completes) {
 
 TEST(Names, DuplicateInFlightFailsTheSecond) {
   // "dup.<r>" cannot complete before the barrier: only rank r has submitted it. So the
-  // second submission on rank r is certainly a duplicate in flight.
+  // second submission on rank r is certainly a duplicate in flight. On one rank every
+  // collective may complete at once, so nothing is certainly in flight.
+  if (size() < 2) GTEST_SKIP() << "needs two ranks to hold a collective in flight";
   const int n = size();
   std::vector<Buffer> mine;
   for (int k = 0; k < 2; ++k) mine.emplace_back(DataType::kFloat32, std::vector<int64_t>{4});
