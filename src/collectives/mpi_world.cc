@@ -150,8 +150,14 @@ const char* thread_level_name(int level) {
 }  // namespace
 
 StatusOr<std::unique_ptr<MpiWorld>> MpiWorld::init() {
-  int initialized = 0;
+  int initialized = 0, finalized = 0;
   CHORUS_MPI_CHECK(MPI_Initialized(&initialized));
+  CHORUS_MPI_CHECK(MPI_Finalized(&finalized));
+  if (finalized) {
+    return failed_precondition(
+        "MPI was finalized by an earlier chorus::shutdown() and cannot start twice in one "
+        "process; to init Chorus again, initialize MPI yourself (MPI_THREAD_MULTIPLE) first");
+  }
   bool owns = false;
   if (!initialized) {
     int provided = 0;
