@@ -26,8 +26,8 @@ constexpr std::size_t kMinRequestBytes = 64;
 constexpr std::size_t kMinWaitingSlotBytes = 12;
 // op 1, name 4, status 1+4, dtype 1, reduce_op 1, device 5, shape 4, root 4, prescale 8,
 // postscale 8, first_dims 4, splits 4, group_size 4, group_index 4, group 4, value 4,
-// ranks 4, joined 4.
-constexpr std::size_t kMinResponseBytes = 73;
+// ranks 4.
+constexpr std::size_t kMinResponseBytes = 69;
 
 // Appends little-endian fixed-width fields to a string. Bytes are written one at a time
 // from the value, so the output does not depend on the host's byte order or struct layout.
@@ -272,7 +272,6 @@ void write_response(Writer& w, const Response& p) {
   w.str(p.group);
   w.i32(p.value);
   w.ints(p.ranks);
-  w.ints(p.joined);
 }
 
 Response read_response(Reader& r) {
@@ -297,7 +296,6 @@ Response read_response(Reader& r) {
   p.group = r.str("Response.group");
   p.value = r.i32("Response.value");
   p.ranks = r.ints<int32_t>("Response.ranks");
-  p.joined = r.ints<int32_t>("Response.joined");
   return p;
 }
 

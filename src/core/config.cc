@@ -104,8 +104,13 @@ StatusOr<Config> Config::load(const Options& options, const Getenv& env) {
     return bad_value("CHORUS_CYCLE_TIME", std::to_string(c.cycle_time_ms),
                      "milliseconds, > 0 and <= 10000");
   }
-  if (c.stall_check_seconds < 0 || c.stall_shutdown_seconds < 0) {
+  // Written so that NaN fails too.
+  if (!(c.stall_check_seconds >= 0)) {
     return bad_value("CHORUS_STALL_CHECK_SECONDS", std::to_string(c.stall_check_seconds),
+                     "seconds >= 0");
+  }
+  if (!(c.stall_shutdown_seconds >= 0)) {
+    return bad_value("CHORUS_STALL_SHUTDOWN_SECONDS", std::to_string(c.stall_shutdown_seconds),
                      "seconds >= 0");
   }
   if (!valid_log_level(c.log_level)) {

@@ -42,7 +42,7 @@ struct Config {
   /// load() with the process environment.
   static StatusOr<Config> load(const Options& options);
 
-  /// One line per setting, "CHORUS_X=value", for the debug log.
+  /// Every setting as "CHORUS_X=value", space-separated on one line, for the debug log.
   std::string describe() const;
 };
 

@@ -16,9 +16,16 @@ std::string ranks_string(const std::vector<int>& ranks) {
   return out.str();
 }
 
+// Exact, so that factors that differ in the last bit read differently in a mismatch.
 std::string number(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+std::string seconds(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
   return buf;
 }
 
@@ -88,7 +95,6 @@ Response decide_response(const std::string& name,
   resp.group = ref->group;
   resp.group_size = ref->group_size;
   resp.group_index = ref->group_index;
-  for (int r : absent) resp.joined.push_back(r);
 
   const std::string prefix = std::string(op_type_name(ref->op)) + " '" + name + "': ";
   std::string msg;
@@ -346,8 +352,8 @@ StallReport Coordinator::inspect_stalls(Clock::time_point now, double check_seco
     for (int r = 0; r < size_; ++r) {
       if (present[r]) have.push_back(r);
     }
-    return std::string(op_type_name(op)) + " '" + name + "' waited " +
-           std::to_string(static_cast<int64_t>(age)) + " s: submitted by ranks " +
+    return std::string(op_type_name(op)) + " '" + name + "' waited " + seconds(age) +
+           " s: submitted by ranks " +
            ranks_string(have) + ", not yet by ranks " + ranks_string(missing_ranks(present));
   };
   auto fail = [&](const std::string& name, OpType op, double age,
@@ -356,7 +362,7 @@ StallReport Coordinator::inspect_stalls(Clock::time_point now, double check_seco
     r.op = op;
     r.name = name;
     r.status = Status(StatusCode::kStalled,
-                      "stall inspector (CHORUS_STALL_SHUTDOWN_SECONDS=" + number(shutdown_seconds) +
+                      "stall inspector (CHORUS_STALL_SHUTDOWN_SECONDS=" + seconds(shutdown_seconds) +
                           "): " + describe(name, op, age, present));
     report.failures.push_back(std::move(r));
   };
@@ -382,13 +388,22 @@ StallReport Coordinator::inspect_stalls(Clock::time_point now, double check_seco
       e.last_warned = now;
     }
   }
-  for (const std::string& name : failed) table_.erase(name);
+  for (const std::string& name : failed) {
+    table_.erase(name);
+    arrival_.erase(std::find(arrival_.begin(), arrival_.end(), name));
+  }
 
   for (auto& [name, w] : waiting_) {
     if (shutdown_seconds > 0 && w.waited_seconds >= shutdown_seconds) {
       fail(name, w.cached.op, w.waited_seconds, w.ranks);
+      cached_warned_.erase(name);
     } else if (check_seconds > 0 && w.waited_seconds >= check_seconds) {
-      report.warnings.push_back(describe(name, w.cached.op, w.waited_seconds, w.ranks));
+      auto last = cached_warned_.find(name);
+      if (last == cached_warned_.end() ||
+          std::chrono::duration<double>(now - last->second).count() >= check_seconds) {
+        report.warnings.push_back(describe(name, w.cached.op, w.waited_seconds, w.ranks));
+        cached_warned_[name] = now;
+      }
     }
   }
   waiting_.clear();

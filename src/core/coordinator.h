@@ -71,6 +71,7 @@ class Coordinator {
   std::vector<bool> joined_;
   int last_joined_ = -1;
   std::map<std::string, Waiting> waiting_;
+  std::map<std::string, Clock::time_point> cached_warned_;  // last warning per cached tensor
   std::vector<Response> ready_;
   int32_t next_set_id_ = 1;
 };

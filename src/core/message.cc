@@ -40,7 +40,7 @@ bool operator==(const Response& a, const Response& b) {
          a.root == b.root && a.prescale == b.prescale && a.postscale == b.postscale &&
          a.first_dims == b.first_dims && a.splits == b.splits && a.group_size == b.group_size &&
          a.group_index == b.group_index && a.group == b.group && a.value == b.value &&
-         a.ranks == b.ranks && a.joined == b.joined;
+         a.ranks == b.ranks;
 }
 
 // Shapes can come off the wire from another rank before the coordinator has checked them,

@@ -83,7 +83,6 @@ struct Response {
   std::string group;
   int32_t value = -1;                ///< join: last joined rank; add_process_set: new set id
   std::vector<int32_t> ranks;        ///< add_process_set: members; remove: {target}
-  std::vector<int32_t> joined;       ///< ranks that contribute zeros to this allreduce
 
   friend bool operator==(const Response& a, const Response& b);
 };

@@ -1,5 +1,7 @@
 #include "core/negotiator.h"
 
+#include <set>
+
 #include "core/logging.h"
 
 #include "core/codec.h"
@@ -57,9 +59,13 @@ Status Negotiator::start(bool shutdown, Clock::time_point now) {
   }
   for (auto& [key, members] : groups) units.push_back(std::move(members));
 
+  // Cached tensors are reported to the stall inspector once one waited this long.
+  const double stall_after = options_.stall_check_seconds > 0 ? options_.stall_check_seconds
+                                                              : options_.stall_shutdown_seconds;
   bool has_new = false;
-  std::vector<WaitingSlot> waiting;
   bool stalled = false;
+  std::vector<WaitingSlot> waiting;
+  std::set<int> conflicts;
   for (const auto& unit : units) {
     bool conflict = false, all_hit = true;
     std::vector<int> slots;
@@ -67,6 +73,7 @@ Status Negotiator::start(bool shutdown, Clock::time_point now) {
       ResponseCache::Found f = cache_.lookup(p->request);
       if (f.kind == ResponseCache::Lookup::kConflict) {
         clear_bit(slot_bit(f.slot, kKeep));
+        conflicts.insert(f.slot);
         conflict = true;
       }
       all_hit = all_hit && f.kind == ResponseCache::Lookup::kHit;
@@ -79,9 +86,7 @@ Status Negotiator::start(bool shutdown, Clock::time_point now) {
         clear_bit(slot_bit(slots[i], kNoTensor));
         double waited = seconds_between(unit[i]->submitted, now);
         waiting.push_back({slots[i], waited});
-        if (options_.stall_check_seconds > 0 && waited >= options_.stall_check_seconds) {
-          stalled = true;
-        }
+        if (stall_after > 0 && waited >= stall_after) stalled = true;
       }
       continue;
     }
@@ -91,20 +96,26 @@ Status Negotiator::start(bool shutdown, Clock::time_point now) {
     }
     has_new = true;
   }
-  // A joined rank has no more data: it is ready for every cached allreduce, with zeros.
-  // (A slot runs only if some rank holds the tensor: kNoTensor keeps ranks that all joined
-  // from reducing zeros among themselves.)
+  // A joined rank has no more data: it is ready for every cached allreduce, with zeros
+  // (unless its own request under that name conflicts: that must become a mismatch). A
+  // slot runs only if some rank holds the tensor (kNoTensor), so ranks that all joined do
+  // not reduce zeros among themselves. Other cached ops cannot run with a joined rank:
+  // evicting them sends them to the coordinator, which fails them on every rank.
   if (joined_) {
     for (int s = 0; s < slot_bound_; ++s) {
-      if (cache_.occupied(s) && cache_.at(s).op == OpType::kAllreduce) set_bit(slot_bit(s, kReady));
+      if (!cache_.occupied(s) || conflicts.count(s)) continue;
+      if (cache_.at(s).op == OpType::kAllreduce) {
+        set_bit(slot_bit(s, kReady));
+      } else {
+        clear_bit(slot_bit(s, kKeep));
+      }
     }
   }
-  // Stall reports of cached tensors go to the coordinator at most once per check period.
-  bool report = stalled && seconds_between(last_stall_report_, now) >= options_.stall_check_seconds;
-  if (report) {
-    last_stall_report_ = now;
-    outgoing_.waiting = std::move(waiting);
-  }
+  // Every gather carries this rank's waiting cached tensors, so the coordinator sees every
+  // rank that submitted them; a stall asks for a gather at most once per period.
+  outgoing_.waiting = std::move(waiting);
+  bool report = stalled && seconds_between(last_stall_report_, now) >= stall_after;
+  if (report) last_stall_report_ = now;
   // Rank 0 asks for a round when its own table has a stall to report or fail.
   if (coordinator_ && coordinator_->stall_due(now, options_.stall_check_seconds,
                                               options_.stall_shutdown_seconds)) {

@@ -9,7 +9,7 @@ std::vector<FusionBatch> plan_fusion(const std::vector<FusionItem>& items, std::
   std::unordered_map<uint64_t, std::size_t> open;  // key -> index of its open batch
   for (std::size_t i = 0; i < items.size(); ++i) {
     const FusionItem& item = items[i];
-    if (!item.fusible || item.bytes > threshold) {
+    if (threshold == 0 || !item.fusible || item.bytes > threshold) {
       batches.push_back({{i}, item.bytes});
       continue;
     }

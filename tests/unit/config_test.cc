@@ -1,0 +1,346 @@
+// Unit tests of Config::load (src/core/config.h): defaults, every CHORUS_* variable, Options
+// over the environment, and the error for every kind of bad value. The environment is an
+// injected map, so nothing here reads or changes the process environment.
+#include "core/config.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <string>
+
+namespace chorus {
+namespace {
+
+// A fake environment: getenv() over a map, nullptr for an unset variable.
+class FakeEnv {
+ public:
+  FakeEnv(std::map<std::string, std::string> vars = {}) : vars_(std::move(vars)) {}  // NOLINT
+  std::function<const char*(const char*)> fn() const {
+    return [this](const char* name) -> const char* {
+      auto it = vars_.find(name);
+      return it == vars_.end() ? nullptr : it->second.c_str();
+    };
+  }
+
+ private:
+  std::map<std::string, std::string> vars_;
+};
+
+StatusOr<Config> load_env(std::map<std::string, std::string> vars, const Options& o = {}) {
+  FakeEnv env(std::move(vars));
+  return Config::load(o, env.fn());
+}
+
+// Fails the calling test unless `got` is kInvalidArgument whose message names `var` and
+// `value`.
+void expect_invalid(const StatusOr<Config>& got, const std::string& var, const std::string& value) {
+  ASSERT_FALSE(got.ok()) << var << "=" << value << " was accepted";
+  EXPECT_EQ(got.status().code(), StatusCode::kInvalidArgument) << got.status().to_string();
+  EXPECT_NE(got.status().message().find(var), std::string::npos)
+      << "message does not name " << var << ": " << got.status().message();
+  EXPECT_NE(got.status().message().find(value), std::string::npos)
+      << "message does not quote the value '" << value << "': " << got.status().message();
+}
+
+TEST(ConfigTest, DefaultsWithEmptyEnvironment) {
+  StatusOr<Config> c = load_env({});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->fusion_threshold_bytes, 4 << 20);
+  EXPECT_EQ(c->cycle_time_ms, 1.0);
+  EXPECT_EQ(c->cache_capacity, 1024);
+  EXPECT_EQ(c->timeline_path, "");
+  EXPECT_EQ(c->stall_check_seconds, 60.0);
+  EXPECT_EQ(c->stall_shutdown_seconds, 0.0);
+  EXPECT_FALSE(c->hierarchical_allreduce);
+  EXPECT_EQ(c->log_level, "warn");
+}
+
+TEST(ConfigTest, UnrelatedVariablesAreIgnored) {
+  StatusOr<Config> c = load_env({{"HOROVOD_FUSION_THRESHOLD", "1"}, {"CHORUS_UNKNOWN", "x"}});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->fusion_threshold_bytes, 4 << 20);
+}
+
+TEST(ConfigTest, EmptyValuesKeepDefaults) {
+  StatusOr<Config> c = load_env({{"CHORUS_FUSION_THRESHOLD", ""},
+                                 {"CHORUS_CYCLE_TIME", ""},
+                                 {"CHORUS_CACHE_CAPACITY", ""},
+                                 {"CHORUS_STALL_CHECK_SECONDS", ""},
+                                 {"CHORUS_STALL_SHUTDOWN_SECONDS", ""},
+                                 {"CHORUS_HIERARCHICAL_ALLREDUCE", ""},
+                                 {"CHORUS_LOG_LEVEL", ""}});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->fusion_threshold_bytes, 4 << 20);
+  EXPECT_EQ(c->cycle_time_ms, 1.0);
+  EXPECT_EQ(c->cache_capacity, 1024);
+  EXPECT_EQ(c->stall_check_seconds, 60.0);
+  EXPECT_EQ(c->stall_shutdown_seconds, 0.0);
+  EXPECT_FALSE(c->hierarchical_allreduce);
+  EXPECT_EQ(c->log_level, "warn");
+}
+
+TEST(ConfigTest, EveryVariableIsParsed) {
+  StatusOr<Config> c = load_env({{"CHORUS_FUSION_THRESHOLD", "12345"},
+                                 {"CHORUS_CYCLE_TIME", "2.5"},
+                                 {"CHORUS_CACHE_CAPACITY", "17"},
+                                 {"CHORUS_TIMELINE", "/tmp/trace.json"},
+                                 {"CHORUS_STALL_CHECK_SECONDS", "7.25"},
+                                 {"CHORUS_STALL_SHUTDOWN_SECONDS", "30"},
+                                 {"CHORUS_HIERARCHICAL_ALLREDUCE", "1"},
+                                 {"CHORUS_LOG_LEVEL", "debug"}});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->fusion_threshold_bytes, 12345);
+  EXPECT_EQ(c->cycle_time_ms, 2.5);
+  EXPECT_EQ(c->cache_capacity, 17);
+  EXPECT_EQ(c->timeline_path, "/tmp/trace.json");
+  EXPECT_EQ(c->stall_check_seconds, 7.25);
+  EXPECT_EQ(c->stall_shutdown_seconds, 30.0);
+  EXPECT_TRUE(c->hierarchical_allreduce);
+  EXPECT_EQ(c->log_level, "debug");
+}
+
+TEST(ConfigTest, ZeroTurnsFeaturesOff) {
+  StatusOr<Config> c = load_env({{"CHORUS_FUSION_THRESHOLD", "0"},
+                                 {"CHORUS_CACHE_CAPACITY", "0"},
+                                 {"CHORUS_STALL_CHECK_SECONDS", "0"},
+                                 {"CHORUS_STALL_SHUTDOWN_SECONDS", "0"}});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->fusion_threshold_bytes, 0);
+  EXPECT_EQ(c->cache_capacity, 0);
+  EXPECT_EQ(c->stall_check_seconds, 0.0);
+  EXPECT_EQ(c->stall_shutdown_seconds, 0.0);
+}
+
+TEST(ConfigTest, LargeFusionThresholdBeyond32Bits) {
+  StatusOr<Config> c = load_env({{"CHORUS_FUSION_THRESHOLD", "8589934592"}});  // 8 GiB
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->fusion_threshold_bytes, int64_t{8} << 30);
+}
+
+TEST(ConfigTest, CacheCapacityUpperBoundIsAccepted) {
+  StatusOr<Config> c = load_env({{"CHORUS_CACHE_CAPACITY", "1048576"}});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->cache_capacity, 1048576);
+}
+
+TEST(ConfigTest, BoolSpellings) {
+  for (const char* yes : {"1", "true", "on"}) {
+    StatusOr<Config> c = load_env({{"CHORUS_HIERARCHICAL_ALLREDUCE", yes}});
+    ASSERT_TRUE(c.ok()) << yes << ": " << c.status().to_string();
+    EXPECT_TRUE(c->hierarchical_allreduce) << yes;
+  }
+  for (const char* no : {"0", "false", "off"}) {
+    StatusOr<Config> c = load_env({{"CHORUS_HIERARCHICAL_ALLREDUCE", no}});
+    ASSERT_TRUE(c.ok()) << no << ": " << c.status().to_string();
+    EXPECT_FALSE(c->hierarchical_allreduce) << no;
+  }
+}
+
+TEST(ConfigTest, EveryLogLevelIsAccepted) {
+  for (const char* level : {"trace", "debug", "info", "warn", "error", "critical", "off"}) {
+    StatusOr<Config> c = load_env({{"CHORUS_LOG_LEVEL", level}});
+    ASSERT_TRUE(c.ok()) << level << ": " << c.status().to_string();
+    EXPECT_EQ(c->log_level, level);
+  }
+}
+
+TEST(ConfigTest, OptionsOverrideEnvironment) {
+  Options o;
+  o.fusion_threshold_bytes = 64;
+  o.cycle_time_ms = 3.5;
+  o.cache_capacity = 5;
+  o.timeline_path = "/from/options";
+  o.stall_check_seconds = 11;
+  o.stall_shutdown_seconds = 22;
+  o.hierarchical_allreduce = false;
+  o.log_level = "error";
+  StatusOr<Config> c = load_env({{"CHORUS_FUSION_THRESHOLD", "12345"},
+                                 {"CHORUS_CYCLE_TIME", "2.5"},
+                                 {"CHORUS_CACHE_CAPACITY", "17"},
+                                 {"CHORUS_TIMELINE", "/from/env"},
+                                 {"CHORUS_STALL_CHECK_SECONDS", "7"},
+                                 {"CHORUS_STALL_SHUTDOWN_SECONDS", "30"},
+                                 {"CHORUS_HIERARCHICAL_ALLREDUCE", "1"},
+                                 {"CHORUS_LOG_LEVEL", "debug"}},
+                                o);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->fusion_threshold_bytes, 64);
+  EXPECT_EQ(c->cycle_time_ms, 3.5);
+  EXPECT_EQ(c->cache_capacity, 5);
+  EXPECT_EQ(c->timeline_path, "/from/options");
+  EXPECT_EQ(c->stall_check_seconds, 11.0);
+  EXPECT_EQ(c->stall_shutdown_seconds, 22.0);
+  EXPECT_FALSE(c->hierarchical_allreduce);
+  EXPECT_EQ(c->log_level, "error");
+}
+
+TEST(ConfigTest, UnsetOptionsFallBackToEnvironment) {
+  Options o;
+  o.cache_capacity = 5;  // only this one is set in code
+  StatusOr<Config> c =
+      load_env({{"CHORUS_FUSION_THRESHOLD", "999"}, {"CHORUS_CACHE_CAPACITY", "17"}}, o);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->cache_capacity, 5);
+  EXPECT_EQ(c->fusion_threshold_bytes, 999);
+  EXPECT_EQ(c->cycle_time_ms, 1.0);
+}
+
+TEST(ConfigTest, OptionsAloneWithoutEnvironment) {
+  Options o;
+  o.hierarchical_allreduce = true;
+  o.stall_check_seconds = 0;
+  StatusOr<Config> c = load_env({}, o);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_TRUE(c->hierarchical_allreduce);
+  EXPECT_EQ(c->stall_check_seconds, 0.0);
+}
+
+// --- bad values from the environment ---------------------------------------------------
+
+struct BadValue {
+  const char* var;
+  const char* value;
+};
+
+class ConfigBadEnvTest : public ::testing::TestWithParam<BadValue> {};
+
+TEST_P(ConfigBadEnvTest, FailsNamingVariableAndValue) {
+  const BadValue& b = GetParam();
+  expect_invalid(load_env({{b.var, b.value}}), b.var, b.value);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Integers, ConfigBadEnvTest,
+    ::testing::Values(BadValue{"CHORUS_FUSION_THRESHOLD", "lots"},
+                      BadValue{"CHORUS_FUSION_THRESHOLD", "-1"},
+                      BadValue{"CHORUS_FUSION_THRESHOLD", "64k"},
+                      BadValue{"CHORUS_FUSION_THRESHOLD", "1.5"},
+                      BadValue{"CHORUS_FUSION_THRESHOLD", "0x10"},
+                      BadValue{"CHORUS_FUSION_THRESHOLD", "99999999999999999999999"},
+                      BadValue{"CHORUS_CACHE_CAPACITY", "many"},
+                      BadValue{"CHORUS_CACHE_CAPACITY", "-5"},
+                      BadValue{"CHORUS_CACHE_CAPACITY", "10 "},
+                      BadValue{"CHORUS_CACHE_CAPACITY", "1048577"},
+                      BadValue{"CHORUS_CACHE_CAPACITY", "2000000"}));
+
+INSTANTIATE_TEST_SUITE_P(
+    Numbers, ConfigBadEnvTest,
+    ::testing::Values(BadValue{"CHORUS_CYCLE_TIME", "fast"},
+                      BadValue{"CHORUS_CYCLE_TIME", "-2"},
+                      BadValue{"CHORUS_CYCLE_TIME", "5ms"},
+                      BadValue{"CHORUS_CYCLE_TIME", "0"},
+                      BadValue{"CHORUS_CYCLE_TIME", "nan"},
+                      BadValue{"CHORUS_CYCLE_TIME", "inf"},
+                      BadValue{"CHORUS_CYCLE_TIME", "20000"},
+                      BadValue{"CHORUS_STALL_CHECK_SECONDS", "soon"},
+                      BadValue{"CHORUS_STALL_CHECK_SECONDS", "-1"},
+                      BadValue{"CHORUS_STALL_CHECK_SECONDS", "60s"},
+                      BadValue{"CHORUS_STALL_CHECK_SECONDS", "inf"},
+                      BadValue{"CHORUS_STALL_SHUTDOWN_SECONDS", "never"},
+                      BadValue{"CHORUS_STALL_SHUTDOWN_SECONDS", "-3"},
+                      BadValue{"CHORUS_STALL_SHUTDOWN_SECONDS", "1,5"}));
+
+INSTANTIATE_TEST_SUITE_P(
+    Words, ConfigBadEnvTest,
+    ::testing::Values(BadValue{"CHORUS_HIERARCHICAL_ALLREDUCE", "yes"},
+                      BadValue{"CHORUS_HIERARCHICAL_ALLREDUCE", "2"},
+                      BadValue{"CHORUS_HIERARCHICAL_ALLREDUCE", "TRUE"},
+                      BadValue{"CHORUS_HIERARCHICAL_ALLREDUCE", "1 "},
+                      BadValue{"CHORUS_LOG_LEVEL", "verbose"},
+                      BadValue{"CHORUS_LOG_LEVEL", "warning"},
+                      BadValue{"CHORUS_LOG_LEVEL", "WARN"}));
+
+TEST(ConfigTest, MessageStatesTheAcceptedForm) {
+  StatusOr<Config> c = load_env({{"CHORUS_HIERARCHICAL_ALLREDUCE", "maybe"}});
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("expected"), std::string::npos) << c.status().message();
+  EXPECT_NE(c.status().message().find("0 or 1"), std::string::npos) << c.status().message();
+}
+
+TEST(ConfigTest, OneBadVariableFailsEvenWhenOthersAreGood) {
+  expect_invalid(load_env({{"CHORUS_FUSION_THRESHOLD", "1024"},
+                           {"CHORUS_CACHE_CAPACITY", "16"},
+                           {"CHORUS_LOG_LEVEL", "chatty"}}),
+                 "CHORUS_LOG_LEVEL", "chatty");
+}
+
+// --- bad values from Options: the same range checks apply ------------------------------
+
+TEST(ConfigTest, NegativeFusionThresholdInOptions) {
+  Options o;
+  o.fusion_threshold_bytes = -7;
+  expect_invalid(load_env({}, o), "CHORUS_FUSION_THRESHOLD", "-7");
+}
+
+TEST(ConfigTest, CacheCapacityOutOfRangeInOptions) {
+  Options o;
+  o.cache_capacity = (1 << 20) + 1;
+  expect_invalid(load_env({}, o), "CHORUS_CACHE_CAPACITY", "1048577");
+  o.cache_capacity = -1;
+  expect_invalid(load_env({}, o), "CHORUS_CACHE_CAPACITY", "-1");
+}
+
+TEST(ConfigTest, CycleTimeZeroOrNegativeInOptions) {
+  Options o;
+  o.cycle_time_ms = 0;
+  expect_invalid(load_env({}, o), "CHORUS_CYCLE_TIME", "0");
+  o.cycle_time_ms = -1;
+  expect_invalid(load_env({}, o), "CHORUS_CYCLE_TIME", "-1");
+  o.cycle_time_ms = std::nan("");
+  StatusOr<Config> c = load_env({}, o);
+  ASSERT_FALSE(c.ok()) << "cycle time NaN accepted";
+  EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(ConfigTest, BadLogLevelInOptions) {
+  Options o;
+  o.log_level = "loud";
+  expect_invalid(load_env({}, o), "CHORUS_LOG_LEVEL", "loud");
+}
+
+TEST(ConfigTest, NegativeStallCheckInOptions) {
+  Options o;
+  o.stall_check_seconds = -2;
+  expect_invalid(load_env({}, o), "CHORUS_STALL_CHECK_SECONDS", "-2");
+}
+
+// The error must name the variable that is wrong, not its neighbour.
+TEST(ConfigTest, NegativeStallShutdownInOptionsNamesItsOwnVariable) {
+  Options o;
+  o.stall_shutdown_seconds = -4;
+  expect_invalid(load_env({}, o), "CHORUS_STALL_SHUTDOWN_SECONDS", "-4");
+}
+
+TEST(ConfigTest, NanStallSecondsInOptionsAreRejected) {
+  for (bool shutdown : {false, true}) {
+    Options o;
+    (shutdown ? o.stall_shutdown_seconds : o.stall_check_seconds) =
+        std::numeric_limits<double>::quiet_NaN();
+    StatusOr<Config> c = load_env({}, o);
+    ASSERT_FALSE(c.ok()) << (shutdown ? "stall_shutdown_seconds" : "stall_check_seconds")
+                         << " = NaN accepted";
+    EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+  }
+}
+
+TEST(ConfigTest, DescribeNamesEverySetting) {
+  StatusOr<Config> c = load_env({{"CHORUS_FUSION_THRESHOLD", "4096"},
+                                 {"CHORUS_CACHE_CAPACITY", "33"},
+                                 {"CHORUS_TIMELINE", "/tmp/t.json"},
+                                 {"CHORUS_HIERARCHICAL_ALLREDUCE", "on"},
+                                 {"CHORUS_LOG_LEVEL", "info"}});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  const std::string d = c->describe();
+  for (const char* want :
+       {"CHORUS_FUSION_THRESHOLD=4096", "CHORUS_CYCLE_TIME=1", "CHORUS_CACHE_CAPACITY=33",
+        "CHORUS_TIMELINE=/tmp/t.json", "CHORUS_STALL_CHECK_SECONDS=60",
+        "CHORUS_STALL_SHUTDOWN_SECONDS=0", "CHORUS_HIERARCHICAL_ALLREDUCE=1",
+        "CHORUS_LOG_LEVEL=info"}) {
+    EXPECT_NE(d.find(want), std::string::npos) << "missing " << want << " in: " << d;
+  }
+}
+
+}  // namespace
+}  // namespace chorus

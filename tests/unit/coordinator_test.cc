@@ -1,0 +1,842 @@
+// Unit tests of the coordinator's decision logic (src/core/coordinator.h): decide_response's
+// per-op agreement rules and the Coordinator state machine (readiness, order, groups, join,
+// process sets, stall inspection). Time is a fake clock: plain time points passed in.
+#include "core/coordinator.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/message.h"
+
+namespace chorus {
+namespace {
+
+using Clock = Coordinator::Clock;
+
+// A fixed origin for fake time; offsets are in seconds.
+const Clock::time_point kT0 = Clock::time_point{} + std::chrono::hours(1);
+Clock::time_point at(double seconds) {
+  return kT0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+}
+
+Request allreduce(const std::string& name, std::vector<int64_t> shape = {4},
+                  DataType dtype = DataType::kFloat32) {
+  Request q;
+  q.op = OpType::kAllreduce;
+  q.name = name;
+  q.dtype = dtype;
+  q.shape = std::move(shape);
+  return q;
+}
+
+Request with_op(Request q, OpType op) {
+  q.op = op;
+  return q;
+}
+
+Request grouped(const std::string& name, const std::string& group, int size, int index) {
+  Request q = allreduce(name);
+  q.group = group;
+  q.group_size = size;
+  q.group_index = index;
+  return q;
+}
+
+Request join_request() {
+  Request q;
+  q.op = OpType::kJoin;
+  q.name = "chorus.join";
+  return q;
+}
+
+// The same request on each of n ranks (rank field set).
+std::vector<std::optional<Request>> everywhere(const Request& q, int n) {
+  std::vector<std::optional<Request>> v;
+  for (int r = 0; r < n; ++r) {
+    v.push_back(q);
+    v.back()->rank = r;
+  }
+  return v;
+}
+
+RequestList list_of(std::vector<Request> qs) { return RequestList{std::move(qs), {}}; }
+
+std::vector<std::string> names_of(const std::vector<Response>& rs) {
+  std::vector<std::string> out;
+  for (const Response& r : rs) out.push_back(r.name);
+  return out;
+}
+
+// Whether `text` contains `part`, with both in the failure message.
+::testing::AssertionResult has(const std::string& text, const std::string& part) {
+  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "\"" << part << "\" not found in: " << text;
+}
+
+void expect_message_has(const Response& r, const std::vector<std::string>& parts) {
+  for (const std::string& p : parts) {
+    EXPECT_TRUE(has(r.status.message(), p)) << "status: " << r.status.to_string();
+  }
+}
+
+// --- decide_response --------------------------------------------------------------------
+
+TEST(DecideResponseTest, AgreeingAllreduceCopiesTheRequest) {
+  Request q = allreduce("grad.w", {3, 5}, DataType::kBFloat16);
+  q.reduce_op = ReduceOp::kAverage;
+  q.prescale = 0.5;
+  q.postscale = 4.0;
+  q.device = Device::cuda(2);
+  Response r = decide_response("grad.w", everywhere(q, 3));
+  ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+  EXPECT_EQ(r.op, OpType::kAllreduce);
+  EXPECT_EQ(r.name, "grad.w");
+  EXPECT_EQ(r.dtype, DataType::kBFloat16);
+  EXPECT_EQ(r.reduce_op, ReduceOp::kAverage);
+  EXPECT_EQ(r.shape, (std::vector<int64_t>{3, 5}));
+  EXPECT_EQ(r.prescale, 0.5);
+  EXPECT_EQ(r.postscale, 4.0);
+  EXPECT_EQ(r.device, Device::cuda(2));
+}
+
+TEST(DecideResponseTest, DtypeMismatchNamesRanksAndValues) {
+  auto by_rank = everywhere(allreduce("w"), 3);
+  by_rank[2]->dtype = DataType::kFloat64;
+  Response r = decide_response("w", by_rank);
+  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
+  EXPECT_EQ(r.name, "w");
+  EXPECT_EQ(r.op, OpType::kAllreduce);
+  expect_message_has(r, {"'w'", "dtype", "float32", "float64", "[0, 1]", "[2]"});
+}
+
+TEST(DecideResponseTest, DtypeMismatchOnRankZero) {
+  auto by_rank = everywhere(allreduce("w"), 4);
+  by_rank[0]->dtype = DataType::kInt32;
+  Response r = decide_response("w", by_rank);
+  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
+  expect_message_has(r, {"int32 on ranks [0]", "float32 on ranks [1, 2, 3]"});
+}
+
+TEST(DecideResponseTest, ShapeMismatch) {
+  auto by_rank = everywhere(allreduce("w", {4, 3}), 3);
+  by_rank[1]->shape = {4};
+  Response r = decide_response("w", by_rank);
+  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
+  expect_message_has(r, {"shape", "[4,3] on ranks [0, 2]", "[4] on ranks [1]"});
+}
+
+TEST(DecideResponseTest, ReduceOpMismatch) {
+  auto by_rank = everywhere(allreduce("w"), 2);
+  by_rank[1]->reduce_op = ReduceOp::kMax;
+  Response r = decide_response("w", by_rank);
+  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
+  expect_message_has(r, {"reduce op", "sum", "max", "[0]", "[1]"});
+}
+
+TEST(DecideResponseTest, PrescaleMismatch) {
+  auto by_rank = everywhere(allreduce("w"), 3);
+  by_rank[0]->prescale = 0.25;
+  Response r = decide_response("w", by_rank);
+  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
+  expect_message_has(r, {"prescale", "0.25 on ranks [0]", "1 on ranks [1, 2]"});
+}
+
+TEST(DecideResponseTest, PostscaleMismatch) {
+  auto by_rank = everywhere(allreduce("w"), 3);
+  by_rank[2]->postscale = 3.5;
+  Response r = decide_response("w", by_rank);
+  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
+  expect_message_has(r, {"postscale", "3.5 on ranks [2]", "[0, 1]"});
+}
+
+TEST(DecideResponseTest, TinyScaleDifferenceIsStillAMismatch) {
+  auto by_rank = everywhere(allreduce("w"), 2);
+  by_rank[1]->prescale = 1.0 + 1e-15;
+  Response r = decide_response("w", by_rank);
+  EXPECT_EQ(r.status.code(), StatusCode::kMismatch) << "values that differ must not print alike";
+}
+
+TEST(DecideResponseTest, OperationMismatch) {
+  auto by_rank = everywhere(allreduce("w"), 3);
+  by_rank[1]->op = OpType::kAllgather;
+  Response r = decide_response("w", by_rank);
+  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
+  expect_message_has(r, {"operation", "allreduce on ranks [0, 2]", "allgather on ranks [1]"});
+}
+
+TEST(DecideResponseTest, DeviceTypeMismatch) {
+  auto by_rank = everywhere(allreduce("w"), 2);
+  by_rank[1]->device = Device::cuda(0);
+  Response r = decide_response("w", by_rank);
+  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
+  expect_message_has(r, {"cpu on ranks [0]", "cuda on ranks [1]"});
+}
+
+TEST(DecideResponseTest, GroupMismatch) {
+  auto by_rank = everywhere(grouped("w", "g", 2, 0), 3);
+  by_rank[1] = allreduce("w");
+  by_rank[1]->rank = 1;
+  Response r = decide_response("w", by_rank);
+  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
+  expect_message_has(r, {"group", "g of 2 on ranks [0, 2]", "none on ranks [1]"});
+}
+
+TEST(DecideResponseTest, GroupSizeMismatch) {
+  auto by_rank = everywhere(grouped("w", "g", 2, 0), 2);
+  by_rank[1]->group_size = 3;
+  Response r = decide_response("w", by_rank);
+  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
+  expect_message_has(r, {"g of 2 on ranks [0]", "g of 3 on ranks [1]"});
+}
+
+TEST(DecideResponseTest, BroadcastRootMismatch) {
+  auto by_rank = everywhere(with_op(allreduce("b"), OpType::kBroadcast), 3);
+  for (auto& q : by_rank) q->root = 0;
+  by_rank[2]->root = 1;
+  Response r = decide_response("b", by_rank);
+  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
+  expect_message_has(r, {"broadcast 'b'", "root rank", "0 on ranks [0, 1]", "1 on ranks [2]"});
+}
+
+TEST(DecideResponseTest, BroadcastRootOutOfRange) {
+  for (int root : {3, -1, 100}) {
+    auto by_rank = everywhere(with_op(allreduce("b"), OpType::kBroadcast), 3);
+    for (auto& q : by_rank) q->root = root;
+    Response r = decide_response("b", by_rank);
+    EXPECT_EQ(r.status.code(), StatusCode::kMismatch) << "root " << root;
+    expect_message_has(r, {"root rank " + std::to_string(root), "3 ranks"});
+  }
+}
+
+TEST(DecideResponseTest, BroadcastGood) {
+  auto by_rank = everywhere(with_op(allreduce("b", {2, 2}), OpType::kBroadcast), 3);
+  for (auto& q : by_rank) q->root = 2;
+  Response r = decide_response("b", by_rank);
+  ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+  EXPECT_EQ(r.op, OpType::kBroadcast);
+  EXPECT_EQ(r.root, 2);
+  EXPECT_EQ(r.shape, (std::vector<int64_t>{2, 2}));
+}
+
+TEST(DecideResponseTest, AllgatherFirstDimsPerRank) {
+  auto by_rank = everywhere(with_op(allreduce("g", {0, 3}), OpType::kAllgather), 4);
+  for (int r = 0; r < 4; ++r) by_rank[r]->shape = {int64_t{10} * r + 1, 3};
+  Response r = decide_response("g", by_rank);
+  ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+  EXPECT_EQ(r.op, OpType::kAllgather);
+  EXPECT_EQ(r.first_dims, (std::vector<int64_t>{1, 11, 21, 31}));
+}
+
+TEST(DecideResponseTest, AllgatherTrailingDimMismatch) {
+  auto by_rank = everywhere(with_op(allreduce("g", {2, 3}), OpType::kAllgather), 3);
+  by_rank[1]->shape = {5, 4};
+  Response r = decide_response("g", by_rank);
+  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
+  expect_message_has(r, {"allgather 'g'", "[3] on ranks [0, 2]", "[4] on ranks [1]"});
+}
+
+TEST(DecideResponseTest, AllgatherRankMismatch) {
+  auto by_rank = everywhere(with_op(allreduce("g", {2, 3}), OpType::kAllgather), 2);
+  by_rank[1]->shape = {2, 3, 1};
+  Response r = decide_response("g", by_rank);
+  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
+  expect_message_has(r, {"[0]", "[1]"});
+}
+
+TEST(DecideResponseTest, AllgatherOfScalarFails) {
+  auto by_rank = everywhere(with_op(allreduce("g", {}), OpType::kAllgather), 2);
+  Response r = decide_response("g", by_rank);
+  EXPECT_FALSE(r.status.ok());
+}
+
+TEST(DecideResponseTest, AlltoallSplitMatrixRowIsSender) {
+  const int n = 3;
+  auto by_rank = everywhere(with_op(allreduce("a", {0, 2}), OpType::kAlltoall), n);
+  // Rank r sends (r + c) rows to rank c.
+  for (int r = 0; r < n; ++r) {
+    by_rank[r]->splits.clear();
+    int64_t rows = 0;
+    for (int c = 0; c < n; ++c) {
+      by_rank[r]->splits.push_back(r * 10 + c);
+      rows += r * 10 + c;
+    }
+    by_rank[r]->shape = {rows, 2};
+  }
+  Response r = decide_response("a", by_rank);
+  ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+  ASSERT_EQ(r.splits.size(), static_cast<std::size_t>(n * n));
+  for (int s = 0; s < n; ++s) {
+    for (int c = 0; c < n; ++c) {
+      EXPECT_EQ(r.splits[s * n + c], s * 10 + c) << "sender " << s << " receiver " << c;
+    }
+  }
+}
+
+TEST(DecideResponseTest, AlltoallWrongSplitCount) {
+  const int n = 3;
+  auto by_rank = everywhere(with_op(allreduce("a", {3, 2}), OpType::kAlltoall), n);
+  for (auto& q : by_rank) q->splits = {1, 1, 1};
+  by_rank[1]->splits = {1, 2};
+  by_rank[1]->shape = {3, 2};
+  Response r = decide_response("a", by_rank);
+  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
+  expect_message_has(r, {"alltoall 'a'", "rank 1", "2 splits", "3 ranks"});
+}
+
+TEST(DecideResponseTest, AlltoallTrailingDimMismatch) {
+  auto by_rank = everywhere(with_op(allreduce("a", {2, 2}), OpType::kAlltoall), 2);
+  for (auto& q : by_rank) q->splits = {1, 1};
+  by_rank[0]->shape = {2, 5};
+  Response r = decide_response("a", by_rank);
+  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
+  expect_message_has(r, {"[5] on ranks [0]", "[2] on ranks [1]"});
+}
+
+TEST(DecideResponseTest, ReducescatterShapeAndReduction) {
+  auto by_rank = everywhere(with_op(allreduce("rs", {6, 2}), OpType::kReducescatter), 3);
+  Response ok = decide_response("rs", by_rank);
+  ASSERT_TRUE(ok.status.ok()) << ok.status.to_string();
+  EXPECT_EQ(ok.op, OpType::kReducescatter);
+
+  auto bad = by_rank;
+  bad[2]->shape = {7, 2};
+  EXPECT_EQ(decide_response("rs", bad).status.code(), StatusCode::kMismatch);
+  bad = by_rank;
+  bad[0]->reduce_op = ReduceOp::kMin;
+  Response r = decide_response("rs", bad);
+  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
+  expect_message_has(r, {"min on ranks [0]"});
+}
+
+TEST(DecideResponseTest, AddProcessSetAgreesOnRanks) {
+  Request q;
+  q.op = OpType::kAddProcessSet;
+  q.name = "chorus.add_process_set";
+  q.ranks = {0, 2};
+  auto by_rank = everywhere(q, 3);
+  Response r = decide_response(q.name, by_rank);
+  ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+  EXPECT_EQ(r.ranks, (std::vector<int32_t>{0, 2}));
+
+  by_rank[1]->ranks = {0, 1};
+  r = decide_response(q.name, by_rank);
+  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
+  expect_message_has(r, {"[0, 2] on ranks [0, 2]", "[0, 1] on ranks [1]"});
+}
+
+TEST(DecideResponseTest, RemoveProcessSetAgreesOnTarget) {
+  Request q;
+  q.op = OpType::kRemoveProcessSet;
+  q.name = "chorus.remove_process_set";
+  q.target_set = 4;
+  auto by_rank = everywhere(q, 2);
+  Response r = decide_response(q.name, by_rank);
+  ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+  EXPECT_EQ(r.ranks, (std::vector<int32_t>{4}));
+  by_rank[0]->target_set = 5;
+  EXPECT_EQ(decide_response(q.name, by_rank).status.code(), StatusCode::kMismatch);
+}
+
+TEST(DecideResponseTest, AllreduceWithJoinedRanks) {
+  auto by_rank = everywhere(allreduce("w"), 4);
+  by_rank[1].reset();
+  by_rank[3].reset();
+  Response r = decide_response("w", by_rank);
+  ASSERT_TRUE(r.status.ok()) << r.status.to_string();
+}
+
+TEST(DecideResponseTest, NonAllreduceWithJoinedRanksFails) {
+  for (OpType op : {OpType::kAllgather, OpType::kBroadcast, OpType::kReducescatter,
+                    OpType::kAlltoall, OpType::kBarrier}) {
+    auto by_rank = everywhere(with_op(allreduce("x", {2}), op), 3);
+    for (auto& q : by_rank) {
+      q->root = 0;
+      q->splits = {1, 1, 0};
+    }
+    by_rank[2].reset();
+    Response r = decide_response("x", by_rank);
+    EXPECT_EQ(r.status.code(), StatusCode::kFailedPrecondition) << op_type_name(op);
+    expect_message_has(r, {op_type_name(op), "[2]", "joined"});
+  }
+}
+
+TEST(DecideResponseTest, NoRequestAtAll) {
+  std::vector<std::optional<Request>> none(3);
+  EXPECT_FALSE(decide_response("ghost", none).status.ok());
+}
+
+// --- Coordinator: readiness and order ---------------------------------------------------
+
+TEST(CoordinatorTest, ReadyOnlyWhenEveryRankAdded) {
+  for (int n : {1, 2, 3, 5}) {
+    Coordinator c(n);
+    for (int r = 0; r < n; ++r) {
+      EXPECT_TRUE(c.take_ready().empty()) << "n=" << n << " after " << r << " ranks";
+      c.add(r, list_of({allreduce("w")}), kT0);
+    }
+    std::vector<Response> ready = c.take_ready();
+    ASSERT_EQ(ready.size(), 1u) << "n=" << n;
+    EXPECT_EQ(ready[0].name, "w");
+    EXPECT_TRUE(ready[0].status.ok()) << ready[0].status.to_string();
+    EXPECT_TRUE(c.take_ready().empty()) << "emitted twice";
+    EXPECT_TRUE(c.pending_names().empty());
+  }
+}
+
+TEST(CoordinatorTest, RanksArriveAcrossRounds) {
+  Coordinator c(3);
+  c.add(0, list_of({allreduce("a"), allreduce("b")}), at(0));
+  c.add(1, list_of({}), at(0));
+  c.add(2, list_of({allreduce("b")}), at(0));
+  EXPECT_TRUE(c.take_ready().empty());
+  EXPECT_EQ(c.pending_names(), (std::vector<std::string>{"a", "b"}));
+
+  c.add(0, list_of({}), at(1));
+  c.add(1, list_of({allreduce("b")}), at(1));
+  c.add(2, list_of({}), at(1));
+  EXPECT_EQ(names_of(c.take_ready()), (std::vector<std::string>{"b"}));
+  EXPECT_EQ(c.pending_names(), (std::vector<std::string>{"a"}));
+
+  c.add(1, list_of({allreduce("a")}), at(2));
+  c.add(2, list_of({allreduce("a")}), at(2));
+  EXPECT_EQ(names_of(c.take_ready()), (std::vector<std::string>{"a"}));
+}
+
+TEST(CoordinatorTest, OrderIsCompletionScanningFirstArrival) {
+  Coordinator c(2);
+  // First arrival: x, y, z (rank 0's order). Rank 1 sends z before y and no x.
+  c.add(0, list_of({allreduce("x"), allreduce("y"), allreduce("z")}), kT0);
+  c.add(1, list_of({allreduce("z"), allreduce("y")}), kT0);
+  EXPECT_EQ(names_of(c.take_ready()), (std::vector<std::string>{"y", "z"}));
+  c.add(1, list_of({allreduce("x")}), kT0);
+  EXPECT_EQ(names_of(c.take_ready()), (std::vector<std::string>{"x"}));
+}
+
+TEST(CoordinatorTest, FirstArrivalMayComeFromAHigherRank) {
+  Coordinator c(3);
+  c.add(0, list_of({}), kT0);
+  c.add(1, list_of({allreduce("q")}), kT0);
+  c.add(2, list_of({allreduce("p"), allreduce("q")}), kT0);
+  c.take_ready();
+  c.add(0, list_of({allreduce("p"), allreduce("q")}), kT0);
+  c.add(1, list_of({allreduce("p")}), kT0);
+  // q arrived (on rank 1) before p (on rank 2).
+  EXPECT_EQ(names_of(c.take_ready()), (std::vector<std::string>{"q", "p"}));
+}
+
+// Feeds `c` a pseudo-random schedule and returns every response name in emission order.
+std::vector<std::string> run_schedule(Coordinator& c, int n, unsigned seed) {
+  std::mt19937 rng(seed);
+  const int tensors = 30;
+  std::vector<std::vector<int>> todo(n);
+  for (int r = 0; r < n; ++r) {
+    for (int t = 0; t < tensors; ++t) todo[r].push_back(t);
+    std::shuffle(todo[r].begin(), todo[r].end(), rng);
+  }
+  std::vector<std::string> out;
+  for (int round = 0; round < 200; ++round) {
+    for (int r = 0; r < n; ++r) {
+      std::vector<Request> qs;
+      int k = static_cast<int>(rng() % 4);
+      while (k-- > 0 && !todo[r].empty()) {
+        qs.push_back(allreduce("t" + std::to_string(todo[r].back())));
+        todo[r].pop_back();
+      }
+      c.add(r, list_of(qs), at(round));
+    }
+    for (const Response& resp : c.take_ready()) out.push_back(resp.name);
+  }
+  return out;
+}
+
+TEST(CoordinatorTest, DeterministicForTheSameInputs) {
+  for (unsigned seed : {1u, 2u, 3u}) {
+    Coordinator a(4), b(4);
+    std::vector<std::string> x = run_schedule(a, 4, seed);
+    std::vector<std::string> y = run_schedule(b, 4, seed);
+    EXPECT_EQ(x, y) << "seed " << seed;
+    ASSERT_EQ(x.size(), 30u) << "seed " << seed;
+    std::vector<std::string> sorted = x;
+    std::sort(sorted.begin(), sorted.end());
+    EXPECT_EQ(std::unique(sorted.begin(), sorted.end()), sorted.end()) << "a name came twice";
+  }
+}
+
+TEST(CoordinatorTest, ErrorResponseIsEmittedOnceAndForgotten) {
+  Coordinator c(2);
+  c.add(0, list_of({allreduce("w", {2})}), kT0);
+  c.add(1, list_of({allreduce("w", {3})}), kT0);
+  std::vector<Response> ready = c.take_ready();
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].status.code(), StatusCode::kMismatch);
+  expect_message_has(ready[0], {"[2] on ranks [0]", "[3] on ranks [1]"});
+  EXPECT_TRUE(c.pending_names().empty());
+  // The name is free again.
+  c.add(0, list_of({allreduce("w", {3})}), kT0);
+  EXPECT_TRUE(c.take_ready().empty());
+  c.add(1, list_of({allreduce("w", {3})}), kT0);
+  ready = c.take_ready();
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_TRUE(ready[0].status.ok()) << ready[0].status.to_string();
+}
+
+// --- grouped allreduce ------------------------------------------------------------------
+
+TEST(CoordinatorTest, GroupEmittedTogetherInGroupOrder) {
+  Coordinator c(2);
+  // Rank 0 sends the group in reverse, with an ungrouped tensor in between.
+  c.add(0, list_of({grouped("g.c", "G", 3, 2), allreduce("solo"), grouped("g.a", "G", 3, 0),
+                    grouped("g.b", "G", 3, 1)}),
+        kT0);
+  c.add(1, list_of({grouped("g.a", "G", 3, 0), grouped("g.b", "G", 3, 1), allreduce("solo")}),
+        kT0);
+  // g.c is still missing on rank 1: no member may run.
+  EXPECT_EQ(names_of(c.take_ready()), (std::vector<std::string>{"solo"}));
+  c.add(1, list_of({grouped("g.c", "G", 3, 2)}), kT0);
+  std::vector<Response> ready = c.take_ready();
+  EXPECT_EQ(names_of(ready), (std::vector<std::string>{"g.a", "g.b", "g.c"}));
+  for (std::size_t i = 0; i < ready.size(); ++i) {
+    EXPECT_TRUE(ready[i].status.ok()) << ready[i].status.to_string();
+    EXPECT_EQ(ready[i].group_index, static_cast<int>(i));
+    EXPECT_EQ(ready[i].group_size, 3);
+    EXPECT_EQ(ready[i].group, "G");
+  }
+}
+
+TEST(CoordinatorTest, GroupWaitsForMembersNobodySentYet) {
+  Coordinator c(2);
+  c.add(0, list_of({grouped("a", "G", 3, 0), grouped("b", "G", 3, 1)}), kT0);
+  c.add(1, list_of({grouped("a", "G", 3, 0), grouped("b", "G", 3, 1)}), kT0);
+  EXPECT_TRUE(c.take_ready().empty()) << "a group of 3 ran with 2 members";
+  c.add(0, list_of({grouped("c", "G", 3, 2)}), kT0);
+  c.add(1, list_of({grouped("c", "G", 3, 2)}), kT0);
+  EXPECT_EQ(names_of(c.take_ready()), (std::vector<std::string>{"a", "b", "c"}));
+}
+
+TEST(CoordinatorTest, TwoGroupsDoNotMix) {
+  Coordinator c(2);
+  c.add(0, list_of({grouped("a0", "A", 2, 0), grouped("a1", "A", 2, 1), grouped("b0", "B", 2, 0),
+                    grouped("b1", "B", 2, 1)}),
+        kT0);
+  c.add(1, list_of({grouped("b0", "B", 2, 0), grouped("b1", "B", 2, 1), grouped("a0", "A", 2, 0)}),
+        kT0);
+  EXPECT_EQ(names_of(c.take_ready()), (std::vector<std::string>{"b0", "b1"}));
+  c.add(1, list_of({grouped("a1", "A", 2, 1)}), kT0);
+  EXPECT_EQ(names_of(c.take_ready()), (std::vector<std::string>{"a0", "a1"}));
+}
+
+TEST(CoordinatorTest, FailingMemberFailsTheWholeGroup) {
+  Coordinator c(3);
+  for (int r = 0; r < 3; ++r) {
+    Request b = grouped("g.b", "G", 3, 1);
+    if (r == 2) b.dtype = DataType::kFloat64;
+    c.add(r, list_of({grouped("g.a", "G", 3, 0), b, grouped("g.c", "G", 3, 2)}), kT0);
+  }
+  std::vector<Response> ready = c.take_ready();
+  ASSERT_EQ(names_of(ready), (std::vector<std::string>{"g.a", "g.b", "g.c"}));
+  for (const Response& r : ready) {
+    EXPECT_EQ(r.status.code(), StatusCode::kMismatch) << r.name << ": " << r.status.to_string();
+    // Every member's message explains the real cause.
+    expect_message_has(r, {"g.b", "float64", "[2]"});
+  }
+  EXPECT_TRUE(c.pending_names().empty());
+}
+
+// --- join -------------------------------------------------------------------------------
+
+TEST(CoordinatorTest, AllreduceCountsJoinedRanks) {
+  Coordinator c(3);
+  c.add(0, list_of({allreduce("w")}), kT0);
+  c.add(1, list_of({}), kT0);
+  c.add(2, list_of({join_request()}), kT0);
+  EXPECT_TRUE(c.take_ready().empty()) << "rank 1 has not sent w";
+  c.add(1, list_of({allreduce("w")}), kT0);
+  std::vector<Response> ready = c.take_ready();
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].name, "w");
+  EXPECT_TRUE(ready[0].status.ok()) << ready[0].status.to_string();
+}
+
+TEST(CoordinatorTest, JoinCompletesAnAllreduceAlreadyWaiting) {
+  Coordinator c(3);
+  c.add(0, list_of({allreduce("w")}), kT0);
+  c.add(1, list_of({allreduce("w")}), kT0);
+  EXPECT_TRUE(c.take_ready().empty());
+  c.add(2, list_of({join_request()}), kT0);
+  std::vector<Response> ready = c.take_ready();
+  ASSERT_EQ(names_of(ready), (std::vector<std::string>{"w"}));
+}
+
+TEST(CoordinatorTest, GroupCompletesWithJoinedRank) {
+  Coordinator c(2);
+  c.add(0, list_of({grouped("a", "G", 2, 0), grouped("b", "G", 2, 1)}), kT0);
+  c.add(1, list_of({join_request()}), kT0);
+  std::vector<Response> ready = c.take_ready();
+  ASSERT_EQ(names_of(ready), (std::vector<std::string>{"a", "b"}));
+}
+
+TEST(CoordinatorTest, NonAllreduceWithJoinedRankFails) {
+  Coordinator c(4);
+  c.add(0, list_of({with_op(allreduce("g", {2, 2}), OpType::kAllgather)}), kT0);
+  c.add(1, list_of({join_request()}), kT0);
+  c.add(2, list_of({with_op(allreduce("g", {2, 2}), OpType::kAllgather)}), kT0);
+  c.add(3, list_of({join_request()}), kT0);
+  std::vector<Response> ready = c.take_ready();
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].name, "g");
+  EXPECT_EQ(ready[0].status.code(), StatusCode::kFailedPrecondition);
+  expect_message_has(ready[0], {"allgather 'g'", "[1, 3]"});
+}
+
+TEST(CoordinatorTest, JoinResponseWhenAllJoinedNamesLastRank) {
+  Coordinator c(3);
+  c.add(0, list_of({}), at(0));
+  c.add(1, list_of({join_request()}), at(0));
+  c.add(2, list_of({join_request()}), at(0));
+  EXPECT_TRUE(c.take_ready().empty()) << "rank 0 has not joined";
+  c.add(0, list_of({join_request()}), at(1));
+  c.add(1, list_of({}), at(1));
+  c.add(2, list_of({}), at(1));
+  std::vector<Response> ready = c.take_ready();
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].op, OpType::kJoin);
+  EXPECT_TRUE(ready[0].status.ok());
+  EXPECT_EQ(ready[0].value, 0) << "rank 0 joined last, though it is the lowest rank";
+}
+
+TEST(CoordinatorTest, JoinTieInOneRoundGoesToHighestRank) {
+  Coordinator c(4);
+  c.add(2, list_of({join_request()}), at(0));
+  EXPECT_TRUE(c.take_ready().empty());
+  for (int r : {0, 1, 3}) c.add(r, list_of({join_request()}), at(1));
+  std::vector<Response> ready = c.take_ready();
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].op, OpType::kJoin);
+  EXPECT_EQ(ready[0].value, 3);
+}
+
+TEST(CoordinatorTest, SingleRankJoin) {
+  Coordinator c(1);
+  c.add(0, list_of({join_request()}), kT0);
+  std::vector<Response> ready = c.take_ready();
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].op, OpType::kJoin);
+  EXPECT_EQ(ready[0].value, 0);
+}
+
+TEST(CoordinatorTest, JoinResetsForTheNextEpoch) {
+  Coordinator c(2);
+  c.add(0, list_of({join_request()}), kT0);
+  c.add(1, list_of({join_request()}), kT0);
+  ASSERT_EQ(c.take_ready().size(), 1u);
+  // After the join, nobody counts as joined: an allreduce needs both ranks again.
+  c.add(0, list_of({allreduce("w")}), kT0);
+  EXPECT_TRUE(c.take_ready().empty()) << "rank 1 still counted as joined";
+  c.add(1, list_of({allreduce("w")}), kT0);
+  std::vector<Response> ready = c.take_ready();
+  ASSERT_EQ(ready.size(), 1u);
+  // And a second join names its own last rank.
+  c.add(1, list_of({join_request()}), kT0);
+  EXPECT_TRUE(c.take_ready().empty());
+  c.add(0, list_of({join_request()}), kT0);
+  ready = c.take_ready();
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_EQ(ready[0].value, 0);
+}
+
+TEST(CoordinatorTest, DataResponsesPrecedeTheJoinResponse) {
+  Coordinator c(2);
+  c.add(0, list_of({join_request()}), kT0);
+  c.add(1, list_of({allreduce("w"), join_request()}), kT0);
+  std::vector<Response> ready = c.take_ready();
+  ASSERT_EQ(ready.size(), 2u);
+  EXPECT_EQ(ready[0].name, "w");
+  EXPECT_EQ(ready[1].op, OpType::kJoin);
+  EXPECT_EQ(ready[1].value, 1);
+}
+
+// --- process sets -----------------------------------------------------------------------
+
+TEST(CoordinatorTest, AddProcessSetGetsIncreasingIds) {
+  Coordinator c(2);
+  std::vector<int32_t> ids;
+  for (int i = 0; i < 3; ++i) {
+    Request q;
+    q.op = OpType::kAddProcessSet;
+    q.name = "chorus.add_process_set";
+    q.ranks = {0, 1};
+    c.add(0, list_of({q}), kT0);
+    c.add(1, list_of({q}), kT0);
+    std::vector<Response> ready = c.take_ready();
+    ASSERT_EQ(ready.size(), 1u);
+    EXPECT_TRUE(ready[0].status.ok()) << ready[0].status.to_string();
+    EXPECT_EQ(ready[0].op, OpType::kAddProcessSet);
+    EXPECT_EQ(ready[0].ranks, (std::vector<int32_t>{0, 1}));
+    ids.push_back(ready[0].value);
+  }
+  EXPECT_EQ(ids, (std::vector<int32_t>{1, 2, 3})) << "set 0 is the global set";
+}
+
+// --- stall inspection -------------------------------------------------------------------
+
+TEST(CoordinatorTest, StallWarningNamesSubmittedAndMissingRanks) {
+  Coordinator c(4);
+  c.add(0, list_of({allreduce("late")}), at(0));
+  c.add(2, list_of({allreduce("late")}), at(1));
+  const double check = 5, shutdown = 0;
+
+  EXPECT_FALSE(c.stall_due(at(4.9), check, shutdown));
+  StallReport rep = c.inspect_stalls(at(4.9), check, shutdown);
+  EXPECT_TRUE(rep.warnings.empty());
+  EXPECT_TRUE(rep.failures.empty());
+
+  // The age counts from the first rank's submission.
+  EXPECT_TRUE(c.stall_due(at(5), check, shutdown));
+  rep = c.inspect_stalls(at(5), check, shutdown);
+  ASSERT_EQ(rep.warnings.size(), 1u);
+  EXPECT_TRUE(has(rep.warnings[0], "allreduce 'late'"));
+  EXPECT_TRUE(has(rep.warnings[0], "submitted by ranks [0, 2]"));
+  EXPECT_TRUE(has(rep.warnings[0], "not yet by ranks [1, 3]"));
+  EXPECT_TRUE(rep.failures.empty());
+
+  // Repeated only after another check period.
+  EXPECT_FALSE(c.stall_due(at(9.9), check, shutdown));
+  EXPECT_TRUE(c.inspect_stalls(at(9.9), check, shutdown).warnings.empty());
+  EXPECT_TRUE(c.stall_due(at(10), check, shutdown));
+  rep = c.inspect_stalls(at(10), check, shutdown);
+  ASSERT_EQ(rep.warnings.size(), 1u);
+  EXPECT_TRUE(has(rep.warnings[0], "waited 10.0 s"));
+  EXPECT_FALSE(c.stall_due(at(12), check, shutdown));
+
+  // Warnings never fail a tensor when the shutdown time is 0.
+  EXPECT_TRUE(c.inspect_stalls(at(1000), check, shutdown).failures.empty());
+  EXPECT_EQ(c.pending_names(), (std::vector<std::string>{"late"}));
+}
+
+TEST(CoordinatorTest, StallCheckZeroNeverWarns) {
+  Coordinator c(2);
+  c.add(0, list_of({allreduce("late")}), at(0));
+  EXPECT_FALSE(c.stall_due(at(1e6), 0, 0));
+  StallReport rep = c.inspect_stalls(at(1e6), 0, 0);
+  EXPECT_TRUE(rep.warnings.empty());
+  EXPECT_TRUE(rep.failures.empty());
+}
+
+TEST(CoordinatorTest, StallShutdownFailsAndRemovesTheEntry) {
+  Coordinator c(3);
+  c.add(1, list_of({allreduce("never.elsewhere")}), at(0));
+  c.add(0, list_of({allreduce("fine")}), at(0));
+  const double check = 2, shutdown = 6;
+
+  EXPECT_FALSE(c.stall_due(at(1), check, shutdown));
+  EXPECT_TRUE(c.stall_due(at(2), check, shutdown));
+  EXPECT_EQ(c.inspect_stalls(at(2), check, shutdown).warnings.size(), 2u);
+  EXPECT_FALSE(c.stall_due(at(3), check, shutdown));
+  EXPECT_TRUE(c.stall_due(at(6), check, shutdown));
+
+  StallReport rep = c.inspect_stalls(at(6), check, shutdown);
+  ASSERT_EQ(rep.failures.size(), 2u);
+  // Sorted by name.
+  EXPECT_EQ(rep.failures[0].name, "fine");
+  EXPECT_EQ(rep.failures[1].name, "never.elsewhere");
+  for (const Response& f : rep.failures) {
+    EXPECT_EQ(f.status.code(), StatusCode::kStalled);
+    EXPECT_EQ(f.op, OpType::kAllreduce);
+    expect_message_has(f, {"CHORUS_STALL_SHUTDOWN_SECONDS", "'" + f.name + "'"});
+  }
+  expect_message_has(rep.failures[1], {"submitted by ranks [1]", "not yet by ranks [0, 2]"});
+  expect_message_has(rep.failures[0], {"submitted by ranks [0]", "not yet by ranks [1, 2]"});
+  EXPECT_FALSE(c.stall_due(at(100), check, shutdown)) << "a failed entry is still inspected";
+  EXPECT_TRUE(c.inspect_stalls(at(100), check, shutdown).failures.empty()) << "failed twice";
+  EXPECT_TRUE(c.take_ready().empty());
+}
+
+TEST(CoordinatorTest, StalledEntryIsNoLongerPending) {
+  Coordinator c(2);
+  c.add(0, list_of({allreduce("x")}), at(0));
+  c.take_ready();
+  ASSERT_EQ(c.inspect_stalls(at(10), 1, 5).failures.size(), 1u);
+  EXPECT_TRUE(c.pending_names().empty())
+      << "pending_names() still lists a tensor the stall inspector failed";
+}
+
+TEST(CoordinatorTest, ResubmittedAfterStallFailureStartsAfresh) {
+  Coordinator c(2);
+  c.add(0, list_of({allreduce("x")}), at(0));
+  c.add(1, list_of({}), at(0));
+  c.take_ready();
+  ASSERT_EQ(c.inspect_stalls(at(10), 1, 5).failures.size(), 1u);
+  // Next round: rank 1 finally sends x, which is now a new collective waiting for rank 0.
+  c.add(0, list_of({}), at(11));
+  c.add(1, list_of({allreduce("x")}), at(11));
+  EXPECT_TRUE(c.take_ready().empty()) << "rank 0's failed request was reused";
+  EXPECT_EQ(c.pending_names(), (std::vector<std::string>{"x"}));
+  // Its age counts from its new first arrival.
+  EXPECT_FALSE(c.stall_due(at(15.9), 0, 5));
+  EXPECT_TRUE(c.inspect_stalls(at(15.9), 0, 5).failures.empty());
+  c.add(0, list_of({allreduce("x")}), at(12));
+  EXPECT_EQ(names_of(c.take_ready()), (std::vector<std::string>{"x"}));
+}
+
+TEST(CoordinatorTest, OrderAfterStallFailureFollowsNewArrival) {
+  Coordinator c(2);
+  c.add(0, list_of({allreduce("x")}), at(0));
+  c.add(1, list_of({}), at(0));
+  c.take_ready();
+  ASSERT_EQ(c.inspect_stalls(at(10), 1, 5).failures.size(), 1u);
+  // y arrives before the new x; both complete in the same round.
+  c.add(0, list_of({allreduce("y"), allreduce("x")}), at(11));
+  c.add(1, list_of({allreduce("y"), allreduce("x")}), at(11));
+  EXPECT_EQ(names_of(c.take_ready()), (std::vector<std::string>{"y", "x"}));
+}
+
+TEST(CoordinatorTest, WaitingReportsForCachedTensors) {
+  Coordinator c(3);
+  Response cached;
+  cached.op = OpType::kBroadcast;
+  cached.name = "cached.once";
+  c.add_waiting(0, cached, 3.0);
+  c.add_waiting(2, cached, 7.5);
+  StallReport rep = c.inspect_stalls(kT0, 5, 0);
+  ASSERT_EQ(rep.warnings.size(), 1u);
+  EXPECT_TRUE(has(rep.warnings[0], "broadcast 'cached.once' waited 7.5 s"));
+  EXPECT_TRUE(has(rep.warnings[0], "submitted by ranks [0, 2]"));
+  EXPECT_TRUE(has(rep.warnings[0], "not yet by ranks [1]"));
+  EXPECT_TRUE(rep.failures.empty());
+  // Reports last one round only.
+  EXPECT_TRUE(c.inspect_stalls(kT0, 5, 0).warnings.empty());
+
+  // Below the check time: nothing to say.
+  c.add_waiting(1, cached, 4.9);
+  EXPECT_TRUE(c.inspect_stalls(kT0, 5, 0).warnings.empty());
+
+  // Past the shutdown time: a kStalled failure instead of a warning.
+  c.add_waiting(1, cached, 9.0);
+  rep = c.inspect_stalls(kT0, 5, 8);
+  EXPECT_TRUE(rep.warnings.empty());
+  ASSERT_EQ(rep.failures.size(), 1u);
+  EXPECT_EQ(rep.failures[0].name, "cached.once");
+  EXPECT_EQ(rep.failures[0].op, OpType::kBroadcast);
+  EXPECT_EQ(rep.failures[0].status.code(), StatusCode::kStalled);
+  expect_message_has(rep.failures[0], {"submitted by ranks [1]", "not yet by ranks [0, 2]"});
+}
+
+TEST(CoordinatorTest, JoinedRanksAreNotMissing) {
+  Coordinator c(3);
+  c.add(0, list_of({join_request()}), at(0));
+  Response cached;
+  cached.name = "w";
+  c.add_waiting(1, cached, 10);
+  StallReport rep = c.inspect_stalls(at(0), 5, 0);
+  ASSERT_EQ(rep.warnings.size(), 1u);
+  EXPECT_TRUE(has(rep.warnings[0], "submitted by ranks [1]"));
+  EXPECT_TRUE(has(rep.warnings[0], "not yet by ranks [2]"));
+}
+
+}  // namespace
+}  // namespace chorus
