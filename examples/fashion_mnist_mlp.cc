@@ -7,8 +7,8 @@
 // over the ranks, one asynchronous allreduce per parameter submitted from inside backward()
 // as soon as that gradient is ready (last layer first), so the reduction of the later layers
 // overlaps the computation of the earlier ones. Every replica then applies the same averaged
-// gradient, which keeps them identical: the same as one model trained with a minibatch of
-// batch_size * size images.
+// gradient, which keeps them identical (checked at the end): the same as one model trained
+// with a minibatch of batch_size * size images.
 //
 //   mpirun -np 4 ./fashion_mnist_mlp --epochs 2
 
@@ -16,6 +16,7 @@
 #include <charconv>
 #include <chrono>
 #include <cinttypes>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <numeric>
@@ -41,7 +42,8 @@ constexpr char kUsage[] =
     "                         [--limit N] [--min-accuracy PCT] [--seed N]\n"
     "  --epochs N          passes over the training set (default 2)\n"
     "  --batch-size N      images per rank per step (default 64)\n"
-    "  --lr X              learning rate of SGD with momentum 0.9 (default 0.05)\n"
+    "  --lr X              initial learning rate of SGD with momentum 0.9, decayed to 0\n"
+    "                      along a cosine over the run (default 0.05)\n"
     "  --data-dir DIR      the four Fashion-MNIST .gz files\n"
     "                      (default /usr/share/datasets/fashion-mnist)\n"
     "  --limit N           train on the first N training images only (default: all 60000)\n"
@@ -49,6 +51,10 @@ constexpr char kUsage[] =
     "  --seed N            seed of the initialization and of the shuffles (default 1)\n";
 
 constexpr float kMomentum = 0.9f;
+// Mean and standard deviation of the Fashion-MNIST training pixels (scaled to [0, 1]):
+// standardized inputs let SGD converge markedly faster than raw ones.
+constexpr float kPixelMean = 0.2860f;
+constexpr float kPixelStd = 0.3530f;
 // Test images per forward pass during evaluation.
 constexpr int kEvalBatch = 256;
 
@@ -138,15 +144,20 @@ StatusOr<LabelledImages> load_split(const std::string& dir, const std::string& s
   return set;
 }
 
-// Copies the images `indices` of `set` into `x` as floats in [0, 1], their labels into `y`.
+// Copies the images `indices` of `set` into `x` as standardized floats, their labels into `y`.
 void gather(const LabelledImages& set, const int64_t* indices, int n, float* x, uint8_t* y) {
-  constexpr float kScale = 1.0f / 255.0f;
+  constexpr float kScale = 1.0f / (255.0f * kPixelStd);
+  constexpr float kShift = kPixelMean / kPixelStd;
   for (int i = 0; i < n; ++i) {
     const uint8_t* src = set.pixels.data() + indices[i] * Mlp::kInputs;
     float* dst = x + static_cast<std::ptrdiff_t>(i) * Mlp::kInputs;
-    for (int p = 0; p < Mlp::kInputs; ++p) dst[p] = static_cast<float>(src[p]) * kScale;
+    for (int p = 0; p < Mlp::kInputs; ++p) dst[p] = static_cast<float>(src[p]) * kScale - kShift;
     y[i] = set.labels[static_cast<std::size_t>(indices[i])];
   }
+}
+
+chorus::TensorRef int64_ref(int64_t* value) {
+  return {value, chorus::DataType::kInt64, {1}, chorus::Device::cpu()};
 }
 
 // Waits for every handle, even after one failed: the tensors they use must not be freed or
@@ -187,11 +198,46 @@ StatusOr<double> evaluate(Mlp& model, const LabelledImages& test) {
     gather(test, indices.data() + i, n, x.data(), y.data());
     correct += model.count_correct(x.data(), y.data(), n);
   }
-  chorus::TensorRef t{&correct, chorus::DataType::kInt64, {1}, chorus::Device::cpu()};
-  chorus::AllreduceOptions options;
-  options.op = chorus::ReduceOp::kSum;
-  if (Status s = chorus::allreduce("eval.correct", t, t, options).wait(); !s.ok()) return s;
+  chorus::AllreduceOptions sum;
+  sum.op = chorus::ReduceOp::kSum;
+  chorus::TensorRef t = int64_ref(&correct);
+  if (Status s = chorus::allreduce("eval.correct", t, t, sum).wait(); !s.ok()) return s;
   return 100.0 * static_cast<double>(correct) / static_cast<double>(test.count);
+}
+
+// Every replica must hold the same parameters, bit for bit, if the averaged gradients were
+// the same on every rank. Compares a hash of them across ranks (min and max must agree).
+Status check_replicas_identical(Mlp& model) {
+  uint64_t hash = 14695981039346656037ull;  // FNV-1a, 64 bits
+  for (Parameter* p : model.parameters()) {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(p->value.data());
+    for (std::size_t i = 0; i < p->value.size() * sizeof(float); ++i) {
+      hash = (hash ^ bytes[i]) * 1099511628211ull;
+    }
+  }
+  int64_t lowest = static_cast<int64_t>(hash);
+  int64_t highest = lowest;
+  chorus::AllreduceOptions min_op;
+  min_op.op = chorus::ReduceOp::kMin;
+  chorus::AllreduceOptions max_op;
+  max_op.op = chorus::ReduceOp::kMax;
+  std::vector<chorus::Handle> handles = {
+      chorus::allreduce("check.hash.min", int64_ref(&lowest), int64_ref(&lowest), min_op),
+      chorus::allreduce("check.hash.max", int64_ref(&highest), int64_ref(&highest), max_op)};
+  if (Status s = wait_all(handles); !s.ok()) return s;
+  if (lowest != highest) {
+    return chorus::internal_error(
+        "the model replicas diverged: their parameters differ across ranks after training");
+  }
+  return {};
+}
+
+// Cosine annealing (Loshchilov & Hutter 2017) from `lr` at step 0 to 0 after `total` steps:
+// the late small steps settle the noisy minibatch updates, worth about a point of accuracy.
+float cosine_lr(float lr, int64_t step, int64_t total) {
+  const double pi = std::acos(-1.0);
+  const double t = static_cast<double>(step) / static_cast<double>(total);
+  return static_cast<float>(lr * 0.5 * (1.0 + std::cos(pi * t)));
 }
 
 double seconds_since(std::chrono::steady_clock::time_point start) {
@@ -229,12 +275,12 @@ StatusOr<double> train(const Flags& flags) {
   if (Status s = wait_all(handles); !s.ok()) return s;
 
   if (lead) {
-    std::printf(
-        "Fashion-MNIST, MLP %d-%d-%d, %d rank(s): %" PRId64 " training images (%" PRId64
-        " steps/epoch of %d x %d images), %" PRId64 " test images, lr %g, momentum %g\n",
-        Mlp::kInputs, Mlp::kHidden, Mlp::kClasses, size, n_train, steps, size,
-        flags.batch_size, test_set->count, static_cast<double>(flags.lr),
-        static_cast<double>(kMomentum));
+    std::printf("Fashion-MNIST, MLP %d-%d-%d, %d rank(s), %" PRId64 " training and %" PRId64
+                " test images\n",
+                Mlp::kInputs, Mlp::kHidden, Mlp::kClasses, size, n_train, test_set->count);
+    std::printf("%" PRId64 " steps/epoch of %d x %d images, lr %g (cosine decay), momentum %g\n",
+                steps, size, flags.batch_size, static_cast<double>(flags.lr),
+                static_cast<double>(kMomentum));
     std::fflush(stdout);
   }
 
@@ -260,6 +306,7 @@ StatusOr<double> train(const Flags& flags) {
     for (int64_t i = rank; i < n_train; i += size) shard.push_back(order[i]);
 
     double loss_sum = 0.0;
+    double wait_seconds = 0.0;
     double window_loss = 0.0;
     int64_t window_start = 0;
     int quarter = 1;  // progress lines after 25%, 50% and 75% of the steps
@@ -268,14 +315,18 @@ StatusOr<double> train(const Flags& flags) {
              y.data());
       const float loss = model.forward(x.data(), y.data(), flags.batch_size);
       model.backward(x.data(), y.data(), flags.batch_size, reduce_gradient);
+      // Only the part of the reductions that backward() did not hide is spent here.
+      const auto wait_start = std::chrono::steady_clock::now();
       if (Status s = wait_all(handles); !s.ok()) return s;
-      model.sgd_step(flags.lr, kMomentum);
+      wait_seconds += seconds_since(wait_start);
+      model.sgd_step(cosine_lr(flags.lr, (epoch - 1) * steps + step, flags.epochs * steps),
+                     kMomentum);
       loss_sum += loss;
       window_loss += loss;
       if (quarter < 4 && step + 1 == steps * quarter / 4) {
         if (lead) {
-          std::printf("  epoch %d: step %" PRId64 "/%" PRId64 " (%d%%), rank 0 loss %.4f\n",
-                      epoch, step + 1, steps, 25 * quarter,
+          std::printf("  epoch %d: step %" PRId64 "/%" PRId64 " (%d%%), rank 0 loss %.4f\n", epoch,
+                      step + 1, steps, 25 * quarter,
                       window_loss / static_cast<double>(step + 1 - window_start));
           std::fflush(stdout);
         }
@@ -293,13 +344,15 @@ StatusOr<double> train(const Flags& flags) {
     accuracy = *acc;
     if (lead) {
       const double images = static_cast<double>(steps) * flags.batch_size * size;
-      std::printf("epoch %d/%d: train loss %.4f, test accuracy %.2f%%, %.0f images/s, "
-                  "train %.2f s, wall %.2f s\n",
-                  epoch, flags.epochs, *mean_loss, accuracy, images / train_seconds,
-                  train_seconds, seconds_since(epoch_start));
+      std::printf(
+          "epoch %d/%d: train loss %.4f, test accuracy %.2f%%, %.0f images/s, "
+          "train %.2f s (rank 0 waited %.2f s for gradients), wall %.2f s\n",
+          epoch, flags.epochs, *mean_loss, accuracy, images / train_seconds, train_seconds,
+          wait_seconds, seconds_since(epoch_start));
       std::fflush(stdout);
     }
   }
+  if (Status s = check_replicas_identical(model); !s.ok()) return s;
   if (lead) {
     std::printf("total wall time %.2f s\n", seconds_since(run_start));
     std::printf("final test accuracy: %.2f%%\n", accuracy);
@@ -319,7 +372,9 @@ int main(int argc, char** argv) {
   int code = 0;
   StatusOr<Flags> flags = parse_flags(argc, argv);
   if (!flags.ok()) {
-    if (rank == 0) std::fprintf(stderr, "fashion_mnist_mlp: %s\n%s", flags.status().message().c_str(), kUsage);
+    if (rank == 0) {
+      std::fprintf(stderr, "fashion_mnist_mlp: %s\n%s", flags.status().message().c_str(), kUsage);
+    }
     code = 2;
   } else if (flags->help) {
     if (rank == 0) std::fputs(kUsage, stdout);

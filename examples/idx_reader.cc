@@ -53,8 +53,8 @@ chorus::StatusOr<IdxHeader> read_header(gzFile f, const std::string& path, int w
   if (Status s = read_exactly(f, path, magic.data(), magic.size()); !s.ok()) return s;
   constexpr unsigned char kUnsignedByte = 0x08;
   if (magic[0] != 0 || magic[1] != 0 || magic[2] != kUnsignedByte || magic[3] != want_dims) {
-    return data_loss(path, "not an IDX file of unsigned bytes with " +
-                               std::to_string(want_dims) + " dimension(s)");
+    return data_loss(path, "not an IDX file of unsigned bytes with " + std::to_string(want_dims) +
+                               " dimension(s)");
   }
   IdxHeader h;
   for (int i = 0; i < want_dims; ++i) {

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <random>
 
 namespace examples {
@@ -11,71 +12,74 @@ namespace {
 // compile time: GCC's -O2 vectorizer (the "very cheap" cost model) only vectorizes loops it
 // can cover without a scalar remainder or run-time alias checks, hence also __restrict.
 
+// Signed and pointer-sized: row * width offsets never overflow.
+using Index = std::ptrdiff_t;
+
 // Rows handled together: their slices of the output (or of the weight gradient) stay in L1
 // while the other operand streams through once per block instead of once per row.
-constexpr int kBlock = 8;
+constexpr Index kBlock = 8;
 
-// y[b, :] = bias + sum_k x[b, k] * w[k, :]. Zero inputs (background pixels, dead ReLUs,
-// well over half of them) are skipped.
-template <int In, int Out>
+// y[b, :] = bias + sum_k x[b, k] * w[k, :]. Zero inputs (the ReLUs that are off, often
+// more than half) are skipped.
+template <Index In, Index Out>
 void linear_forward(const float* __restrict x, const float* __restrict w,
-                    const float* __restrict bias, float* __restrict y, int batch) {
-  for (int b0 = 0; b0 < batch; b0 += kBlock) {
-    const int b1 = std::min(batch, b0 + kBlock);
-    for (int b = b0; b < b1; ++b) {
-      for (int j = 0; j < Out; ++j) y[b * Out + j] = bias[j];
+                    const float* __restrict bias, float* __restrict y, Index batch) {
+  for (Index b0 = 0; b0 < batch; b0 += kBlock) {
+    const Index b1 = std::min(batch, b0 + kBlock);
+    for (Index b = b0; b < b1; ++b) {
+      for (Index j = 0; j < Out; ++j) y[b * Out + j] = bias[j];
     }
-    for (int k = 0; k < In; ++k) {
+    for (Index k = 0; k < In; ++k) {
       const float* __restrict wk = w + k * Out;
-      for (int b = b0; b < b1; ++b) {
+      for (Index b = b0; b < b1; ++b) {
         const float xv = x[b * In + k];
         if (xv == 0.0f) continue;
         float* __restrict yb = y + b * Out;
-        for (int j = 0; j < Out; ++j) yb[j] += xv * wk[j];
+        for (Index j = 0; j < Out; ++j) yb[j] += xv * wk[j];
       }
     }
   }
 }
 
 // dw[k, :] = sum_b x[b, k] * dy[b, :].
-template <int In, int Out>
-void linear_weight_grad(const float* __restrict x, const float* __restrict dy,
-                        float* __restrict dw, int batch) {
-  for (int k0 = 0; k0 < In; k0 += kBlock) {
-    const int k1 = std::min(In, k0 + kBlock);
+template <Index In, Index Out>
+void linear_weight_grad(const float* __restrict x, const float* __restrict dy, float* __restrict dw,
+                        Index batch) {
+  for (Index k0 = 0; k0 < In; k0 += kBlock) {
+    const Index k1 = std::min(In, k0 + kBlock);
     std::fill(dw + k0 * Out, dw + k1 * Out, 0.0f);
-    for (int b = 0; b < batch; ++b) {
+    for (Index b = 0; b < batch; ++b) {
       const float* __restrict dyb = dy + b * Out;
-      for (int k = k0; k < k1; ++k) {
+      for (Index k = k0; k < k1; ++k) {
         const float xv = x[b * In + k];
         if (xv == 0.0f) continue;
         float* __restrict dwk = dw + k * Out;
-        for (int j = 0; j < Out; ++j) dwk[j] += xv * dyb[j];
+        for (Index j = 0; j < Out; ++j) dwk[j] += xv * dyb[j];
       }
     }
   }
 }
 
 // db[:] = sum_b dy[b, :].
-template <int Out>
-void linear_bias_grad(const float* __restrict dy, float* __restrict db, int batch) {
+template <Index Out>
+void linear_bias_grad(const float* __restrict dy, float* __restrict db, Index batch) {
   std::fill(db, db + Out, 0.0f);
-  for (int b = 0; b < batch; ++b) {
-    for (int j = 0; j < Out; ++j) db[j] += dy[b * Out + j];
+  for (Index b = 0; b < batch; ++b) {
+    for (Index j = 0; j < Out; ++j) db[j] += dy[b * Out + j];
   }
 }
 
 // dx[b, k] = (x[b, k] > 0) * sum_j dy[b, j] * w[k, j]: the input gradient through a ReLU
 // whose output was x. Out is small here (the 10 classes), so a plain dot product is fine.
-template <int In, int Out>
+template <Index In, Index Out>
 void linear_relu_input_grad(const float* __restrict x, const float* __restrict dy,
-                            const float* __restrict w, float* __restrict dx, int batch) {
-  for (int b = 0; b < batch; ++b) {
+                            const float* __restrict w, float* __restrict dx, Index batch) {
+  for (Index b = 0; b < batch; ++b) {
     const float* __restrict dyb = dy + b * Out;
-    for (int k = 0; k < In; ++k) {
+    for (Index k = 0; k < In; ++k) {
       float s = 0.0f;
       if (x[b * In + k] > 0.0f) {
-        for (int j = 0; j < Out; ++j) s += dyb[j] * w[k * Out + j];
+        for (Index j = 0; j < Out; ++j) s += dyb[j] * w[k * Out + j];
       }
       dx[b * In + k] = s;
     }
@@ -124,7 +128,7 @@ std::vector<Parameter*> Mlp::parameters() {
 void Mlp::forward_logits(const float* x, int batch) {
   linear_forward<kInputs, kHidden>(x, fc1_weight_.value.data(), fc1_bias_.value.data(),
                                    hidden_.data(), batch);
-  for (int i = 0; i < batch * kHidden; ++i) hidden_[i] = std::max(hidden_[i], 0.0f);
+  for (Index i = 0; i < Index{batch} * kHidden; ++i) hidden_[i] = std::max(hidden_[i], 0.0f);
   linear_forward<kHidden, kClasses>(hidden_.data(), fc2_weight_.value.data(),
                                     fc2_bias_.value.data(), probs_.data(), batch);
 }
@@ -132,7 +136,7 @@ void Mlp::forward_logits(const float* x, int batch) {
 float Mlp::forward(const float* x, const uint8_t* labels, int batch) {
   forward_logits(x, batch);
   double loss = 0.0;
-  for (int b = 0; b < batch; ++b) {
+  for (Index b = 0; b < batch; ++b) {
     float* z = probs_.data() + b * kClasses;
     const float zmax = *std::max_element(z, z + kClasses);
     const float z_label = z[labels[b]];
@@ -152,7 +156,7 @@ void Mlp::backward(const float* x, const uint8_t* labels, int batch,
                    const std::function<void(Parameter&)>& on_ready) {
   // d(mean cross-entropy)/d(logits) = (softmax - one_hot(label)) / batch.
   const float inv_batch = 1.0f / static_cast<float>(batch);
-  for (int b = 0; b < batch; ++b) {
+  for (Index b = 0; b < batch; ++b) {
     for (int j = 0; j < kClasses; ++j) {
       const float target = j == labels[b] ? 1.0f : 0.0f;
       d_logits_[b * kClasses + j] = (probs_[b * kClasses + j] - target) * inv_batch;
@@ -161,8 +165,8 @@ void Mlp::backward(const float* x, const uint8_t* labels, int batch,
 
   linear_bias_grad<kClasses>(d_logits_.data(), fc2_bias_.grad.data(), batch);
   on_ready(fc2_bias_);
-  linear_weight_grad<kHidden, kClasses>(hidden_.data(), d_logits_.data(),
-                                        fc2_weight_.grad.data(), batch);
+  linear_weight_grad<kHidden, kClasses>(hidden_.data(), d_logits_.data(), fc2_weight_.grad.data(),
+                                        batch);
   on_ready(fc2_weight_);
 
   linear_relu_input_grad<kHidden, kClasses>(hidden_.data(), d_logits_.data(),
@@ -190,7 +194,7 @@ void Mlp::sgd_step(float lr, float momentum) {
 int Mlp::count_correct(const float* x, const uint8_t* labels, int batch) {
   forward_logits(x, batch);
   int correct = 0;
-  for (int b = 0; b < batch; ++b) {
+  for (Index b = 0; b < batch; ++b) {
     const float* z = probs_.data() + b * kClasses;
     correct += static_cast<int>(std::max_element(z, z + kClasses) - z) == labels[b];
   }

@@ -20,8 +20,12 @@ struct Parameter {
   std::vector<float> grad;
   std::vector<float> velocity;
 
-  chorus::TensorRef value_ref() { return {value.data(), chorus::DataType::kFloat32, shape, chorus::Device::cpu()}; }
-  chorus::TensorRef grad_ref() { return {grad.data(), chorus::DataType::kFloat32, shape, chorus::Device::cpu()}; }
+  chorus::TensorRef value_ref() {
+    return {value.data(), chorus::DataType::kFloat32, shape, chorus::Device::cpu()};
+  }
+  chorus::TensorRef grad_ref() {
+    return {grad.data(), chorus::DataType::kFloat32, shape, chorus::Device::cpu()};
+  }
 };
 
 /// Not thread-safe: one thread drives an Mlp. Weights are stored input-major, [in, out]
@@ -50,8 +54,9 @@ class Mlp {
   /// Fills every Parameter::grad with the gradient of the mean loss of the last forward()
   /// (same x, labels and batch). Calls `on_ready` once per parameter as soon as its gradient
   /// is final, last layer first, so the caller can start communicating it while the earlier
-  /// layers are still being computed. `on_ready` must not modify the parameter's value
-  /// until backward() returns.
+  /// layers are still being computed. After on_ready(p), backward() no longer touches
+  /// p.grad (it may be reduced in place meanwhile) but may still read p.value, which must
+  /// stay unchanged until backward() returns.
   void backward(const float* x, const uint8_t* labels, int batch,
                 const std::function<void(Parameter&)>& on_ready);
 
@@ -65,7 +70,7 @@ class Mlp {
   void forward_logits(const float* x, int batch);
 
   Parameter fc1_weight_, fc1_bias_, fc2_weight_, fc2_bias_;
-  std::vector<float> hidden_;  // [max_batch, kHidden], after the ReLU
+  std::vector<float> hidden_;    // [max_batch, kHidden], after the ReLU
   std::vector<float> probs_;     // [max_batch, kClasses]: logits, then softmax probabilities
   std::vector<float> d_logits_;  // [max_batch, kClasses]
   std::vector<float> d_hidden_;  // [max_batch, kHidden]
