@@ -23,7 +23,7 @@ if [[ "$(id -u)" == 0 ]]; then
 fi
 
 for np in ${NPS:-2 4}; do
-  echo "=== mpirun -np ${np} allreduce_bench --idle-cpu ${IDLE_CPU:-10} $* ==="
+  echo "=== mpirun -np ${np} allreduce_bench --idle-cpu ${IDLE_CPU:-10}${*:+ $*} ==="
   echo
   mpirun --oversubscribe --bind-to none -np "${np}" \
     "${bench}" --idle-cpu "${IDLE_CPU:-10}" "$@"
