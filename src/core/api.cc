@@ -233,7 +233,7 @@ Handle alltoall(const std::string& name, const TensorRef& input, const std::vect
     return failed(invalid_argument(what(op, n) + "input must have at least one dimension"));
   }
   // Bad splits are reported by the coordinator, on every rank (see decide_response).
-  const int64_t set_size = static_cast<int64_t>(p->set.ranks.size());
+  const int64_t set_size = p->set.size;
   std::vector<int64_t> s = splits;
   if (s.empty() && input.shape[0] % set_size == 0) s.assign(set_size, input.shape[0] / set_size);
   describe_tensor(p->entry.request, input);
@@ -322,7 +322,7 @@ int process_set_size(ProcessSet process_set) {
   auto rt = runtime();
   if (!rt) return -1;
   auto info = rt->set_info(process_set.id);
-  return info ? static_cast<int>(info->ranks.size()) : -1;
+  return info ? info->size : -1;
 }
 
 }  // namespace chorus

@@ -27,7 +27,10 @@ void Negotiator::submit(Request request, Clock::time_point now) {
   request.rank = transport_->rank();
   if (request.op == OpType::kJoin) joined_ = true;
   std::string name = request.name;
-  pending_.emplace(std::move(name), Pending{std::move(request), now, false});
+  Pending p;
+  p.request = std::move(request);
+  p.submitted = now;
+  pending_.emplace(std::move(name), std::move(p));
 }
 
 Status Negotiator::start(bool shutdown, Clock::time_point now) {
@@ -46,19 +49,8 @@ Status Negotiator::start(bool shutdown, Clock::time_point now) {
 
   // Classify each unsent request (a group as one unit, all or nothing): a hit sets its ready
   // bit, a conflict clears the slot's keep bit and waits for the eviction, a miss goes to
-  // the coordinator.
-  std::map<std::string, std::vector<Pending*>> groups;
-  std::vector<std::vector<Pending*>> units;
-  for (auto& [name, p] : pending_) {
-    if (p.sent) continue;
-    if (p.request.group_size > 0) {
-      groups[p.request.group].push_back(&p);
-    } else {
-      units.push_back({&p});
-    }
-  }
-  for (auto& [key, members] : groups) units.push_back(std::move(members));
-
+  // the coordinator. Lookups are remembered until the cache changes, so a request that
+  // waits many rounds for its peers costs no repeated hashing.
   // Cached tensors are reported to the stall inspector once one waited this long.
   const double stall_after = options_.stall_check_seconds > 0 ? options_.stall_check_seconds
                                                               : options_.stall_shutdown_seconds;
@@ -66,36 +58,50 @@ Status Negotiator::start(bool shutdown, Clock::time_point now) {
   bool stalled = false;
   std::vector<WaitingSlot> waiting;
   std::set<int> conflicts;
-  for (const auto& unit : units) {
+  auto classify = [&](Pending* const* unit, std::size_t count) {
     bool conflict = false, all_hit = true;
-    std::vector<int> slots;
-    for (Pending* p : unit) {
-      ResponseCache::Found f = cache_.lookup(p->request);
-      if (f.kind == ResponseCache::Lookup::kConflict) {
-        clear_bit(slot_bit(f.slot, kKeep));
-        conflicts.insert(f.slot);
+    for (std::size_t i = 0; i < count; ++i) {
+      Pending* p = unit[i];
+      if (p->cache_generation != cache_.generation()) {
+        p->found = cache_.lookup(p->request);
+        p->cache_generation = cache_.generation();
+      }
+      if (p->found.kind == ResponseCache::Lookup::kConflict) {
+        clear_bit(slot_bit(p->found.slot, kKeep));
+        conflicts.insert(p->found.slot);
         conflict = true;
       }
-      all_hit = all_hit && f.kind == ResponseCache::Lookup::kHit;
-      slots.push_back(f.slot);
+      all_hit = all_hit && p->found.kind == ResponseCache::Lookup::kHit;
     }
-    if (conflict) continue;
+    if (conflict) return;
     if (all_hit) {
-      for (std::size_t i = 0; i < unit.size(); ++i) {
-        set_bit(slot_bit(slots[i], kReady));
-        clear_bit(slot_bit(slots[i], kNoTensor));
+      for (std::size_t i = 0; i < count; ++i) {
+        const int slot = unit[i]->found.slot;
+        set_bit(slot_bit(slot, kReady));
+        clear_bit(slot_bit(slot, kNoTensor));
         double waited = seconds_between(unit[i]->submitted, now);
-        waiting.push_back({slots[i], waited});
+        waiting.push_back({slot, waited});
         if (stall_after > 0 && waited >= stall_after) stalled = true;
       }
-      continue;
+      return;
     }
-    for (Pending* p : unit) {
-      outgoing_.requests.push_back(p->request);
-      outgoing_names_.push_back(p->request.name);
+    for (std::size_t i = 0; i < count; ++i) {
+      outgoing_.requests.push_back(unit[i]->request);
+      outgoing_names_.push_back(unit[i]->request.name);
     }
     has_new = true;
+  };
+  std::map<std::string, std::vector<Pending*>> groups;
+  for (auto& [name, p] : pending_) {
+    if (p.sent) continue;
+    if (p.request.group_size > 0) {
+      groups[p.request.group].push_back(&p);
+    } else {
+      Pending* one = &p;
+      classify(&one, 1);
+    }
   }
+  for (auto& [key, members] : groups) classify(members.data(), members.size());
   // A joined rank has no more data: it is ready for every cached allreduce, with zeros
   // (unless its own request under that name conflicts: that must become a mismatch). A
   // slot runs only if some rank holds the tensor (kNoTensor), so ranks that all joined do

@@ -70,6 +70,8 @@ class Negotiator {
     Request request;
     Clock::time_point submitted;
     bool sent = false;  // handed to the coordinator; wait for its response
+    ResponseCache::Found found;  // the cache lookup, valid while the cache's generation is
+    uint64_t cache_generation = ~uint64_t{0};  // this one
   };
   static constexpr int kFlagBits = 3;
   enum Flag { kNoNewRequests = 0, kNoShutdown = 1, kNoStallReport = 2 };

@@ -22,6 +22,7 @@ ResponseCache::Found ResponseCache::lookup(const Request& q) const {
 
 void ResponseCache::put(const Response& r) {
   if (capacity_ == 0 || !cacheable(r)) return;
+  ++generation_;
   if (auto it = by_name_.find(r.name); it != by_name_.end()) {
     slots_[it->second] = r;
     touch(it->second);
@@ -51,6 +52,7 @@ void ResponseCache::touch(int slot) {
 
 void ResponseCache::erase(int slot) {
   if (!occupied(slot)) return;
+  ++generation_;
   by_name_.erase(slots_[slot]->name);
   slots_[slot].reset();
   lru_.erase(lru_pos_.at(slot));

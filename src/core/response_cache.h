@@ -56,10 +56,13 @@ class ResponseCache {
   /// One past the highest occupied slot: the bit vector's length in slots.
   int slot_bound() const { return used_.empty() ? 0 : *used_.rbegin() + 1; }
   int64_t size() const { return static_cast<int64_t>(by_name_.size()); }
+  /// Changes whenever a lookup could answer differently (put, erase; not touch).
+  uint64_t generation() const { return generation_; }
   int64_t capacity() const { return capacity_; }
 
  private:
   const int64_t capacity_;
+  uint64_t generation_ = 0;
   std::vector<std::optional<Response>> slots_;
   std::unordered_map<std::string, int> by_name_;
   std::list<int> lru_;  // front: most recently used

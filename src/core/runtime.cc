@@ -20,9 +20,12 @@ constexpr auto kShutdownGrace = std::chrono::seconds(10);
 // Polling of the round's non-blocking AND: spin briefly (a round with every rank present
 // completes in microseconds), then sleep with a doubling pause so that waiting for an idle
 // or busy peer costs almost no CPU.
+// A rank with nothing of its own pending skips the spin: it is only keeping its idle
+// peers company.
 class Poller {
  public:
-  explicit Poller(std::chrono::microseconds cap) : cap_(cap) {}
+  Poller(std::chrono::microseconds cap, bool eager)
+      : cap_(cap), spins_(eager ? 0 : kSpins), sleep_(eager ? 0 : 16) {}
   void pause() {
     if (spins_ < kSpins) {
       ++spins_;
@@ -35,9 +38,14 @@ class Poller {
  private:
   static constexpr int kSpins = 100;
   const std::chrono::microseconds cap_;
-  int spins_ = 0;
-  std::chrono::microseconds sleep_{0};
+  int spins_;
+  std::chrono::microseconds sleep_;
 };
+
+// After a cycle that ran something, the trainer usually submits again within
+// microseconds (the next layer's gradient, the next step); watching the queue for a
+// short while avoids a futex sleep and wake-up on each of those.
+constexpr auto kWatchAfterWork = std::chrono::microseconds(50);
 
 std::chrono::microseconds micros(double ms) {
   return std::chrono::microseconds(static_cast<int64_t>(ms * 1000));
@@ -121,6 +129,7 @@ Handle Runtime::submit(std::vector<Entry> entries) {
       e.enqueued = Clock::now();
       queue_.push_back(std::move(e));
     }
+    work_queued_.store(true, std::memory_order_release);
   }
   cv_.notify_one();
   return Handle(std::move(handle));
@@ -178,7 +187,7 @@ StatusOr<std::unique_ptr<Runtime::SetState>> Runtime::make_set(int32_t id,
                                                                const std::vector<int>& ranks) {
   StatusOr<std::unique_ptr<MpiGroup>> group = world_->create_group(ranks);
   if (!group.ok()) return group.status();
-  SetInfo info{ranks, -1};
+  SetInfo info{static_cast<int>(ranks.size()), -1};
   for (int i = 0; i < static_cast<int>(ranks.size()); ++i) {
     if (ranks[i] == rank_) info.rank = i;
   }
@@ -214,6 +223,12 @@ void Runtime::loop() {
     for (auto& [id, set] : sets_) pending = pending || set->negotiator->pending() > 0;
     std::vector<Entry> fresh;
     bool stop_asked;
+    if (productive && !pending) {
+      const Clock::time_point until = Clock::now() + kWatchAfterWork;
+      while (!work_queued_.load(std::memory_order_acquire) && Clock::now() < until) {
+        std::this_thread::yield();
+      }
+    }
     {
       std::unique_lock<std::mutex> lock(mu_);
       // Idle: take part in a round every cycle time. Waiting on peers after a round that
@@ -223,6 +238,7 @@ void Runtime::loop() {
                      [&] { return !queue_.empty() || stop_requested_; });
       }
       fresh.swap(queue_);
+      work_queued_.store(false, std::memory_order_relaxed);
       stop_asked = stop_requested_;
     }
     backoff = fresh.empty() && !productive ? std::min(backoff * 2, cycle_time) : min_backoff;
@@ -279,10 +295,12 @@ void Runtime::accept(std::vector<Entry> fresh) {
 
 Status Runtime::cycle(bool stop_asked, bool* shutdown, bool* productive) {
   const Clock::time_point start = Clock::now();
+  bool eager = stop_asked;
+  for (auto& [id, set] : sets_) eager = eager || set->negotiator->pending() > 0;
   for (auto& [id, set] : sets_) {
     if (Status s = set->negotiator->start(id == 0 && stop_asked, start); !s.ok()) return s;
   }
-  Poller poller(std::min(micros(config_.cycle_time_ms), std::chrono::microseconds(200)));
+  Poller poller(std::min(micros(config_.cycle_time_ms), std::chrono::microseconds(200)), eager);
   while (true) {
     bool done = true;
     for (auto& [id, set] : sets_) {

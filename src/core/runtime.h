@@ -38,8 +38,8 @@ class Runtime {
   using Clock = std::chrono::steady_clock;
 
   struct SetInfo {
-    std::vector<int> ranks;  ///< global ranks, in the set's rank order
-    int rank = -1;           ///< this rank's index in the set, -1 if not a member
+    int size = 0;   ///< ranks in the set
+    int rank = -1;  ///< this rank's index in the set, -1 if not a member
   };
 
   /// Loads the configuration, starts the background thread, and returns once MPI and the
@@ -104,6 +104,7 @@ class Runtime {
   Status stopped_because_;
   Status shutdown_status_;
   std::thread thread_;
+  std::atomic<bool> work_queued_{false};  // set by submit(), cleared when the queue is taken
 
   std::array<std::atomic<uint64_t>, kNumOpTypes> name_counters_{};
 };
