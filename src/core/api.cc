@@ -67,12 +67,12 @@ struct Prepared {
 StatusOr<Prepared> prepare(OpType op, const std::string& name, ProcessSet ps) {
   Prepared p;
   p.rt = runtime();
-  if (!p.rt || !p.rt->running()) {
+  std::optional<Runtime::SetInfo> info;
+  if (!p.rt || !p.rt->running_set_info(ps.id, &info)) {
     return Status(StatusCode::kNotInitialized,
                   std::string("chorus::") + op_type_name(op) +
                       " called while Chorus is not initialized (call chorus::init() first)");
   }
-  std::optional<Runtime::SetInfo> info = p.rt->set_info(ps.id);
   if (!info) {
     return invalid_argument(std::string(op_type_name(op)) + ": process set " +
                             std::to_string(ps.id) + " does not exist");
@@ -94,6 +94,30 @@ void describe_tensor(Request& q, const TensorRef& t) {
   q.dtype = t.dtype;
   q.shape = t.shape;
   q.device = t.device;
+}
+
+// Checks one allreduce member and fills its request and tensors.
+Status fill_allreduce(Entry& e, const TensorRef& input, const TensorRef& output,
+                      const AllreduceOptions& options) {
+  const OpType op = OpType::kAllreduce;
+  const std::string& name = e.request.name;
+  for (Status s : {check_tensor(op, name, "input", input), check_tensor(op, name, "output", output),
+                   check_scale(op, name, "prescale", options.prescale),
+                   check_scale(op, name, "postscale", options.postscale)}) {
+    if (!s.ok()) return s;
+  }
+  if (input.dtype != output.dtype || input.shape != output.shape) {
+    return invalid_argument(what(op, name) + "output " + describe(output) +
+                            " does not match input " + describe(input));
+  }
+  Request& q = e.request;
+  describe_tensor(q, input);
+  q.reduce_op = options.op;
+  q.prescale = options.prescale;
+  q.postscale = options.postscale;
+  e.input = input;
+  e.output = output;
+  return {};
 }
 
 }  // namespace
@@ -153,31 +177,17 @@ Handle grouped_allreduce(const std::vector<std::string>& names,
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     StatusOr<Prepared> p = prepare(op, names.empty() ? "" : names[i], options.process_set);
     if (!p.ok()) return failed(p.status());
-    const std::string& name = p->entry.request.name;
-    for (Status s : {check_tensor(op, name, "input", inputs[i]),
-                     check_tensor(op, name, "output", outputs[i]),
-                     check_scale(op, name, "prescale", options.prescale),
-                     check_scale(op, name, "postscale", options.postscale)}) {
-      if (!s.ok()) return failed(s);
+    if (Status s = fill_allreduce(p->entry, inputs[i], outputs[i], options); !s.ok()) {
+      return failed(s);
     }
-    if (inputs[i].dtype != outputs[i].dtype || inputs[i].shape != outputs[i].shape) {
-      return failed(invalid_argument(what(op, name) + "output " + describe(outputs[i]) +
-                                     " does not match input " + describe(inputs[i])));
-    }
-    Request& q = p->entry.request;
-    describe_tensor(q, inputs[i]);
-    q.reduce_op = options.op;
-    q.prescale = options.prescale;
-    q.postscale = options.postscale;
     if (inputs.size() > 1) {
       // The group's key is derived from its first name, which every rank shares.
-      if (i == 0) group = name + "/group";
+      Request& q = p->entry.request;
+      if (i == 0) group = q.name + "/group";
       q.group = group;
       q.group_size = static_cast<int32_t>(inputs.size());
       q.group_index = static_cast<int32_t>(i);
     }
-    p->entry.input = inputs[i];
-    p->entry.output = outputs[i];
     rt = p->rt;
     entries.push_back(std::move(p->entry));
   }
@@ -189,7 +199,10 @@ Handle grouped_allreduce(const std::vector<std::string>& names,
 
 Handle allreduce(const std::string& name, const TensorRef& input, const TensorRef& output,
                  const AllreduceOptions& options) {
-  return grouped_allreduce({name}, {input}, {output}, options);
+  StatusOr<Prepared> p = prepare(OpType::kAllreduce, name, options.process_set);
+  if (!p.ok()) return failed(p.status());
+  if (Status s = fill_allreduce(p->entry, input, output, options); !s.ok()) return failed(s);
+  return p->rt->submit({std::move(p->entry)});
 }
 
 Handle allgather(const std::string& name, const TensorRef& input, const AllgatherOptions& options) {

@@ -13,9 +13,11 @@ namespace chorus {
 
 struct Config {
   /// CHORUS_FUSION_THRESHOLD, bytes: most bytes packed into one fusion buffer; 0 turns
-  /// fusion off. Default 4 MiB: the fastest of the sizes bench/allreduce_bench sweeps on the
-  /// 160 x 400 KB case (a buffer that stays in cache pipelines better than one huge one).
-  int64_t fusion_threshold_bytes = 4 << 20;
+  /// fusion off. Default 512 KiB, the fastest of 256 KiB..64 MiB in bench/allreduce_bench's
+  /// sweep: fusion pays for small tensors (many calls become one), while copying tensors of
+  /// hundreds of KB costs more than their own call, and a buffer that stays in cache
+  /// pipelines better than one huge buffer.
+  int64_t fusion_threshold_bytes = 512 << 10;
   /// CHORUS_CYCLE_TIME, milliseconds: how often an idle background thread takes part in a
   /// negotiation round so that peers waiting on it (join, stall reports, shutdown) progress.
   /// A thread with fresh work never waits for it.

@@ -93,6 +93,14 @@ std::optional<Runtime::SetInfo> Runtime::set_info(int32_t id) const {
   return it->second;
 }
 
+bool Runtime::running_set_info(int32_t id, std::optional<SetInfo>* info) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (state_ != State::kRunning) return false;
+  auto it = set_info_.find(id);
+  if (it != set_info_.end()) *info = it->second;
+  return true;
+}
+
 std::string Runtime::generate_name(OpType op) {
   uint64_t n = name_counters_[static_cast<int>(op)].fetch_add(1);
   return std::string("chorus.") + op_type_name(op) + "." + std::to_string(n);

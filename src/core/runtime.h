@@ -62,6 +62,8 @@ class Runtime {
   /// handle state) to the background thread. Fails the handle at once on a duplicate name.
   Handle submit(std::vector<Entry> entries);
   std::optional<SetInfo> set_info(int32_t id) const;
+  /// running() and set_info(id) under one lock (the enqueue path); false if not running.
+  bool running_set_info(int32_t id, std::optional<SetInfo>* info) const;
   /// "chorus.allreduce.7": the op's own counter on this rank.
   std::string generate_name(OpType op);
 
