@@ -47,7 +47,7 @@ void expect_invalid(const StatusOr<Config>& got, const std::string& var, const s
 TEST(ConfigTest, DefaultsWithEmptyEnvironment) {
   StatusOr<Config> c = load_env({});
   ASSERT_TRUE(c.ok()) << c.status().to_string();
-  EXPECT_EQ(c->fusion_threshold_bytes, 4 << 20);
+  EXPECT_EQ(c->fusion_threshold_bytes, 512 << 10);
   EXPECT_EQ(c->cycle_time_ms, 1.0);
   EXPECT_EQ(c->cache_capacity, 1024);
   EXPECT_EQ(c->timeline_path, "");
@@ -60,7 +60,7 @@ TEST(ConfigTest, DefaultsWithEmptyEnvironment) {
 TEST(ConfigTest, UnrelatedVariablesAreIgnored) {
   StatusOr<Config> c = load_env({{"HOROVOD_FUSION_THRESHOLD", "1"}, {"CHORUS_UNKNOWN", "x"}});
   ASSERT_TRUE(c.ok()) << c.status().to_string();
-  EXPECT_EQ(c->fusion_threshold_bytes, 4 << 20);
+  EXPECT_EQ(c->fusion_threshold_bytes, 512 << 10);
 }
 
 TEST(ConfigTest, EmptyValuesKeepDefaults) {
@@ -72,7 +72,7 @@ TEST(ConfigTest, EmptyValuesKeepDefaults) {
                                  {"CHORUS_HIERARCHICAL_ALLREDUCE", ""},
                                  {"CHORUS_LOG_LEVEL", ""}});
   ASSERT_TRUE(c.ok()) << c.status().to_string();
-  EXPECT_EQ(c->fusion_threshold_bytes, 4 << 20);
+  EXPECT_EQ(c->fusion_threshold_bytes, 512 << 10);
   EXPECT_EQ(c->cycle_time_ms, 1.0);
   EXPECT_EQ(c->cache_capacity, 1024);
   EXPECT_EQ(c->stall_check_seconds, 60.0);
