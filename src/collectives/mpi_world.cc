@@ -9,27 +9,47 @@
 namespace chorus {
 namespace {
 
-// The control transport over MPI: the round's AND is a non-blocking MPI_Iallreduce polled
-// with MPI_Test, so a rank waiting for an idle peer can still sleep, stop, or report.
+// The control transport over MPI. The round's AND is a non-blocking recursive doubling of
+// our own over MPI_Isend/MPI_Irecv, advanced by test_and(): a rank waiting for an idle peer
+// can still sleep, stop or report, and a round among ranks that are all present costs a
+// few point-to-point messages (MPI_Iallreduce's generic schedule costs several times
+// more, and the round is on every collective's path).
+//
+// Ranks beyond the largest power of two p fold in first: rank p + i sends its bits to rank
+// i, which combines them, takes part in the log2(p) exchange steps, and sends the result
+// back.
 class MpiControl final : public ControlTransport {
  public:
   explicit MpiControl(MPI_Comm comm) : comm_(comm) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
+    pow2_ = 1;
+    while (pow2_ * 2 <= size_) pow2_ *= 2;
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
   Status start_and(std::vector<uint64_t>* bits) override {
-    CHORUS_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, bits->data(), static_cast<int>(bits->size()),
-                                    MPI_UINT64_T, MPI_BAND, comm_, &request_));
-    return {};
+    bits_ = bits;
+    incoming_.resize(bits->size());
+    step_ = kFoldIn;
+    return post();
   }
+
   StatusOr<bool> test_and() override {
-    int done = 0;
-    CHORUS_MPI_CHECK(MPI_Test(&request_, &done, MPI_STATUS_IGNORE));
-    return done != 0;
+    while (step_ != kDone) {
+      int done = 0;
+      CHORUS_MPI_CHECK(MPI_Testall(2, requests_, &done, MPI_STATUSES_IGNORE));
+      if (!done) return false;
+      if (receiving_) {
+        for (std::size_t i = 0; i < bits_->size(); ++i) (*bits_)[i] &= incoming_[i];
+      }
+      advance();
+      if (Status s = post(); !s.ok()) return s;
+    }
+    return true;
   }
+
   StatusOr<std::vector<std::string>> gather(const std::string& mine) override {
     int len = static_cast<int>(mine.size());
     std::vector<int> lens(rank_ == 0 ? size_ : 0), displs(lens.size());
@@ -58,10 +78,67 @@ class MpiControl final : public ControlTransport {
   }
 
  private:
+  static constexpr int kTag = 7300;
+  static constexpr int kFoldIn = -1;   // extras send, partners receive
+  static constexpr int kFoldOut = -2;  // partners send the result, extras receive it
+  static constexpr int kDone = -3;
+  // Steps 0..log2(p)-1 are the exchanges with rank ^ (1 << step).
+
+  bool extra() const { return rank_ >= pow2_; }
+  bool has_extra() const { return rank_ + pow2_ < size_; }
+
+  void advance() {
+    if (step_ == kFoldIn) {
+      step_ = extra() || pow2_ == 1 ? kFoldOut : 0;
+    } else if (step_ == kFoldOut) {
+      step_ = kDone;
+    } else if ((1 << (step_ + 1)) < pow2_) {
+      ++step_;
+    } else {
+      step_ = kFoldOut;
+    }
+  }
+
+  // Posts the messages of the current step (none for a step this rank has no part in;
+  // test_and() then moves straight on).
+  Status post() {
+    requests_[0] = requests_[1] = MPI_REQUEST_NULL;
+    receiving_ = false;
+    if (step_ == kDone) return {};
+    const int n = static_cast<int>(bits_->size());
+    auto send = [&](int peer, int slot) -> Status {
+      CHORUS_MPI_CHECK(MPI_Isend(bits_->data(), n, MPI_UINT64_T, peer, kTag, comm_, &requests_[slot]));
+      return {};
+    };
+    auto receive = [&](int peer, int slot, uint64_t* into) -> Status {
+      receiving_ = into == incoming_.data();
+      CHORUS_MPI_CHECK(MPI_Irecv(into, n, MPI_UINT64_T, peer, kTag, comm_, &requests_[slot]));
+      return {};
+    };
+    if (step_ == kFoldIn) {
+      if (extra()) return send(rank_ - pow2_, 0);
+      if (has_extra()) return receive(rank_ + pow2_, 0, incoming_.data());
+      return {};
+    }
+    if (step_ == kFoldOut) {
+      if (extra()) return receive(rank_ - pow2_, 0, bits_->data());  // the final result
+      if (has_extra()) return send(rank_ + pow2_, 0);
+      return {};
+    }
+    const int partner = rank_ ^ (1 << step_);
+    if (Status s = receive(partner, 0, incoming_.data()); !s.ok()) return s;
+    return send(partner, 1);
+  }
+
   MPI_Comm comm_;
-  MPI_Request request_ = MPI_REQUEST_NULL;
   int rank_ = 0;
   int size_ = 1;
+  int pow2_ = 1;
+  std::vector<uint64_t>* bits_ = nullptr;
+  std::vector<uint64_t> incoming_;
+  MPI_Request requests_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  bool receiving_ = false;  // the current step combines incoming_ into bits_
+  int step_ = kDone;
 };
 
 class MpiGroupImpl final : public MpiGroup {
