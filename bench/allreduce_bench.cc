@@ -413,7 +413,7 @@ void usage() {
                "  --cases LIST       which cases to run (default 1,2,3,4; sweep: 2,3)\n"
                "  --idle-cpu S       first measure Chorus's idle CPU over S seconds (default 0: "
                "skip)\n"
-               "  --threshold-sweep  re-init Chorus with fusion thresholds 1..64 MiB and run "
+               "  --threshold-sweep  re-init Chorus with fusion thresholds 256 KiB..64 MiB and run "
                "cases 2 and 3 under each\n",
                kDefaultReps, kLatencyRepsFactor);
 }
@@ -481,8 +481,8 @@ void run_all(const World& w, const Args& args) {
 // shared machine that drifts during the sweep then weighs on every threshold alike.
 void run_sweep(const World& w, const Args& args) {
   const int64_t current = threshold_of({});
-  const std::vector<int64_t> thresholds = {1 * kMiB, 2 * kMiB,  4 * kMiB,
-                                           8 * kMiB, 16 * kMiB, 64 * kMiB};
+  const std::vector<int64_t> thresholds = {kMiB / 4, kMiB / 2, 1 * kMiB,  2 * kMiB,
+                                           4 * kMiB, 8 * kMiB, 16 * kMiB, 64 * kMiB};
   struct Row {
     int64_t threshold;
     std::vector<ManyRows> many;  // samples of both passes

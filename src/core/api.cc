@@ -49,6 +49,15 @@ Status check_tensor(OpType op, const std::string& name, const char* role, const 
   return {};
 }
 
+// An input split or gathered along its first dimension.
+Status check_rows(OpType op, const std::string& name, const TensorRef& input) {
+  if (Status s = check_tensor(op, name, "input", input); !s.ok()) return s;
+  if (input.shape.empty()) {
+    return invalid_argument(what(op, name) + "input must have at least one dimension");
+  }
+  return {};
+}
+
 Status check_scale(OpType op, const std::string& name, const char* which, double v) {
   if (!std::isfinite(v)) {
     return invalid_argument(what(op, name) + which + " factor must be finite, got " +
@@ -210,10 +219,7 @@ Handle allgather(const std::string& name, const TensorRef& input, const Allgathe
   StatusOr<Prepared> p = prepare(op, name, options.process_set);
   if (!p.ok()) return failed(p.status());
   const std::string& n = p->entry.request.name;
-  if (Status s = check_tensor(op, n, "input", input); !s.ok()) return failed(s);
-  if (input.shape.empty()) {
-    return failed(invalid_argument(what(op, n) + "input must have at least one dimension"));
-  }
+  if (Status s = check_rows(op, n, input); !s.ok()) return failed(s);
   describe_tensor(p->entry.request, input);
   p->entry.input = input;
   p->entry.allocate = options.allocate;
@@ -241,10 +247,7 @@ Handle alltoall(const std::string& name, const TensorRef& input, const std::vect
   StatusOr<Prepared> p = prepare(op, name, options.process_set);
   if (!p.ok()) return failed(p.status());
   const std::string& n = p->entry.request.name;
-  if (Status s = check_tensor(op, n, "input", input); !s.ok()) return failed(s);
-  if (input.shape.empty()) {
-    return failed(invalid_argument(what(op, n) + "input must have at least one dimension"));
-  }
+  if (Status s = check_rows(op, n, input); !s.ok()) return failed(s);
   // Bad splits are reported by the coordinator, on every rank (see decide_response).
   const int64_t set_size = p->set.size;
   std::vector<int64_t> s = splits;
@@ -262,13 +265,9 @@ Handle reducescatter(const std::string& name, const TensorRef& input,
   StatusOr<Prepared> p = prepare(op, name, options.process_set);
   if (!p.ok()) return failed(p.status());
   const std::string& n = p->entry.request.name;
-  for (Status s : {check_tensor(op, n, "input", input),
-                   check_scale(op, n, "prescale", options.prescale),
+  for (Status s : {check_rows(op, n, input), check_scale(op, n, "prescale", options.prescale),
                    check_scale(op, n, "postscale", options.postscale)}) {
     if (!s.ok()) return failed(s);
-  }
-  if (input.shape.empty()) {
-    return failed(invalid_argument(what(op, n) + "input must have at least one dimension"));
   }
   if (static_cast<int>(options.op) >= kNumReduceOps) {
     return failed(invalid_argument(what(op, n) + "unknown reduce op"));
