@@ -30,11 +30,8 @@ std::vector<uint8_t> filled_buffer(DataType dtype, int64_t count) {
       case DataType::kBFloat16:
         reinterpret_cast<uint16_t*>(buf.data())[i] = float_to_bfloat16(value);
         break;
-      case DataType::kFloat32:
-        reinterpret_cast<float*>(buf.data())[i] = value;
-        break;
-      default:
-        break;  // only the floating types are benchmarked
+      case DataType::kFloat32: reinterpret_cast<float*>(buf.data())[i] = value; break;
+      default: break;  // only the floating types are benchmarked
     }
   }
   return buf;

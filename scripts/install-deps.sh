@@ -6,7 +6,7 @@ packages=(
   cmake ninja-build g++ ccache pkg-config
   libopenmpi-dev openmpi-bin libhwloc-dev
   libspdlog-dev libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
-  clang libclang-rt-14-dev python3
+  clang clang-format libclang-rt-14-dev python3
   dataset-fashion-mnist
 )
 missing=()

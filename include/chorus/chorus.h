@@ -66,8 +66,8 @@ Handle broadcast(const std::string& name, const TensorRef& tensor, int root,
 /// Sends splits[i] first-dimension rows of `input` to rank i (consecutive blocks, in rank
 /// order) and receives rank i's block for this rank at position i of the output. Empty
 /// `splits` means equal blocks (the first dimension must divide evenly).
-Handle alltoall(const std::string& name, const TensorRef& input,
-                const std::vector<int64_t>& splits, const AlltoallOptions& options = {});
+Handle alltoall(const std::string& name, const TensorRef& input, const std::vector<int64_t>& splits,
+                const AlltoallOptions& options = {});
 
 /// Reduces `input` over the process set and leaves rank r with block r of the first
 /// dimension: dim0 / n rows, the first dim0 % n ranks one more.

@@ -14,15 +14,15 @@ namespace chorus {
 /// Why an operation failed. Stable numbering: the values travel in wire messages.
 enum class StatusCode : int {
   kOk = 0,
-  kInvalidArgument = 1,   ///< bad input on this rank (dtype, shape, name, variable)
-  kMismatch = 2,          ///< ranks disagreed on a collective (dtype, shape, op, root, ...)
-  kAborted = 3,           ///< shut down while the work was in flight
-  kTimedOut = 4,          ///< Handle::wait ran out of time; the work goes on
-  kNotInitialized = 5,    ///< called before init() or after shutdown()
-  kFailedPrecondition = 6,///< the call is valid but not in the current state
-  kInternal = 7,          ///< an MPI/system call failed; the message names it
-  kStalled = 8,           ///< failed by the stall inspector: some ranks never submitted
-  kDataLoss = 9,          ///< a malformed wire message
+  kInvalidArgument = 1,     ///< bad input on this rank (dtype, shape, name, variable)
+  kMismatch = 2,            ///< ranks disagreed on a collective (dtype, shape, op, root, ...)
+  kAborted = 3,             ///< shut down while the work was in flight
+  kTimedOut = 4,            ///< Handle::wait ran out of time; the work goes on
+  kNotInitialized = 5,      ///< called before init() or after shutdown()
+  kFailedPrecondition = 6,  ///< the call is valid but not in the current state
+  kInternal = 7,            ///< an MPI/system call failed; the message names it
+  kStalled = 8,             ///< failed by the stall inspector: some ranks never submitted
+  kDataLoss = 9,            ///< a malformed wire message
 };
 
 /// Name of a code, e.g. "MISMATCH".
@@ -46,7 +46,9 @@ class Status {
   std::string message_;
 };
 
-inline Status invalid_argument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+inline Status invalid_argument(std::string m) {
+  return {StatusCode::kInvalidArgument, std::move(m)};
+}
 inline Status internal_error(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 inline Status failed_precondition(std::string m) {
   return {StatusCode::kFailedPrecondition, std::move(m)};
@@ -56,7 +58,7 @@ inline Status failed_precondition(std::string m) {
 template <class T>
 class StatusOr {
  public:
-  StatusOr(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  StatusOr(T value) : value_(std::move(value)) {}          // NOLINT: implicit by design
   StatusOr(Status status) : status_(std::move(status)) {}  // NOLINT: implicit by design
 
   bool ok() const { return status_.ok(); }
@@ -78,7 +80,8 @@ class StatusOr {
 /// the Status that the core produced.
 class Error : public std::runtime_error {
  public:
-  explicit Error(Status status) : std::runtime_error(status.to_string()), status_(std::move(status)) {}
+  explicit Error(Status status)
+      : std::runtime_error(status.to_string()), status_(std::move(status)) {}
   const Status& status() const { return status_; }
 
  private:

@@ -63,7 +63,9 @@ struct TensorRef {
   Device device;
 
   int64_t num_elements() const;
-  std::size_t num_bytes() const { return static_cast<std::size_t>(num_elements()) * dtype_size(dtype); }
+  std::size_t num_bytes() const {
+    return static_cast<std::size_t>(num_elements()) * dtype_size(dtype);
+  }
 };
 
 /// "float32[3,4] on cpu"

@@ -28,8 +28,8 @@ class Backend {
   /// recv = scale(send_0 op send_1 op ... op send_{n-1}), combined in rank order for every
   /// element (the same bits whatever the buffer's size or offset). send may equal recv.
   /// `op` is kSum, kMin, kMax or kProduct.
-  virtual Status allreduce(const void* send, void* recv, int64_t count, DataType dtype,
-                           ReduceOp op, kernels::Scale scale) = 0;
+  virtual Status allreduce(const void* send, void* recv, int64_t count, DataType dtype, ReduceOp op,
+                           kernels::Scale scale) = 0;
   /// Reduces like allreduce, but rank r receives only block r: `counts[r]` elements
   /// starting at the sum of the earlier counts.
   virtual Status reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,

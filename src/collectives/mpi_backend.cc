@@ -157,14 +157,14 @@ Status MpiBackend::broadcast(void* data, int64_t bytes, int root) {
   constexpr int64_t kPiece = int64_t{1} << 30;
   char* p = static_cast<char*>(data);
   for (int64_t done = 0; done < bytes; done += kPiece) {
-    CHORUS_MPI_CHECK(MPI_Bcast(p + done, static_cast<int>(std::min(kPiece, bytes - done)),
-                               MPI_BYTE, root, comm_));
+    CHORUS_MPI_CHECK(MPI_Bcast(p + done, static_cast<int>(std::min(kPiece, bytes - done)), MPI_BYTE,
+                               root, comm_));
   }
   return {};
 }
 
-Status MpiBackend::alltoallv(const void* send, const std::vector<int64_t>& send_bytes,
-                             void* recv, const std::vector<int64_t>& recv_bytes) {
+Status MpiBackend::alltoallv(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
+                             const std::vector<int64_t>& recv_bytes) {
   std::vector<int> scounts, sdispls, rcounts, rdispls;
   if (Status s = int_counts(send_bytes, "alltoall", &scounts, &sdispls); !s.ok()) return s;
   if (Status s = int_counts(recv_bytes, "alltoall", &rcounts, &rdispls); !s.ok()) return s;

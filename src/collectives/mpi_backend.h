@@ -47,9 +47,8 @@ class MpiBackend final : public Backend {
 
   Status gather_all_reduce(const void* send, void* recv, int64_t offset, int64_t count,
                            int64_t total, DataType dtype, ReduceOp op, kernels::Scale scale);
-  Status pipelined_reduce_scatter(const void* send, void* recv,
-                                  const std::vector<int64_t>& counts, DataType dtype, ReduceOp op,
-                                  kernels::Scale scale);
+  Status pipelined_reduce_scatter(const void* send, void* recv, const std::vector<int64_t>& counts,
+                                  DataType dtype, ReduceOp op, kernels::Scale scale);
   char* scratch(std::size_t bytes);
 
   MPI_Comm comm_;

@@ -21,10 +21,10 @@ inline Status mpi_status(int code, const char* call, const char* file, int line)
 
 }  // namespace chorus::mpi_detail
 
-#define CHORUS_MPI_CHECK(call)                                                        \
-  do {                                                                                \
-    int chorus_mpi_rc_ = (call);                                                      \
-    if (chorus_mpi_rc_ != MPI_SUCCESS) {                                              \
+#define CHORUS_MPI_CHECK(call)                                                            \
+  do {                                                                                    \
+    int chorus_mpi_rc_ = (call);                                                          \
+    if (chorus_mpi_rc_ != MPI_SUCCESS) {                                                  \
       return ::chorus::mpi_detail::mpi_status(chorus_mpi_rc_, #call, __FILE__, __LINE__); \
-    }                                                                                 \
+    }                                                                                     \
   } while (0)

@@ -63,10 +63,11 @@ class MpiControl final : public ControlTransport {
       }
       all.resize(static_cast<std::size_t>(total));
     }
-    CHORUS_MPI_CHECK(MPI_Gatherv(mine.data(), len, MPI_BYTE, all.data(), lens.data(),
-                                 displs.data(), MPI_BYTE, 0, comm_));
+    CHORUS_MPI_CHECK(MPI_Gatherv(mine.data(), len, MPI_BYTE, all.data(), lens.data(), displs.data(),
+                                 MPI_BYTE, 0, comm_));
     std::vector<std::string> out;
-    for (int r = 0; r < static_cast<int>(lens.size()); ++r) out.push_back(all.substr(displs[r], lens[r]));
+    for (int r = 0; r < static_cast<int>(lens.size()); ++r)
+      out.push_back(all.substr(displs[r], lens[r]));
     return out;
   }
   Status broadcast(std::string* data) override {
@@ -107,7 +108,8 @@ class MpiControl final : public ControlTransport {
     if (step_ == kDone) return {};
     const int n = static_cast<int>(bits_->size());
     auto send = [&](int peer, int slot) -> Status {
-      CHORUS_MPI_CHECK(MPI_Isend(bits_->data(), n, MPI_UINT64_T, peer, kTag, comm_, &requests_[slot]));
+      CHORUS_MPI_CHECK(
+          MPI_Isend(bits_->data(), n, MPI_UINT64_T, peer, kTag, comm_, &requests_[slot]));
       return {};
     };
     auto receive = [&](int peer, int slot, uint64_t* into) -> Status {

@@ -324,15 +324,9 @@ CHORUS_KERNEL_INLINE void reduce_codec(void* dst, const void* const* srcs, int n
       assert(op == ReduceOp::kSum && "kAverage must arrive as kSum plus Scale::divisor");
       reduce_with<Codec, SumOp>(dst, srcs, nsrcs, count, scale);
       return;
-    case ReduceOp::kMin:
-      reduce_with<Codec, MinOp>(dst, srcs, nsrcs, count, scale);
-      return;
-    case ReduceOp::kMax:
-      reduce_with<Codec, MaxOp>(dst, srcs, nsrcs, count, scale);
-      return;
-    case ReduceOp::kProduct:
-      reduce_with<Codec, ProductOp>(dst, srcs, nsrcs, count, scale);
-      return;
+    case ReduceOp::kMin: reduce_with<Codec, MinOp>(dst, srcs, nsrcs, count, scale); return;
+    case ReduceOp::kMax: reduce_with<Codec, MaxOp>(dst, srcs, nsrcs, count, scale); return;
+    case ReduceOp::kProduct: reduce_with<Codec, ProductOp>(dst, srcs, nsrcs, count, scale); return;
   }
 }
 

@@ -29,8 +29,8 @@ struct Scale {
 /// dst[i] = scale(srcs[0][i] op srcs[1][i] op ... op srcs[n-1][i]), evaluated left to right.
 /// `op` is kSum, kMin, kMax or kProduct (callers turn kAverage into kSum plus a divisor).
 /// dst may alias any source. nsrcs >= 1.
-void reduce_ordered(void* dst, const void* const* srcs, int nsrcs, int64_t count,
-                    DataType dtype, ReduceOp op, Scale scale);
+void reduce_ordered(void* dst, const void* const* srcs, int nsrcs, int64_t count, DataType dtype,
+                    ReduceOp op, Scale scale);
 
 /// dst[i] = src[i] * factor (integer types: llround). dst may equal src. With factor == 1
 /// this is a plain copy (memmove when dst != src).

@@ -158,12 +158,30 @@ bool is_initialized() {
   return rt && rt->running();
 }
 
-int rank() { auto rt = runtime(); return rt ? rt->rank() : -1; }
-int size() { auto rt = runtime(); return rt ? rt->size() : -1; }
-int local_rank() { auto rt = runtime(); return rt ? rt->rank_map().local_rank : -1; }
-int local_size() { auto rt = runtime(); return rt ? rt->rank_map().local_size : -1; }
-int cross_rank() { auto rt = runtime(); return rt ? rt->rank_map().cross_rank : -1; }
-int cross_size() { auto rt = runtime(); return rt ? rt->rank_map().cross_size : -1; }
+int rank() {
+  auto rt = runtime();
+  return rt ? rt->rank() : -1;
+}
+int size() {
+  auto rt = runtime();
+  return rt ? rt->size() : -1;
+}
+int local_rank() {
+  auto rt = runtime();
+  return rt ? rt->rank_map().local_rank : -1;
+}
+int local_size() {
+  auto rt = runtime();
+  return rt ? rt->rank_map().local_size : -1;
+}
+int cross_rank() {
+  auto rt = runtime();
+  return rt ? rt->rank_map().cross_rank : -1;
+}
+int cross_size() {
+  auto rt = runtime();
+  return rt ? rt->rank_map().cross_size : -1;
+}
 
 Handle grouped_allreduce(const std::vector<std::string>& names,
                          const std::vector<TensorRef>& inputs,
@@ -171,10 +189,10 @@ Handle grouped_allreduce(const std::vector<std::string>& names,
   const OpType op = OpType::kAllreduce;
   if (inputs.empty()) return failed(invalid_argument("grouped_allreduce: no tensors given"));
   if (outputs.size() != inputs.size() || (!names.empty() && names.size() != inputs.size())) {
-    return failed(invalid_argument(
-        "grouped_allreduce: " + std::to_string(inputs.size()) + " inputs, " +
-        std::to_string(outputs.size()) + " outputs and " + std::to_string(names.size()) +
-        " names; give as many outputs (and names, or none) as inputs"));
+    return failed(invalid_argument("grouped_allreduce: " + std::to_string(inputs.size()) +
+                                   " inputs, " + std::to_string(outputs.size()) + " outputs and " +
+                                   std::to_string(names.size()) +
+                                   " names; give as many outputs (and names, or none) as inputs"));
   }
   if (static_cast<int>(options.op) >= kNumReduceOps) {
     return failed(invalid_argument("allreduce: unknown reduce op " +
@@ -312,7 +330,8 @@ StatusOr<ProcessSet> add_process_set(const std::vector<int>& ranks) {
 }
 
 Status remove_process_set(ProcessSet process_set) {
-  if (process_set.id == 0) return invalid_argument("remove_process_set: the global set cannot be removed");
+  if (process_set.id == 0)
+    return invalid_argument("remove_process_set: the global set cannot be removed");
   StatusOr<Prepared> p = prepare(OpType::kRemoveProcessSet, "", ProcessSet::global());
   if (!p.ok()) return p.status();
   if (!p->rt->set_info(process_set.id)) {

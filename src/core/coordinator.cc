@@ -109,7 +109,8 @@ Response decide_response(const std::string& name,
     return e;
   };
 
-  if (!agree(by_rank, "the operation", [](const Request& q) { return op_type_name(q.op); }, &msg)) {
+  if (!agree(
+          by_rank, "the operation", [](const Request& q) { return op_type_name(q.op); }, &msg)) {
     return mismatch(msg);
   }
   if (!absent.empty() && ref->op != OpType::kAllreduce) {
@@ -119,32 +120,39 @@ Response decide_response(const std::string& name,
     return e;
   }
   if (is_data_op(ref->op)) {
-    if (!agree(by_rank, "dtype", [](const Request& q) { return dtype_name(q.dtype); }, &msg) ||
-        !agree(by_rank, "device type",
-               [](const Request& q) { return q.device.is_cpu() ? "cpu" : "cuda"; }, &msg)) {
+    if (!agree(
+            by_rank, "dtype", [](const Request& q) { return dtype_name(q.dtype); }, &msg) ||
+        !agree(
+            by_rank, "device type",
+            [](const Request& q) { return q.device.is_cpu() ? "cpu" : "cuda"; }, &msg)) {
       return mismatch(msg);
     }
   }
   auto same_shape = [&] {
-    return agree(by_rank, "shape", [](const Request& q) { return shape_string(q.shape); }, &msg);
+    return agree(
+        by_rank, "shape", [](const Request& q) { return shape_string(q.shape); }, &msg);
   };
   auto same_reduction = [&] {
-    return agree(by_rank, "reduce op", [](const Request& q) { return reduce_op_name(q.reduce_op); },
-                 &msg) &&
-           agree(by_rank, "prescale factor", [](const Request& q) { return number(q.prescale); },
-                 &msg) &&
-           agree(by_rank, "postscale factor", [](const Request& q) { return number(q.postscale); },
-                 &msg);
+    return agree(
+               by_rank, "reduce op", [](const Request& q) { return reduce_op_name(q.reduce_op); },
+               &msg) &&
+           agree(
+               by_rank, "prescale factor", [](const Request& q) { return number(q.prescale); },
+               &msg) &&
+           agree(
+               by_rank, "postscale factor", [](const Request& q) { return number(q.postscale); },
+               &msg);
   };
   switch (ref->op) {
     case OpType::kAllreduce:
       if (!same_shape() || !same_reduction() ||
-          !agree(by_rank, "group",
-                 [](const Request& q) {
-                   return q.group_size == 0 ? std::string("none")
-                                            : q.group + " of " + std::to_string(q.group_size);
-                 },
-                 &msg)) {
+          !agree(
+              by_rank, "group",
+              [](const Request& q) {
+                return q.group_size == 0 ? std::string("none")
+                                         : q.group + " of " + std::to_string(q.group_size);
+              },
+              &msg)) {
         return mismatch(msg);
       }
       break;
@@ -152,9 +160,9 @@ Response decide_response(const std::string& name,
       if (!same_shape() || !same_reduction()) return mismatch(msg);
       break;
     case OpType::kBroadcast:
-      if (!same_shape() ||
-          !agree(by_rank, "root rank", [](const Request& q) { return std::to_string(q.root); },
-                 &msg)) {
+      if (!same_shape() || !agree(
+                               by_rank, "root rank",
+                               [](const Request& q) { return std::to_string(q.root); }, &msg)) {
         return mismatch(msg);
       }
       if (ref->root < 0 || ref->root >= n) {
@@ -203,26 +211,27 @@ Response decide_response(const std::string& name,
       }
       break;
     case OpType::kAddProcessSet:
-      if (!agree(by_rank, "the ranks of the new process set",
-                 [](const Request& q) {
-                   std::vector<int> v(q.ranks.begin(), q.ranks.end());
-                   return ranks_string(v);
-                 },
-                 &msg)) {
+      if (!agree(
+              by_rank, "the ranks of the new process set",
+              [](const Request& q) {
+                std::vector<int> v(q.ranks.begin(), q.ranks.end());
+                return ranks_string(v);
+              },
+              &msg)) {
         return mismatch(msg);
       }
       resp.ranks = ref->ranks;
       break;
     case OpType::kRemoveProcessSet:
-      if (!agree(by_rank, "the process set to remove",
-                 [](const Request& q) { return std::to_string(q.target_set); }, &msg)) {
+      if (!agree(
+              by_rank, "the process set to remove",
+              [](const Request& q) { return std::to_string(q.target_set); }, &msg)) {
         return mismatch(msg);
       }
       resp.ranks = {ref->target_set};
       break;
     case OpType::kBarrier:
-    case OpType::kJoin:
-      break;
+    case OpType::kJoin: break;
   }
   return resp;
 }
@@ -275,7 +284,10 @@ std::vector<Response> Coordinator::take_ready() {
     const Entry& e = it->second;
     const Request* any = nullptr;
     for (auto& q : e.by_rank) {
-      if (q) { any = &*q; break; }
+      if (q) {
+        any = &*q;
+        break;
+      }
     }
     if (!complete(e)) {
       still.push_back(name);
@@ -295,7 +307,10 @@ std::vector<Response> Coordinator::take_ready() {
     for (auto& [other, oe] : table_) {
       const Request* oq = nullptr;
       for (auto& q : oe.by_rank) {
-        if (q) { oq = &*q; break; }
+        if (q) {
+          oq = &*q;
+          break;
+        }
       }
       if (oq->group_size != 0 && oq->group == any->group) {
         members.push_back(other);
@@ -353,17 +368,17 @@ StallReport Coordinator::inspect_stalls(Clock::time_point now, double check_seco
       if (present[r]) have.push_back(r);
     }
     return std::string(op_type_name(op)) + " '" + name + "' waited " + seconds(age) +
-           " s: submitted by ranks " +
-           ranks_string(have) + ", not yet by ranks " + ranks_string(missing_ranks(present));
+           " s: submitted by ranks " + ranks_string(have) + ", not yet by ranks " +
+           ranks_string(missing_ranks(present));
   };
   auto fail = [&](const std::string& name, OpType op, double age,
                   const std::vector<bool>& present) {
     Response r;
     r.op = op;
     r.name = name;
-    r.status = Status(StatusCode::kStalled,
-                      "stall inspector (CHORUS_STALL_SHUTDOWN_SECONDS=" + seconds(shutdown_seconds) +
-                          "): " + describe(name, op, age, present));
+    r.status = Status(StatusCode::kStalled, "stall inspector (CHORUS_STALL_SHUTDOWN_SECONDS=" +
+                                                seconds(shutdown_seconds) +
+                                                "): " + describe(name, op, age, present));
     report.failures.push_back(std::move(r));
   };
 
@@ -382,7 +397,8 @@ StallReport Coordinator::inspect_stalls(Clock::time_point now, double check_seco
       continue;
     }
     if (check_seconds > 0 && age >= check_seconds &&
-        (!e.warned || std::chrono::duration<double>(now - e.last_warned).count() >= check_seconds)) {
+        (!e.warned ||
+         std::chrono::duration<double>(now - e.last_warned).count() >= check_seconds)) {
       report.warnings.push_back(describe(name, op, age, present));
       e.warned = true;
       e.last_warned = now;
@@ -419,7 +435,8 @@ bool Coordinator::stall_due(Clock::time_point now, double check_seconds,
     double age = std::chrono::duration<double>(now - e.first_seen).count();
     if (shutdown_seconds > 0 && age >= shutdown_seconds) return true;
     if (check_seconds > 0 && age >= check_seconds &&
-        (!e.warned || std::chrono::duration<double>(now - e.last_warned).count() >= check_seconds)) {
+        (!e.warned ||
+         std::chrono::duration<double>(now - e.last_warned).count() >= check_seconds)) {
       return true;
     }
   }

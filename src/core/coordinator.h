@@ -79,6 +79,7 @@ class Coordinator {
 /// Checks that the requests (index = rank; empty for a joined rank that contributes zeros)
 /// agree under the rules of their op, and builds the response or an error response whose
 /// message names the disagreeing ranks and values.
-Response decide_response(const std::string& name, const std::vector<std::optional<Request>>& by_rank);
+Response decide_response(const std::string& name,
+                         const std::vector<std::optional<Request>>& by_rank);
 
 }  // namespace chorus

@@ -178,8 +178,8 @@ Status Executor::run_single(const Response& r, Entry* e, const Finish& finish) {
       break;
     }
     case OpType::kBroadcast:
-      s = backend_->broadcast(e->output.data,
-                              num_elements(r.shape) * static_cast<int64_t>(esz), r.root);
+      s = backend_->broadcast(e->output.data, num_elements(r.shape) * static_cast<int64_t>(esz),
+                              r.root);
       break;
     case OpType::kAllgather: {
       const int64_t row_bytes = row_elements(r.shape) * static_cast<int64_t>(esz);
@@ -240,15 +240,12 @@ Status Executor::run_single(const Response& r, Entry* e, const Finish& finish) {
                                   result_scale(r, n));
       break;
     }
-    case OpType::kBarrier:
-      s = backend_->barrier();
-      break;
+    case OpType::kBarrier: s = backend_->barrier(); break;
     case OpType::kJoin:
       if (e) e->handle->value = r.value;
       break;
     case OpType::kAddProcessSet:
-    case OpType::kRemoveProcessSet:
-      break;
+    case OpType::kRemoveProcessSet: break;
   }
   const Clock::time_point t2 = Clock::now();
   if (e) {

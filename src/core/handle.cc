@@ -1,6 +1,7 @@
+#include "chorus/handle.h"
+
 #include <thread>
 
-#include "chorus/handle.h"
 #include "core/handle_state.h"
 
 namespace chorus {

@@ -9,24 +9,15 @@ namespace chorus {
 
 const char* op_type_name(OpType op) {
   switch (op) {
-    case OpType::kAllreduce:
-      return "allreduce";
-    case OpType::kAllgather:
-      return "allgather";
-    case OpType::kBroadcast:
-      return "broadcast";
-    case OpType::kAlltoall:
-      return "alltoall";
-    case OpType::kReducescatter:
-      return "reducescatter";
-    case OpType::kBarrier:
-      return "barrier";
-    case OpType::kJoin:
-      return "join";
-    case OpType::kAddProcessSet:
-      return "add_process_set";
-    case OpType::kRemoveProcessSet:
-      return "remove_process_set";
+    case OpType::kAllreduce: return "allreduce";
+    case OpType::kAllgather: return "allgather";
+    case OpType::kBroadcast: return "broadcast";
+    case OpType::kAlltoall: return "alltoall";
+    case OpType::kReducescatter: return "reducescatter";
+    case OpType::kBarrier: return "barrier";
+    case OpType::kJoin: return "join";
+    case OpType::kAddProcessSet: return "add_process_set";
+    case OpType::kRemoveProcessSet: return "remove_process_set";
   }
   return "unknown";
 }

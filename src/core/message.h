@@ -36,15 +36,15 @@ struct Request {
   ReduceOp reduce_op = ReduceOp::kSum;
   Device device;
   std::vector<int64_t> shape;
-  int32_t root = -1;               ///< broadcast root (set numbering)
+  int32_t root = -1;  ///< broadcast root (set numbering)
   double prescale = 1.0;
   double postscale = 1.0;
-  std::vector<int64_t> splits;     ///< alltoall: rows sent to each rank
-  std::string group;               ///< grouped allreduce: key shared by every member
-  int32_t group_size = 0;          ///< members in the group (0: not grouped)
-  int32_t group_index = 0;         ///< this member's position in the group
-  std::vector<int32_t> ranks;      ///< add_process_set: global ranks of the new set
-  int32_t target_set = 0;          ///< remove_process_set: the set to remove
+  std::vector<int64_t> splits;  ///< alltoall: rows sent to each rank
+  std::string group;            ///< grouped allreduce: key shared by every member
+  int32_t group_size = 0;       ///< members in the group (0: not grouped)
+  int32_t group_index = 0;      ///< this member's position in the group
+  std::vector<int32_t> ranks;   ///< add_process_set: global ranks of the new set
+  int32_t target_set = 0;       ///< remove_process_set: the set to remove
 
   friend bool operator==(const Request&, const Request&) = default;
 };
@@ -72,17 +72,17 @@ struct Response {
   DataType dtype = DataType::kFloat32;
   ReduceOp reduce_op = ReduceOp::kSum;
   Device device;
-  std::vector<int64_t> shape;        ///< agreed shape (allreduce, broadcast, reducescatter)
+  std::vector<int64_t> shape;  ///< agreed shape (allreduce, broadcast, reducescatter)
   int32_t root = -1;
   double prescale = 1.0;
   double postscale = 1.0;
-  std::vector<int64_t> first_dims;   ///< allgather: first dimension on each rank
-  std::vector<int64_t> splits;       ///< alltoall: n*n matrix, row = sender, col = receiver
+  std::vector<int64_t> first_dims;  ///< allgather: first dimension on each rank
+  std::vector<int64_t> splits;      ///< alltoall: n*n matrix, row = sender, col = receiver
   int32_t group_size = 0;
   int32_t group_index = 0;
   std::string group;
-  int32_t value = -1;                ///< join: last joined rank; add_process_set: new set id
-  std::vector<int32_t> ranks;        ///< add_process_set: members; remove: {target}
+  int32_t value = -1;          ///< join: last joined rank; add_process_set: new set id
+  std::vector<int32_t> ranks;  ///< add_process_set: members; remove: {target}
 
   friend bool operator==(const Response& a, const Response& b);
 };

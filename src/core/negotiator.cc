@@ -2,9 +2,8 @@
 
 #include <set>
 
-#include "core/logging.h"
-
 #include "core/codec.h"
+#include "core/logging.h"
 
 namespace chorus {
 namespace {
@@ -43,8 +42,8 @@ Status Negotiator::start(bool shutdown, Clock::time_point now) {
   auto set_bit = [&](std::size_t b) { bits_[b / 64] |= uint64_t{1} << (b % 64); };
   auto clear_bit = [&](std::size_t b) { bits_[b / 64] &= ~(uint64_t{1} << (b % 64)); };
   for (int s = 0; s < slot_bound_; ++s) {
-    set_bit(slot_bit(s, kKeep));     // unless a conflicting request clears it
-    set_bit(slot_bit(s, kNoTensor)); // unless this rank holds the tensor
+    set_bit(slot_bit(s, kKeep));      // unless a conflicting request clears it
+    set_bit(slot_bit(s, kNoTensor));  // unless this rank holds the tensor
   }
 
   // Classify each unsent request (a group as one unit, all or nothing): a hit sets its ready
@@ -123,8 +122,8 @@ Status Negotiator::start(bool shutdown, Clock::time_point now) {
   bool report = stalled && seconds_between(last_stall_report_, now) >= stall_after;
   if (report) last_stall_report_ = now;
   // Rank 0 asks for a round when its own table has a stall to report or fail.
-  if (coordinator_ && coordinator_->stall_due(now, options_.stall_check_seconds,
-                                              options_.stall_shutdown_seconds)) {
+  if (coordinator_ &&
+      coordinator_->stall_due(now, options_.stall_check_seconds, options_.stall_shutdown_seconds)) {
     report = true;
   }
   if (!has_new) set_bit(kNoNewRequests);
@@ -164,12 +163,13 @@ StatusOr<std::vector<Response>> Negotiator::exchange(const RequestList& mine,
     for (int r = 0; r < transport_->size(); ++r) {
       StatusOr<RequestList> list = codec::decode_request_list((*gathered)[r]);
       if (!list.ok()) {
-        return Status(list.status().code(),
-                      "request list from rank " + std::to_string(r) + ": " + list.status().message());
+        return Status(list.status().code(), "request list from rank " + std::to_string(r) + ": " +
+                                                list.status().message());
       }
       coordinator_->add(r, *list, now);
       for (const WaitingSlot& w : list->waiting) {
-        if (cache_.occupied(w.slot)) coordinator_->add_waiting(r, cache_.at(w.slot), w.waited_seconds);
+        if (cache_.occupied(w.slot))
+          coordinator_->add_waiting(r, cache_.at(w.slot), w.waited_seconds);
       }
     }
     ResponseList out;

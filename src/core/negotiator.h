@@ -69,7 +69,7 @@ class Negotiator {
   struct Pending {
     Request request;
     Clock::time_point submitted;
-    bool sent = false;  // handed to the coordinator; wait for its response
+    bool sent = false;           // handed to the coordinator; wait for its response
     ResponseCache::Found found;  // the cache lookup, valid while the cache's generation is
     uint64_t cache_generation = ~uint64_t{0};  // this one
   };

@@ -128,8 +128,8 @@ Handle Runtime::submit(std::vector<Entry> entries) {
       if (twice) {
         return Handle(detail::HandleState::failed(invalid_argument(
             std::string(op_type_name(entries[i].request.op)) + " '" + name +
-            "': a collective with this name is already in flight on rank " +
-            std::to_string(rank_) + "; names must be unique among in-flight collectives")));
+            "': a collective with this name is already in flight on rank " + std::to_string(rank_) +
+            "; names must be unique among in-flight collectives")));
       }
     }
     for (Entry& e : entries) {
@@ -361,8 +361,9 @@ Status Runtime::apply_set_changes(const std::vector<Response>& changes) {
       if (it != sets_.end()) {
         SetState& gone = *it->second;
         while (!gone.entries.empty()) {
-          finish(gone, gone.entries.begin()->second,
-                 Status(StatusCode::kAborted, "process set " + std::to_string(id) + " was removed"));
+          finish(
+              gone, gone.entries.begin()->second,
+              Status(StatusCode::kAborted, "process set " + std::to_string(id) + " was removed"));
         }
         sets_.erase(it);
       }

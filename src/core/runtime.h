@@ -92,7 +92,7 @@ class Runtime {
   RankMap map_;
   int rank_ = -1;
   int size_ = -1;
-  std::unique_ptr<MpiWorld> world_;           // background thread
+  std::unique_ptr<MpiWorld> world_;  // background thread
   std::unique_ptr<Timeline> timeline_;
   std::map<int32_t, std::unique_ptr<SetState>> sets_;  // background thread
 

@@ -1,7 +1,8 @@
 // Status and the small value types of the public API.
+#include "chorus/status.h"
+
 #include <sstream>
 
-#include "chorus/status.h"
 #include "chorus/types.h"
 
 namespace chorus {

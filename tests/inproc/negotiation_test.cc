@@ -63,7 +63,8 @@ class Rank {
                   std::to_string(negotiator_.pending()) + " requests still pending here)");
     }
     Status s = negotiator_.start(shutdown, Clock::now());
-    if (!s.ok()) return fail("start of round " + std::to_string(records_.size()) + ": " + s.to_string());
+    if (!s.ok())
+      return fail("start of round " + std::to_string(records_.size()) + ": " + s.to_string());
     for (;;) {
       StatusOr<bool> done = negotiator_.poll(Clock::now());
       if (!done.ok()) {
@@ -146,9 +147,8 @@ std::string describe(const std::vector<Response>& rs) {
   const Rank& ref = *w.ranks[0];
   for (const auto& r : w.ranks) {
     if (r->records().size() != ref.records().size()) {
-      return ::testing::AssertionFailure()
-             << "rank " << r->rank() << " ran " << r->records().size() << " rounds, rank 0 "
-             << ref.records().size();
+      return ::testing::AssertionFailure() << "rank " << r->rank() << " ran " << r->records().size()
+                                           << " rounds, rank 0 " << ref.records().size();
     }
     for (std::size_t k = 0; k < ref.records().size(); ++k) {
       const RoundRecord& a = ref.records()[k];
@@ -211,7 +211,8 @@ std::vector<Response> named(const Rank& r, const std::string& name) {
 }
 
 bool contains_all(const std::set<std::string>& seen, const std::vector<std::string>& names) {
-  return std::all_of(names.begin(), names.end(), [&](const std::string& n) { return seen.count(n); });
+  return std::all_of(names.begin(), names.end(),
+                     [&](const std::string& n) { return seen.count(n); });
 }
 
 ::testing::AssertionResult has(const std::string& text, const std::string& part) {
@@ -620,8 +621,8 @@ TEST_P(NegotiationTest, JoinAtDifferentRounds) {
       if (join_round[r] <= k) joined_by_now.push_back(r);
     }
     for (const Response& resp : list->responses) {
-      EXPECT_TRUE(resp.status.ok()) << "round " << k << ": " << resp.name << ": "
-                                    << resp.status.to_string();
+      EXPECT_TRUE(resp.status.ok())
+          << "round " << k << ": " << resp.name << ": " << resp.status.to_string();
       if (resp.op == OpType::kJoin) {
         ++joins;
         EXPECT_EQ(resp.value, last) << "join rounds " << ::testing::PrintToString(join_round);
@@ -902,8 +903,8 @@ TEST_P(NegotiationTest, StallShutdownForACachedTensorNamesTheRightRanks) {
   ASSERT_EQ(got.size(), 2u);
   EXPECT_TRUE(got[0].status.ok());
   EXPECT_EQ(got[1].status.code(), StatusCode::kStalled) << got[1].status.to_string();
-  EXPECT_TRUE(has(got[1].status.message(),
-                  "submitted by ranks " + ranks_string(range_ranks(0, n() - 1))));
+  EXPECT_TRUE(
+      has(got[1].status.message(), "submitted by ranks " + ranks_string(range_ranks(0, n() - 1))));
   EXPECT_TRUE(has(got[1].status.message(), "not yet by ranks " + ranks_string({n() - 1})));
   for (const auto& r : w.ranks) EXPECT_EQ(r->negotiator().pending(), 0u) << "rank " << r->rank();
 }
@@ -972,8 +973,7 @@ TEST_P(NegotiationTest, TinyCacheWithEvictionsWhileRequestsPending) {
           }
         }
         if (r.negotiator().cache().size() > 2) {
-          ADD_FAILURE() << "rank " << r.rank() << ": cache holds "
-                        << r.negotiator().cache().size();
+          ADD_FAILURE() << "rank " << r.rank() << ": cache holds " << r.negotiator().cache().size();
         }
       }
     }
@@ -1026,8 +1026,7 @@ TEST_P(NegotiationTest, CacheOffStillAgrees) {
   for (const auto& r : w.ranks) EXPECT_EQ(r->negotiator().cache().size(), 0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Ranks, NegotiationTest, ::testing::Values(1, 2, 3, 4, 5),
-                         rank_count_name);
+INSTANTIATE_TEST_SUITE_P(Ranks, NegotiationTest, ::testing::Values(1, 2, 3, 4, 5), rank_count_name);
 
 // The harness's own bound: a rank that never takes part makes the others fail in time
 // instead of hanging (this is what protects every test above).

@@ -29,7 +29,7 @@ double expected(DataType t, ReduceOp op, int n, int64_t i, double postscale = 1.
   Buffer one(t, {1});
   if (!is_float(t)) {
     int64_t x = static_cast<int64_t>(acc);
-    one.set(0, static_cast<double>(x));           // wrap into the type first
+    one.set(0, static_cast<double>(x));  // wrap into the type first
     x = static_cast<int64_t>(one.at(0)) / divisor;
     if (postscale != 1.0) x = std::llround(static_cast<double>(x) * postscale);
     one.set(0, static_cast<double>(x));
@@ -78,7 +78,8 @@ TEST(Allreduce, EveryDtypeOpAndSizeInPlace) {
   }
   for (std::size_t k = 0; k < cases.size(); ++k) {
     auto [t, op, c] = cases[k];
-    ASSERT_TRUE(handles[k].wait().ok()) << label(t, op, c) << ": " << handles[k].status().to_string();
+    ASSERT_TRUE(handles[k].wait().ok())
+        << label(t, op, c) << ": " << handles[k].status().to_string();
     for (int64_t i = 0; i < c; ++i) {
       ASSERT_EQ(buffers[k].at(i), expected(t, op, size(), i)) << label(t, op, c) << " at " << i;
     }
@@ -163,7 +164,8 @@ TEST(Allreduce, FusedAndAloneGiveTheSameBits) {
   }
   for (auto& h : hs) ASSERT_TRUE(h.wait().ok());
   for (int k = 0; k < kTensors; ++k) {
-    ASSERT_TRUE(allreduce("alone." + std::to_string(k), alone[k].ref(), alone[k].ref(), o).wait().ok());
+    ASSERT_TRUE(
+        allreduce("alone." + std::to_string(k), alone[k].ref(), alone[k].ref(), o).wait().ok());
   }
   for (int k = 0; k < kTensors; ++k) {
     ASSERT_EQ(0, std::memcmp(fused[k].bytes.data(), alone[k].bytes.data(), fused[k].bytes.size()))
@@ -292,7 +294,8 @@ TEST(Names, DuplicateInFlightFailsTheSecond) {
   std::vector<Handle> hs;
   for (int q = 0; q < n; ++q) others.emplace_back(DataType::kFloat32, std::vector<int64_t>{4});
   for (int q = 0; q < n; ++q) {
-    if (q != rank()) hs.push_back(allreduce("dup." + std::to_string(q), others[q].ref(), others[q].ref()));
+    if (q != rank())
+      hs.push_back(allreduce("dup." + std::to_string(q), others[q].ref(), others[q].ref()));
   }
   EXPECT_TRUE(first.wait().ok());
   for (Handle& h : hs) EXPECT_TRUE(h.wait().ok());
@@ -323,14 +326,16 @@ TEST(ProcessSets, CollectivesWithinASubset) {
     o.process_set = *ps;
     ASSERT_TRUE(allreduce("ps.sum", b.ref(), b.ref(), o).wait().ok());
     const int64_t rank_sum = std::accumulate(evens.begin(), evens.end(), int64_t{0});
-    for (int64_t i = 0; i < 5; ++i) EXPECT_EQ(b.at(i), rank_sum + i * static_cast<int64_t>(evens.size()));
+    for (int64_t i = 0; i < 5; ++i)
+      EXPECT_EQ(b.at(i), rank_sum + i * static_cast<int64_t>(evens.size()));
     Buffer g(DataType::kInt32, {1});
     g.set(0, rank());
     AllgatherOptions go;
     go.process_set = *ps;
     Handle h = allgather("ps.gather", g.ref(), go);
     ASSERT_TRUE(h.wait().ok());
-    for (std::size_t k = 0; k < evens.size(); ++k) EXPECT_EQ(load(DataType::kInt32, h.output().data, k), evens[k]);
+    for (std::size_t k = 0; k < evens.size(); ++k)
+      EXPECT_EQ(load(DataType::kInt32, h.output().data, k), evens[k]);
   } else {
     EXPECT_EQ(process_set_rank(*ps), -1);
     Buffer b(DataType::kInt64, {5});

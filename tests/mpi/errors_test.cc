@@ -115,7 +115,8 @@ TEST(Mismatch, AlltoallSplits) {
 TEST(Mismatch, ReducescatterShape) {
   NEEDS_TWO_RANKS();
   Buffer b(DataType::kFloat32, {rank() == 0 ? 6 : 7});
-  expect_failure(reducescatter("m.rs", b.ref()), StatusCode::kMismatch, {"shape", "[6] on ranks [0]"});
+  expect_failure(reducescatter("m.rs", b.ref()), StatusCode::kMismatch,
+                 {"shape", "[6] on ranks [0]"});
   expect_healthy();
 }
 
@@ -130,7 +131,8 @@ TEST(Mismatch, GroupedMemberFailsTheWholeGroup) {
 TEST(Mismatch, ShapeChangeOnOneRankAfterCaching) {
   NEEDS_TWO_RANKS();
   Buffer same(DataType::kFloat32, {4});
-  for (int k = 0; k < 3; ++k) ASSERT_TRUE(allreduce("m.cached", same.ref(), same.ref()).wait().ok());
+  for (int k = 0; k < 3; ++k)
+    ASSERT_TRUE(allreduce("m.cached", same.ref(), same.ref()).wait().ok());
   Buffer b(DataType::kFloat32, {rank() == 0 ? 4 : 9});
   expect_failure(allreduce("m.cached", b.ref(), b.ref()), StatusCode::kMismatch,
                  {"shape", "[9] on ranks [1"});

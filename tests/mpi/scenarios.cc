@@ -52,7 +52,8 @@ int stall_warning() {
 // CHORUS_STALL_SHUTDOWN_SECONDS=2 both fail on rank 0 with STALLED, naming the missing ranks.
 int stall_shutdown() {
   std::vector<float> v(16, 1.0f);
-  if (Status s = allreduce("cached.once", ref(v), ref(v)).wait(); !s.ok()) return fail(s.to_string());
+  if (Status s = allreduce("cached.once", ref(v), ref(v)).wait(); !s.ok())
+    return fail(s.to_string());
   if (rank() != 0) {
     // Stay away until rank 0's tensors have failed; the final shutdown() is negotiated.
     std::this_thread::sleep_for(6s);
@@ -88,7 +89,8 @@ int shutdown_in_flight() {
     say("rank 0: orphan -> " + s.to_string());
   }
   Status after = allreduce("after", ref(v), ref(v)).wait();
-  if (after.code() != StatusCode::kNotInitialized) return fail("after shutdown: " + after.to_string());
+  if (after.code() != StatusCode::kNotInitialized)
+    return fail("after shutdown: " + after.to_string());
   return 0;
 }
 
@@ -144,8 +146,8 @@ int timeline() {
   char buf[4096];
   for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
   std::fclose(f);
-  for (const char* want : {"\"tl.a\"", "\"tl.b\"", "NEGOTIATE", "QUEUE", "MEMCPY_IN",
-                           "COLLECTIVE", "MEMCPY_OUT"}) {
+  for (const char* want :
+       {"\"tl.a\"", "\"tl.b\"", "NEGOTIATE", "QUEUE", "MEMCPY_IN", "COLLECTIVE", "MEMCPY_OUT"}) {
     if (text.find(want) == std::string::npos) return fail(std::string("timeline lacks ") + want);
   }
   say("timeline ok");
@@ -164,7 +166,8 @@ int main(int argc, char** argv) {
   if (name == "bad_env") {
     // Run with a malformed CHORUS_FUSION_THRESHOLD: init must refuse, naming it.
     if (s.ok() || s.message().find("CHORUS_FUSION_THRESHOLD") == std::string::npos) {
-      std::fprintf(stderr, "expected init to fail naming the variable, got %s\n", s.to_string().c_str());
+      std::fprintf(stderr, "expected init to fail naming the variable, got %s\n",
+                   s.to_string().c_str());
       return 1;
     }
     say("init refused: " + s.to_string());
@@ -175,13 +178,20 @@ int main(int argc, char** argv) {
     return 1;
   }
   int rc = 2;
-  if (name == "stall_warning") rc = stall_warning();
-  else if (name == "stall_shutdown") rc = stall_shutdown();
-  else if (name == "shutdown_in_flight") rc = shutdown_in_flight();
-  else if (name == "peer_shutdown") rc = peer_shutdown();
-  else if (name == "killed_rank") rc = killed_rank();
-  else if (name == "timeline") rc = timeline();
-  else std::fprintf(stderr, "unknown scenario %s\n", name.c_str());
+  if (name == "stall_warning")
+    rc = stall_warning();
+  else if (name == "stall_shutdown")
+    rc = stall_shutdown();
+  else if (name == "shutdown_in_flight")
+    rc = shutdown_in_flight();
+  else if (name == "peer_shutdown")
+    rc = peer_shutdown();
+  else if (name == "killed_rank")
+    rc = killed_rank();
+  else if (name == "timeline")
+    rc = timeline();
+  else
+    std::fprintf(stderr, "unknown scenario %s\n", name.c_str());
   Status down = shutdown();
   if (rc == 0 && !down.ok()) return fail("shutdown: " + down.to_string());
   return rc;

@@ -13,10 +13,9 @@
 namespace chorus::testing {
 
 inline const std::vector<DataType>& all_dtypes() {
-  static const std::vector<DataType> kAll = {DataType::kUInt8,   DataType::kInt8,
-                                             DataType::kInt32,   DataType::kInt64,
-                                             DataType::kFloat16, DataType::kBFloat16,
-                                             DataType::kFloat32, DataType::kFloat64};
+  static const std::vector<DataType> kAll = {
+      DataType::kUInt8,   DataType::kInt8,     DataType::kInt32,   DataType::kInt64,
+      DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64};
   return kAll;
 }
 
@@ -28,12 +27,22 @@ inline bool is_float(DataType t) {
 /// Writes v (already representable, or rounded to nearest for floats; wrapped for ints).
 inline void store(DataType t, void* base, int64_t i, double v) {
   switch (t) {
-    case DataType::kUInt8: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(static_cast<int64_t>(v)); break;
-    case DataType::kInt8: static_cast<int8_t*>(base)[i] = static_cast<int8_t>(static_cast<int64_t>(v)); break;
-    case DataType::kInt32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(static_cast<int64_t>(v)); break;
+    case DataType::kUInt8:
+      static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(static_cast<int64_t>(v));
+      break;
+    case DataType::kInt8:
+      static_cast<int8_t*>(base)[i] = static_cast<int8_t>(static_cast<int64_t>(v));
+      break;
+    case DataType::kInt32:
+      static_cast<int32_t*>(base)[i] = static_cast<int32_t>(static_cast<int64_t>(v));
+      break;
     case DataType::kInt64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); break;
-    case DataType::kFloat16: static_cast<uint16_t*>(base)[i] = kernels::float_to_half(static_cast<float>(v)); break;
-    case DataType::kBFloat16: static_cast<uint16_t*>(base)[i] = kernels::float_to_bfloat16(static_cast<float>(v)); break;
+    case DataType::kFloat16:
+      static_cast<uint16_t*>(base)[i] = kernels::float_to_half(static_cast<float>(v));
+      break;
+    case DataType::kBFloat16:
+      static_cast<uint16_t*>(base)[i] = kernels::float_to_bfloat16(static_cast<float>(v));
+      break;
     case DataType::kFloat32: static_cast<float*>(base)[i] = static_cast<float>(v); break;
     case DataType::kFloat64: static_cast<double*>(base)[i] = v; break;
   }
@@ -46,7 +55,8 @@ inline double load(DataType t, const void* base, int64_t i) {
     case DataType::kInt32: return static_cast<const int32_t*>(base)[i];
     case DataType::kInt64: return static_cast<double>(static_cast<const int64_t*>(base)[i]);
     case DataType::kFloat16: return kernels::half_to_float(static_cast<const uint16_t*>(base)[i]);
-    case DataType::kBFloat16: return kernels::bfloat16_to_float(static_cast<const uint16_t*>(base)[i]);
+    case DataType::kBFloat16:
+      return kernels::bfloat16_to_float(static_cast<const uint16_t*>(base)[i]);
     case DataType::kFloat32: return static_cast<const float*>(base)[i];
     case DataType::kFloat64: return static_cast<const double*>(base)[i];
   }

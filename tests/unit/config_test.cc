@@ -213,26 +213,20 @@ TEST_P(ConfigBadEnvTest, FailsNamingVariableAndValue) {
 
 INSTANTIATE_TEST_SUITE_P(
     Integers, ConfigBadEnvTest,
-    ::testing::Values(BadValue{"CHORUS_FUSION_THRESHOLD", "lots"},
-                      BadValue{"CHORUS_FUSION_THRESHOLD", "-1"},
-                      BadValue{"CHORUS_FUSION_THRESHOLD", "64k"},
-                      BadValue{"CHORUS_FUSION_THRESHOLD", "1.5"},
-                      BadValue{"CHORUS_FUSION_THRESHOLD", "0x10"},
-                      BadValue{"CHORUS_FUSION_THRESHOLD", "99999999999999999999999"},
-                      BadValue{"CHORUS_CACHE_CAPACITY", "many"},
-                      BadValue{"CHORUS_CACHE_CAPACITY", "-5"},
-                      BadValue{"CHORUS_CACHE_CAPACITY", "10 "},
-                      BadValue{"CHORUS_CACHE_CAPACITY", "1048577"},
-                      BadValue{"CHORUS_CACHE_CAPACITY", "2000000"}));
+    ::testing::Values(
+        BadValue{"CHORUS_FUSION_THRESHOLD", "lots"}, BadValue{"CHORUS_FUSION_THRESHOLD", "-1"},
+        BadValue{"CHORUS_FUSION_THRESHOLD", "64k"}, BadValue{"CHORUS_FUSION_THRESHOLD", "1.5"},
+        BadValue{"CHORUS_FUSION_THRESHOLD", "0x10"},
+        BadValue{"CHORUS_FUSION_THRESHOLD", "99999999999999999999999"},
+        BadValue{"CHORUS_CACHE_CAPACITY", "many"}, BadValue{"CHORUS_CACHE_CAPACITY", "-5"},
+        BadValue{"CHORUS_CACHE_CAPACITY", "10 "}, BadValue{"CHORUS_CACHE_CAPACITY", "1048577"},
+        BadValue{"CHORUS_CACHE_CAPACITY", "2000000"}));
 
 INSTANTIATE_TEST_SUITE_P(
     Numbers, ConfigBadEnvTest,
-    ::testing::Values(BadValue{"CHORUS_CYCLE_TIME", "fast"},
-                      BadValue{"CHORUS_CYCLE_TIME", "-2"},
-                      BadValue{"CHORUS_CYCLE_TIME", "5ms"},
-                      BadValue{"CHORUS_CYCLE_TIME", "0"},
-                      BadValue{"CHORUS_CYCLE_TIME", "nan"},
-                      BadValue{"CHORUS_CYCLE_TIME", "inf"},
+    ::testing::Values(BadValue{"CHORUS_CYCLE_TIME", "fast"}, BadValue{"CHORUS_CYCLE_TIME", "-2"},
+                      BadValue{"CHORUS_CYCLE_TIME", "5ms"}, BadValue{"CHORUS_CYCLE_TIME", "0"},
+                      BadValue{"CHORUS_CYCLE_TIME", "nan"}, BadValue{"CHORUS_CYCLE_TIME", "inf"},
                       BadValue{"CHORUS_CYCLE_TIME", "20000"},
                       BadValue{"CHORUS_STALL_CHECK_SECONDS", "soon"},
                       BadValue{"CHORUS_STALL_CHECK_SECONDS", "-1"},
@@ -242,15 +236,14 @@ INSTANTIATE_TEST_SUITE_P(
                       BadValue{"CHORUS_STALL_SHUTDOWN_SECONDS", "-3"},
                       BadValue{"CHORUS_STALL_SHUTDOWN_SECONDS", "1,5"}));
 
-INSTANTIATE_TEST_SUITE_P(
-    Words, ConfigBadEnvTest,
-    ::testing::Values(BadValue{"CHORUS_HIERARCHICAL_ALLREDUCE", "yes"},
-                      BadValue{"CHORUS_HIERARCHICAL_ALLREDUCE", "2"},
-                      BadValue{"CHORUS_HIERARCHICAL_ALLREDUCE", "TRUE"},
-                      BadValue{"CHORUS_HIERARCHICAL_ALLREDUCE", "1 "},
-                      BadValue{"CHORUS_LOG_LEVEL", "verbose"},
-                      BadValue{"CHORUS_LOG_LEVEL", "warning"},
-                      BadValue{"CHORUS_LOG_LEVEL", "WARN"}));
+INSTANTIATE_TEST_SUITE_P(Words, ConfigBadEnvTest,
+                         ::testing::Values(BadValue{"CHORUS_HIERARCHICAL_ALLREDUCE", "yes"},
+                                           BadValue{"CHORUS_HIERARCHICAL_ALLREDUCE", "2"},
+                                           BadValue{"CHORUS_HIERARCHICAL_ALLREDUCE", "TRUE"},
+                                           BadValue{"CHORUS_HIERARCHICAL_ALLREDUCE", "1 "},
+                                           BadValue{"CHORUS_LOG_LEVEL", "verbose"},
+                                           BadValue{"CHORUS_LOG_LEVEL", "warning"},
+                                           BadValue{"CHORUS_LOG_LEVEL", "WARN"}));
 
 TEST(ConfigTest, MessageStatesTheAcceptedForm) {
   StatusOr<Config> c = load_env({{"CHORUS_HIERARCHICAL_ALLREDUCE", "maybe"}});
@@ -333,11 +326,10 @@ TEST(ConfigTest, DescribeNamesEverySetting) {
                                  {"CHORUS_LOG_LEVEL", "info"}});
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   const std::string d = c->describe();
-  for (const char* want :
-       {"CHORUS_FUSION_THRESHOLD=4096", "CHORUS_CYCLE_TIME=1", "CHORUS_CACHE_CAPACITY=33",
-        "CHORUS_TIMELINE=/tmp/t.json", "CHORUS_STALL_CHECK_SECONDS=60",
-        "CHORUS_STALL_SHUTDOWN_SECONDS=0", "CHORUS_HIERARCHICAL_ALLREDUCE=1",
-        "CHORUS_LOG_LEVEL=info"}) {
+  for (const char* want : {"CHORUS_FUSION_THRESHOLD=4096", "CHORUS_CYCLE_TIME=1",
+                           "CHORUS_CACHE_CAPACITY=33", "CHORUS_TIMELINE=/tmp/t.json",
+                           "CHORUS_STALL_CHECK_SECONDS=60", "CHORUS_STALL_SHUTDOWN_SECONDS=0",
+                           "CHORUS_HIERARCHICAL_ALLREDUCE=1", "CHORUS_LOG_LEVEL=info"}) {
     EXPECT_NE(d.find(want), std::string::npos) << "missing " << want << " in: " << d;
   }
 }

@@ -490,11 +490,11 @@ TEST(CoordinatorTest, ErrorResponseIsEmittedOnceAndForgotten) {
 TEST(CoordinatorTest, GroupEmittedTogetherInGroupOrder) {
   Coordinator c(2);
   // Rank 0 sends the group in reverse, with an ungrouped tensor in between.
-  c.add(0, list_of({grouped("g.c", "G", 3, 2), allreduce("solo"), grouped("g.a", "G", 3, 0),
-                    grouped("g.b", "G", 3, 1)}),
+  c.add(0,
+        list_of({grouped("g.c", "G", 3, 2), allreduce("solo"), grouped("g.a", "G", 3, 0),
+                 grouped("g.b", "G", 3, 1)}),
         kT0);
-  c.add(1, list_of({grouped("g.a", "G", 3, 0), grouped("g.b", "G", 3, 1), allreduce("solo")}),
-        kT0);
+  c.add(1, list_of({grouped("g.a", "G", 3, 0), grouped("g.b", "G", 3, 1), allreduce("solo")}), kT0);
   // g.c is still missing on rank 1: no member may run.
   EXPECT_EQ(names_of(c.take_ready()), (std::vector<std::string>{"solo"}));
   c.add(1, list_of({grouped("g.c", "G", 3, 2)}), kT0);
@@ -520,8 +520,9 @@ TEST(CoordinatorTest, GroupWaitsForMembersNobodySentYet) {
 
 TEST(CoordinatorTest, TwoGroupsDoNotMix) {
   Coordinator c(2);
-  c.add(0, list_of({grouped("a0", "A", 2, 0), grouped("a1", "A", 2, 1), grouped("b0", "B", 2, 0),
-                    grouped("b1", "B", 2, 1)}),
+  c.add(0,
+        list_of({grouped("a0", "A", 2, 0), grouped("a1", "A", 2, 1), grouped("b0", "B", 2, 0),
+                 grouped("b1", "B", 2, 1)}),
         kT0);
   c.add(1, list_of({grouped("b0", "B", 2, 0), grouped("b1", "B", 2, 1), grouped("a0", "A", 2, 0)}),
         kT0);

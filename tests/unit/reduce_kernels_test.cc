@@ -65,30 +65,20 @@ A reference_op(ReduceOp op, A a, A b) {
   if constexpr (std::is_integral_v<A>) {
     using U = std::make_unsigned_t<A>;
     switch (op) {
-      case ReduceOp::kSum:
-        return static_cast<A>(static_cast<U>(a) + static_cast<U>(b));
-      case ReduceOp::kProduct:
-        return static_cast<A>(static_cast<U>(a) * static_cast<U>(b));
-      case ReduceOp::kMin:
-        return std::min(a, b);
-      case ReduceOp::kMax:
-        return std::max(a, b);
-      default:
-        break;
+      case ReduceOp::kSum: return static_cast<A>(static_cast<U>(a) + static_cast<U>(b));
+      case ReduceOp::kProduct: return static_cast<A>(static_cast<U>(a) * static_cast<U>(b));
+      case ReduceOp::kMin: return std::min(a, b);
+      case ReduceOp::kMax: return std::max(a, b);
+      default: break;
     }
   } else {
     // Min and max propagate NaN (the kernels' documented choice).
     switch (op) {
-      case ReduceOp::kSum:
-        return a + b;
-      case ReduceOp::kProduct:
-        return a * b;
-      case ReduceOp::kMin:
-        return std::isnan(b) ? b : (b < a ? b : a);
-      case ReduceOp::kMax:
-        return std::isnan(b) ? b : (a < b ? b : a);
-      default:
-        break;
+      case ReduceOp::kSum: return a + b;
+      case ReduceOp::kProduct: return a * b;
+      case ReduceOp::kMin: return std::isnan(b) ? b : (b < a ? b : a);
+      case ReduceOp::kMax: return std::isnan(b) ? b : (a < b ? b : a);
+      default: break;
     }
   }
   ADD_FAILURE() << "unexpected op";

@@ -68,8 +68,8 @@ TEST(ResponseCacheTest, CacheableOps) {
 }
 
 TEST(ResponseCacheTest, ErrorResponsesAreNotCacheable) {
-  for (StatusCode code : {StatusCode::kMismatch, StatusCode::kStalled,
-                          StatusCode::kFailedPrecondition}) {
+  for (StatusCode code :
+       {StatusCode::kMismatch, StatusCode::kStalled, StatusCode::kFailedPrecondition}) {
     Response r = response("a");
     r.status = Status(code, "no");
     EXPECT_FALSE(ResponseCache::cacheable(r)) << status_code_name(code);
@@ -128,8 +128,14 @@ TEST(ResponseCacheTest, EveryParameterCountsForAHit) {
       {"op", [](Request& q) { q.op = OpType::kAllreduce; }},
       {"dtype", [](Request& q) { q.dtype = DataType::kInt64; }},
       {"device", [](Request& q) { q.device = Device::cuda(0); }},
-      {"device index", [](Request& q) { q.device = Device{Device::Kind::kCPU, 3}; }},
-      {"shape", [](Request& q) { q.shape = {5, 1}; }},
+      {"device index",
+       [](Request& q) {
+         q.device = Device{Device::Kind::kCPU, 3};
+       }},
+      {"shape",
+       [](Request& q) {
+         q.shape = {5, 1};
+       }},
       {"reduce op", [](Request& q) { q.reduce_op = ReduceOp::kProduct; }},
       {"root", [](Request& q) { q.root = 0; }},
       {"prescale", [](Request& q) { q.prescale = 2; }},
@@ -203,7 +209,7 @@ TEST(ResponseCacheTest, ReplacingTouches) {
   c.put(response("a"));
   c.put(response("b"));
   c.put(response("a", {8}));  // a used again
-  c.put(response("c"));        // evicts b
+  c.put(response("c"));       // evicts b
   EXPECT_EQ(slot_of(c, "b"), -1);
   EXPECT_EQ(slot_of(c, "a"), 0);
 }
