@@ -99,6 +99,14 @@ StatusOr<Prepared> prepare(OpType op, const std::string& name, ProcessSet ps) {
   return p;
 }
 
+// Hands one entry over by moving it: a braced list would copy the entry (its request,
+// shapes and callback) on every collective.
+Handle submit_one(Prepared& p) {
+  std::vector<Entry> one;
+  one.push_back(std::move(p.entry));
+  return p.rt->submit(std::move(one));
+}
+
 void describe_tensor(Request& q, const TensorRef& t) {
   q.dtype = t.dtype;
   q.shape = t.shape;
@@ -229,7 +237,7 @@ Handle allreduce(const std::string& name, const TensorRef& input, const TensorRe
   StatusOr<Prepared> p = prepare(OpType::kAllreduce, name, options.process_set);
   if (!p.ok()) return failed(p.status());
   if (Status s = fill_allreduce(p->entry, input, output, options); !s.ok()) return failed(s);
-  return p->rt->submit({std::move(p->entry)});
+  return submit_one(*p);
 }
 
 Handle allgather(const std::string& name, const TensorRef& input, const AllgatherOptions& options) {
@@ -241,7 +249,7 @@ Handle allgather(const std::string& name, const TensorRef& input, const Allgathe
   describe_tensor(p->entry.request, input);
   p->entry.input = input;
   p->entry.allocate = options.allocate;
-  return p->rt->submit({std::move(p->entry)});
+  return submit_one(*p);
 }
 
 Handle broadcast(const std::string& name, const TensorRef& tensor, int root,
@@ -256,7 +264,7 @@ Handle broadcast(const std::string& name, const TensorRef& tensor, int root,
   p->entry.request.root = root;
   p->entry.input = tensor;
   p->entry.output = tensor;
-  return p->rt->submit({std::move(p->entry)});
+  return submit_one(*p);
 }
 
 Handle alltoall(const std::string& name, const TensorRef& input, const std::vector<int64_t>& splits,
@@ -274,7 +282,7 @@ Handle alltoall(const std::string& name, const TensorRef& input, const std::vect
   p->entry.request.splits = s;
   p->entry.input = input;
   p->entry.allocate = options.allocate;
-  return p->rt->submit({std::move(p->entry)});
+  return submit_one(*p);
 }
 
 Handle reducescatter(const std::string& name, const TensorRef& input,
@@ -297,20 +305,20 @@ Handle reducescatter(const std::string& name, const TensorRef& input,
   q.postscale = options.postscale;
   p->entry.input = input;
   p->entry.allocate = options.allocate;
-  return p->rt->submit({std::move(p->entry)});
+  return submit_one(*p);
 }
 
 Handle barrier(ProcessSet process_set) {
   StatusOr<Prepared> p = prepare(OpType::kBarrier, "", process_set);
   if (!p.ok()) return failed(p.status());
-  return p->rt->submit({std::move(p->entry)});
+  return submit_one(*p);
 }
 
 Handle join() {
   // One join in flight per rank: the fixed name makes a second one a duplicate.
   StatusOr<Prepared> p = prepare(OpType::kJoin, "chorus.join", ProcessSet::global());
   if (!p.ok()) return failed(p.status());
-  return p->rt->submit({std::move(p->entry)});
+  return submit_one(*p);
 }
 
 StatusOr<ProcessSet> add_process_set(const std::vector<int>& ranks) {
@@ -324,7 +332,7 @@ StatusOr<ProcessSet> add_process_set(const std::vector<int>& ranks) {
                             std::to_string(p->rt->size()) + "), at least one");
   }
   p->entry.request.ranks.assign(sorted.begin(), sorted.end());
-  Handle h = p->rt->submit({std::move(p->entry)});
+  Handle h = submit_one(*p);
   if (Status s = h.wait(); !s.ok()) return s;
   return ProcessSet{h.last_joined_rank()};
 }
@@ -339,7 +347,7 @@ Status remove_process_set(ProcessSet process_set) {
                             " does not exist");
   }
   p->entry.request.target_set = process_set.id;
-  return p->rt->submit({std::move(p->entry)}).wait();
+  return submit_one(*p).wait();
 }
 
 int process_set_rank(ProcessSet process_set) {
