@@ -135,11 +135,18 @@ Status Negotiator::start(bool shutdown, Clock::time_point now) {
   return s;
 }
 
-StatusOr<bool> Negotiator::poll(Clock::time_point now) {
+StatusOr<bool> Negotiator::poll() {
   if (!in_round_) return failed_precondition("negotiator: poll() without a round in flight");
   StatusOr<bool> done = transport_->test_and();
   if (!done.ok() || !*done) return done;
   in_round_ = false;
+  agreed_ = true;
+  return true;
+}
+
+Status Negotiator::complete(Clock::time_point now) {
+  if (!agreed_) return failed_precondition("negotiator: complete() before poll() returned true");
+  agreed_ = false;
   auto bit = [&](std::size_t b) { return (bits_[b / 64] >> (b % 64)) & 1; };
   round_.shutdown = !bit(kNoShutdown);
   std::vector<Response> coordinated;
@@ -151,7 +158,7 @@ StatusOr<bool> Negotiator::poll(Clock::time_point now) {
     for (const std::string& name : outgoing_names_) pending_.at(name).sent = true;
   }
   finish(std::move(coordinated));
-  return true;
+  return {};
 }
 
 StatusOr<std::vector<Response>> Negotiator::exchange(const RequestList& mine,

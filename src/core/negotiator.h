@@ -9,11 +9,16 @@
 //     rank that holds the tensor), plus flags written inverted so that one bitwise AND
 //     answers "does anyone have new requests / want to shut down / report a stall". The
 //     AND starts non-blocking.
-//  2. poll(): once the AND is done, the cached responses ready everywhere are known without
-//     a coordinator. Only if some rank has new requests (or a stall report) do the ranks
+//  2. poll() until the AND is done: then the cached responses ready everywhere are known
+//     without a coordinator.
+//  3. complete(): only if some rank has new requests (or a stall report) do the ranks
 //     gather their request lists at rank 0, whose Coordinator decides, and broadcast the
-//     response list.
-//  3. The round's responses are: cached ones in slot order, then the coordinator's. The
+//     response list. This step blocks (every member is known to be there), so a rank in
+//     several process sets must complete their rounds in one order shared by all ranks
+//     (the runtime uses ascending set id, after every set's poll() returned true);
+//     completing whichever set's AND finished first could deadlock two ranks that each
+//     wait in a different set's gather.
+//  4. The round's responses are: cached ones in slot order, then the coordinator's. The
 //     cache is updated from them in the same way on every rank.
 
 #include <chrono>
@@ -54,8 +59,11 @@ class Negotiator {
   void submit(Request request, Clock::time_point now);
   /// Starts a round. `shutdown`: this rank asks every member to stop.
   Status start(bool shutdown, Clock::time_point now);
-  /// Drives the round; true when it is finished and round() holds its result.
-  StatusOr<bool> poll(Clock::time_point now);
+  /// Drives the round's AND without blocking; true once it is done.
+  StatusOr<bool> poll();
+  /// Finishes the round after poll() returned true (may block in a gather and broadcast
+  /// with the set's other members); round() then holds its result.
+  Status complete(Clock::time_point now);
   bool in_round() const { return in_round_; }
   const Round& round() const { return round_; }
 
@@ -94,6 +102,7 @@ class Negotiator {
 
   // The round in flight.
   bool in_round_ = false;
+  bool agreed_ = false;  // the AND is done, complete() is due
   int slot_bound_ = 0;
   std::vector<uint64_t> bits_;
   RequestList outgoing_;

@@ -120,20 +120,8 @@ Handle Runtime::submit(std::vector<Entry> entries) {
       return Handle(detail::HandleState::failed(
           invalid_argument("process set " + std::to_string(set) + " does not exist")));
     }
-    std::unordered_set<std::string>& names = in_flight_[set];
-    for (std::size_t i = 0; i < entries.size(); ++i) {
-      const std::string& name = entries[i].request.name;
-      bool twice = names.count(name) > 0;
-      for (std::size_t j = 0; j < i && !twice; ++j) twice = entries[j].request.name == name;
-      if (twice) {
-        return Handle(detail::HandleState::failed(invalid_argument(
-            std::string(op_type_name(entries[i].request.op)) + " '" + name +
-            "': a collective with this name is already in flight on rank " + std::to_string(rank_) +
-            "; names must be unique among in-flight collectives")));
-      }
-    }
+    // Entries of one submit stay adjacent in the queue: accept() takes them as a unit.
     for (Entry& e : entries) {
-      names.insert(e.request.name);
       e.enqueued = Clock::now();
       queue_.push_back(std::move(e));
     }
@@ -281,23 +269,43 @@ void Runtime::loop() {
   shutdown_status_ = fin;
 }
 
+// Takes the queue's entries into their sets. The entries of one submit (a grouped
+// allreduce's members share a handle) are checked and taken all or nothing. Duplicate
+// names are caught here, on the background thread, which owns the table of what is in
+// flight: the trainer's enqueue stays free of it.
 void Runtime::accept(std::vector<Entry> fresh) {
   const Clock::time_point now = Clock::now();
-  for (Entry& e : fresh) {
-    auto it = sets_.find(e.set_id);
+  for (std::size_t begin = 0; begin < fresh.size();) {
+    std::size_t end = begin + 1;
+    while (end < fresh.size() && fresh[end].handle == fresh[begin].handle) ++end;
+    Status refused;
+    auto it = sets_.find(fresh[begin].set_id);
     if (it == sets_.end() || !it->second) {
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        in_flight_[e.set_id].erase(e.request.name);
-      }
-      e.handle->finish(invalid_argument("process set " + std::to_string(e.set_id) +
-                                        " was removed before the collective ran"));
-      continue;
+      refused = invalid_argument("process set " + std::to_string(fresh[begin].set_id) +
+                                 " was removed before the collective ran");
     }
-    SetState& set = *it->second;
-    set.negotiator->submit(e.request, now);
-    std::string name = e.request.name;
-    set.entries.emplace(std::move(name), std::move(e));
+    for (std::size_t i = begin; i < end && refused.ok(); ++i) {
+      const Request& q = fresh[i].request;
+      bool twice = it->second->entries.count(q.name) > 0;
+      for (std::size_t j = begin; j < i && !twice; ++j) twice = fresh[j].request.name == q.name;
+      if (twice) {
+        refused = invalid_argument(std::string(op_type_name(q.op)) + " '" + q.name +
+                                   "': a collective with this name is already in flight on rank " +
+                                   std::to_string(rank_) +
+                                   "; names must be unique among in-flight collectives");
+      }
+    }
+    for (std::size_t i = begin; i < end; ++i) {
+      Entry& e = fresh[i];
+      if (!refused.ok()) {
+        e.handle->finish(refused);
+        continue;
+      }
+      it->second->negotiator->submit(e.request, now);
+      std::string name = e.request.name;
+      it->second->entries.emplace(std::move(name), std::move(e));
+    }
+    begin = end;
   }
 }
 
@@ -313,7 +321,7 @@ Status Runtime::cycle(bool stop_asked, bool* shutdown, bool* productive) {
     bool done = true;
     for (auto& [id, set] : sets_) {
       if (!set->negotiator->in_round()) continue;
-      StatusOr<bool> finished = set->negotiator->poll(Clock::now());
+      StatusOr<bool> finished = set->negotiator->poll();
       if (!finished.ok()) return finished.status();
       done = done && *finished;
     }
@@ -323,6 +331,10 @@ Status Runtime::cycle(bool stop_asked, bool* shutdown, bool* productive) {
                     "shutdown: other ranks did not answer within 10 s; leaving without them");
     }
     poller.pause();
+  }
+  // The blocking part of each round, in ascending set id on every rank (see negotiator.h).
+  for (auto& [id, set] : sets_) {
+    if (Status s = set->negotiator->complete(Clock::now()); !s.ok()) return s;
   }
   const Clock::time_point agreed = Clock::now();
   *productive = false;
@@ -369,7 +381,6 @@ Status Runtime::apply_set_changes(const std::vector<Response>& changes) {
       }
       std::lock_guard<std::mutex> lock(mu_);
       set_info_.erase(id);
-      in_flight_.erase(id);
     }
     auto e = global.entries.find(r.name);
     if (e != global.entries.end()) {
@@ -382,10 +393,6 @@ Status Runtime::apply_set_changes(const std::vector<Response>& changes) {
 
 void Runtime::finish(SetState& set, Entry& entry, const Status& status) {
   const std::string name = entry.request.name;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    in_flight_[set.id].erase(name);
-  }
   entry.handle->finish(status);
   set.entries.erase(name);
 }
@@ -398,7 +405,6 @@ void Runtime::fail_all(const Status& status) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queued.swap(queue_);
-    in_flight_.clear();
   }
   for (Entry& e : queued) e.handle->finish(status);
 }

@@ -99,7 +99,6 @@ class Runtime {
   mutable std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
   std::vector<Entry> queue_;
-  std::map<int32_t, std::unordered_set<std::string>> in_flight_;
   std::map<int32_t, SetInfo> set_info_;
   State state_ = State::kStarting;
   bool stop_requested_ = false;

@@ -66,7 +66,7 @@ class Rank {
     if (!s.ok())
       return fail("start of round " + std::to_string(records_.size()) + ": " + s.to_string());
     for (;;) {
-      StatusOr<bool> done = negotiator_.poll(Clock::now());
+      StatusOr<bool> done = negotiator_.poll();
       if (!done.ok()) {
         return fail("poll in round " + std::to_string(records_.size()) + ": " +
                     done.status().to_string());
@@ -76,6 +76,9 @@ class Rank {
         return fail("round " + std::to_string(records_.size()) + " did not finish in time");
       }
       std::this_thread::yield();
+    }
+    if (Status c = negotiator_.complete(Clock::now()); !c.ok()) {
+      return fail("completion of round " + std::to_string(records_.size()) + ": " + c.to_string());
     }
     const Negotiator::Round& r = negotiator_.round();
     records_.push_back({codec::encode(ResponseList{r.responses}), r.shutdown, r.used_coordinator});

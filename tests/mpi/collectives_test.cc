@@ -349,6 +349,37 @@ TEST(ProcessSets, CollectivesWithinASubset) {
   EXPECT_EQ(process_set_size(*ps), -1);
 }
 
+TEST(ProcessSets, OverlappingSetsBusyAtOnce) {
+  // Ranks in two sets negotiate both in every cycle; their rounds must finish in one order
+  // on every rank, or two ranks could each wait for the other in a different set.
+  if (size() < 3) GTEST_SKIP() << "needs three ranks for two overlapping sets";
+  std::vector<int> low, high;
+  for (int r = 0; r < size(); ++r) (r < size() - 1 ? low : high).push_back(r);
+  high.insert(high.begin(), 0);  // {0, last}: overlaps `low` in rank 0
+  StatusOr<ProcessSet> a = add_process_set(low);
+  StatusOr<ProcessSet> b = add_process_set(high);
+  ASSERT_TRUE(a.ok() && b.ok());
+  AllreduceOptions oa, ob, og;
+  oa.op = ob.op = og.op = ReduceOp::kSum;
+  oa.process_set = *a;
+  ob.process_set = *b;
+  for (int step = 0; step < 40; ++step) {
+    Buffer x(DataType::kInt32, {3}), y(DataType::kInt32, {3}), z(DataType::kInt32, {3});
+    for (int i = 0; i < 3; ++i) x.set(i, 1), y.set(i, 1), z.set(i, 1);
+    std::vector<Handle> hs;
+    const std::string tag = std::to_string(step);
+    if (process_set_rank(*b) >= 0) hs.push_back(allreduce("ov.b" + tag, y.ref(), y.ref(), ob));
+    if (process_set_rank(*a) >= 0) hs.push_back(allreduce("ov.a" + tag, x.ref(), x.ref(), oa));
+    hs.push_back(allreduce("ov.g" + tag, z.ref(), z.ref(), og));
+    for (Handle& h : hs) ASSERT_TRUE(h.wait(std::chrono::seconds(60)).ok()) << "step " << step;
+    if (process_set_rank(*a) >= 0) ASSERT_EQ(x.at(0), static_cast<double>(low.size()));
+    if (process_set_rank(*b) >= 0) ASSERT_EQ(y.at(0), 2.0);
+    ASSERT_EQ(z.at(0), static_cast<double>(size()));
+  }
+  ASSERT_TRUE(remove_process_set(*a).ok());
+  ASSERT_TRUE(remove_process_set(*b).ok());
+}
+
 TEST(Join, RanksRunOutOfDataAtDifferentSteps) {
   // Rank r has r + 1 batches; the joined ranks contribute zeros to the rest.
   const int steps = size();
