@@ -100,7 +100,7 @@ Status Executor::execute(const std::vector<Response>& responses,
     } else {
       std::vector<const Response*> members;
       for (std::size_t i : batch.items) members.push_back(runnable[i]);
-      s = run_allreduce_batch(members, entries, finish);
+      s = run_allreduce_batch(members, entries, agreed, finish);
     }
     if (!s.ok()) return s;
   }
@@ -109,7 +109,7 @@ Status Executor::execute(const std::vector<Response>& responses,
 
 Status Executor::run_allreduce_batch(const std::vector<const Response*>& batch,
                                      std::unordered_map<std::string, Entry>& entries,
-                                     const Finish& finish) {
+                                     Clock::time_point agreed, const Finish& finish) {
   const Response& first = *batch.front();
   const std::size_t esz = dtype_size(first.dtype);
   std::size_t total = 0;
@@ -137,6 +137,7 @@ Status Executor::run_allreduce_batch(const std::vector<const Response*>& batch,
     const std::size_t bytes = static_cast<std::size_t>(num_elements(r->shape)) * esz;
     if (Entry* e = find(entries, r->name)) {
       if (s.ok()) std::memcpy(e->output.data, buffer + offset, bytes);
+      trace(r->name, TimelinePhase::kQueue, agreed, t0);
       trace(r->name, TimelinePhase::kMemcpyIn, t0, t1);
       trace(r->name, TimelinePhase::kCollective, t1, t2);
       trace(r->name, TimelinePhase::kMemcpyOut, t2, Clock::now());

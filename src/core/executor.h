@@ -39,7 +39,8 @@ class Executor {
  private:
   Entry* find(std::unordered_map<std::string, Entry>& entries, const std::string& name);
   Status run_allreduce_batch(const std::vector<const Response*>& batch,
-                             std::unordered_map<std::string, Entry>& entries, const Finish& finish);
+                             std::unordered_map<std::string, Entry>& entries,
+                             Clock::time_point agreed, const Finish& finish);
   Status run_single(const Response& r, Entry* e, const Finish& finish);
   StatusOr<TensorRef> output_for(Entry& e, const std::vector<int64_t>& shape);
   char* zeros(std::size_t bytes);
