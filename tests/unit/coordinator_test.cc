@@ -1,19 +1,21 @@
-// Unit tests of the coordinator's decision logic (src/core/coordinator.h): decide_response's
-// per-op agreement rules and the Coordinator state machine (readiness, order, groups, join,
-// process sets, stall inspection). Time is a fake clock: plain time points passed in.
+// Unit tests of the Coordinator state machine (src/core/coordinator.h): readiness, order,
+// groups, join, process sets, stall inspection. decide_response's per-op agreement rules are
+// in decide_response_test.cc. Time is a fake clock: plain time points passed in.
 #include "core/coordinator.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <optional>
+#include <chrono>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "common/assertions.h"
+#include "common/requests.h"
 #include "core/message.h"
 
-namespace chorus {
+namespace chorus::testing {
 namespace {
 
 using Clock = Coordinator::Clock;
@@ -24,350 +26,12 @@ Clock::time_point at(double seconds) {
   return kT0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
 }
 
-Request allreduce(const std::string& name, std::vector<int64_t> shape = {4},
-                  DataType dtype = DataType::kFloat32) {
-  Request q;
-  q.op = OpType::kAllreduce;
-  q.name = name;
-  q.dtype = dtype;
-  q.shape = std::move(shape);
-  return q;
-}
-
-Request with_op(Request q, OpType op) {
-  q.op = op;
-  return q;
-}
-
-Request grouped(const std::string& name, const std::string& group, int size, int index) {
-  Request q = allreduce(name);
-  q.group = group;
-  q.group_size = size;
-  q.group_index = index;
-  return q;
-}
-
-Request join_request() {
-  Request q;
-  q.op = OpType::kJoin;
-  q.name = "chorus.join";
-  return q;
-}
-
-// The same request on each of n ranks (rank field set).
-std::vector<std::optional<Request>> everywhere(const Request& q, int n) {
-  std::vector<std::optional<Request>> v;
-  for (int r = 0; r < n; ++r) {
-    v.push_back(q);
-    v.back()->rank = r;
-  }
-  return v;
-}
-
 RequestList list_of(std::vector<Request> qs) { return RequestList{std::move(qs), {}}; }
 
 std::vector<std::string> names_of(const std::vector<Response>& rs) {
   std::vector<std::string> out;
   for (const Response& r : rs) out.push_back(r.name);
   return out;
-}
-
-// Whether `text` contains `part`, with both in the failure message.
-::testing::AssertionResult has(const std::string& text, const std::string& part) {
-  if (text.find(part) != std::string::npos) return ::testing::AssertionSuccess();
-  return ::testing::AssertionFailure() << "\"" << part << "\" not found in: " << text;
-}
-
-void expect_message_has(const Response& r, const std::vector<std::string>& parts) {
-  for (const std::string& p : parts) {
-    EXPECT_TRUE(has(r.status.message(), p)) << "status: " << r.status.to_string();
-  }
-}
-
-// --- decide_response --------------------------------------------------------------------
-
-TEST(DecideResponseTest, AgreeingAllreduceCopiesTheRequest) {
-  Request q = allreduce("grad.w", {3, 5}, DataType::kBFloat16);
-  q.reduce_op = ReduceOp::kAverage;
-  q.prescale = 0.5;
-  q.postscale = 4.0;
-  q.device = Device::cuda(2);
-  Response r = decide_response("grad.w", everywhere(q, 3));
-  ASSERT_TRUE(r.status.ok()) << r.status.to_string();
-  EXPECT_EQ(r.op, OpType::kAllreduce);
-  EXPECT_EQ(r.name, "grad.w");
-  EXPECT_EQ(r.dtype, DataType::kBFloat16);
-  EXPECT_EQ(r.reduce_op, ReduceOp::kAverage);
-  EXPECT_EQ(r.shape, (std::vector<int64_t>{3, 5}));
-  EXPECT_EQ(r.prescale, 0.5);
-  EXPECT_EQ(r.postscale, 4.0);
-  EXPECT_EQ(r.device, Device::cuda(2));
-}
-
-TEST(DecideResponseTest, DtypeMismatchNamesRanksAndValues) {
-  auto by_rank = everywhere(allreduce("w"), 3);
-  by_rank[2]->dtype = DataType::kFloat64;
-  Response r = decide_response("w", by_rank);
-  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
-  EXPECT_EQ(r.name, "w");
-  EXPECT_EQ(r.op, OpType::kAllreduce);
-  expect_message_has(r, {"'w'", "dtype", "float32", "float64", "[0, 1]", "[2]"});
-}
-
-TEST(DecideResponseTest, DtypeMismatchOnRankZero) {
-  auto by_rank = everywhere(allreduce("w"), 4);
-  by_rank[0]->dtype = DataType::kInt32;
-  Response r = decide_response("w", by_rank);
-  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
-  expect_message_has(r, {"int32 on ranks [0]", "float32 on ranks [1, 2, 3]"});
-}
-
-TEST(DecideResponseTest, ShapeMismatch) {
-  auto by_rank = everywhere(allreduce("w", {4, 3}), 3);
-  by_rank[1]->shape = {4};
-  Response r = decide_response("w", by_rank);
-  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
-  expect_message_has(r, {"shape", "[4,3] on ranks [0, 2]", "[4] on ranks [1]"});
-}
-
-TEST(DecideResponseTest, ReduceOpMismatch) {
-  auto by_rank = everywhere(allreduce("w"), 2);
-  by_rank[1]->reduce_op = ReduceOp::kMax;
-  Response r = decide_response("w", by_rank);
-  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
-  expect_message_has(r, {"reduce op", "sum", "max", "[0]", "[1]"});
-}
-
-TEST(DecideResponseTest, PrescaleMismatch) {
-  auto by_rank = everywhere(allreduce("w"), 3);
-  by_rank[0]->prescale = 0.25;
-  Response r = decide_response("w", by_rank);
-  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
-  expect_message_has(r, {"prescale", "0.25 on ranks [0]", "1 on ranks [1, 2]"});
-}
-
-TEST(DecideResponseTest, PostscaleMismatch) {
-  auto by_rank = everywhere(allreduce("w"), 3);
-  by_rank[2]->postscale = 3.5;
-  Response r = decide_response("w", by_rank);
-  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
-  expect_message_has(r, {"postscale", "3.5 on ranks [2]", "[0, 1]"});
-}
-
-TEST(DecideResponseTest, TinyScaleDifferenceIsStillAMismatch) {
-  auto by_rank = everywhere(allreduce("w"), 2);
-  by_rank[1]->prescale = 1.0 + 1e-15;
-  Response r = decide_response("w", by_rank);
-  EXPECT_EQ(r.status.code(), StatusCode::kMismatch) << "values that differ must not print alike";
-}
-
-TEST(DecideResponseTest, OperationMismatch) {
-  auto by_rank = everywhere(allreduce("w"), 3);
-  by_rank[1]->op = OpType::kAllgather;
-  Response r = decide_response("w", by_rank);
-  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
-  expect_message_has(r, {"operation", "allreduce on ranks [0, 2]", "allgather on ranks [1]"});
-}
-
-TEST(DecideResponseTest, DeviceTypeMismatch) {
-  auto by_rank = everywhere(allreduce("w"), 2);
-  by_rank[1]->device = Device::cuda(0);
-  Response r = decide_response("w", by_rank);
-  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
-  expect_message_has(r, {"cpu on ranks [0]", "cuda on ranks [1]"});
-}
-
-TEST(DecideResponseTest, GroupMismatch) {
-  auto by_rank = everywhere(grouped("w", "g", 2, 0), 3);
-  by_rank[1] = allreduce("w");
-  by_rank[1]->rank = 1;
-  Response r = decide_response("w", by_rank);
-  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
-  expect_message_has(r, {"group", "g of 2 on ranks [0, 2]", "none on ranks [1]"});
-}
-
-TEST(DecideResponseTest, GroupSizeMismatch) {
-  auto by_rank = everywhere(grouped("w", "g", 2, 0), 2);
-  by_rank[1]->group_size = 3;
-  Response r = decide_response("w", by_rank);
-  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
-  expect_message_has(r, {"g of 2 on ranks [0]", "g of 3 on ranks [1]"});
-}
-
-TEST(DecideResponseTest, BroadcastRootMismatch) {
-  auto by_rank = everywhere(with_op(allreduce("b"), OpType::kBroadcast), 3);
-  for (auto& q : by_rank) q->root = 0;
-  by_rank[2]->root = 1;
-  Response r = decide_response("b", by_rank);
-  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
-  expect_message_has(r, {"broadcast 'b'", "root rank", "0 on ranks [0, 1]", "1 on ranks [2]"});
-}
-
-TEST(DecideResponseTest, BroadcastRootOutOfRange) {
-  for (int root : {3, -1, 100}) {
-    auto by_rank = everywhere(with_op(allreduce("b"), OpType::kBroadcast), 3);
-    for (auto& q : by_rank) q->root = root;
-    Response r = decide_response("b", by_rank);
-    EXPECT_EQ(r.status.code(), StatusCode::kMismatch) << "root " << root;
-    expect_message_has(r, {"root rank " + std::to_string(root), "3 ranks"});
-  }
-}
-
-TEST(DecideResponseTest, BroadcastGood) {
-  auto by_rank = everywhere(with_op(allreduce("b", {2, 2}), OpType::kBroadcast), 3);
-  for (auto& q : by_rank) q->root = 2;
-  Response r = decide_response("b", by_rank);
-  ASSERT_TRUE(r.status.ok()) << r.status.to_string();
-  EXPECT_EQ(r.op, OpType::kBroadcast);
-  EXPECT_EQ(r.root, 2);
-  EXPECT_EQ(r.shape, (std::vector<int64_t>{2, 2}));
-}
-
-TEST(DecideResponseTest, AllgatherFirstDimsPerRank) {
-  auto by_rank = everywhere(with_op(allreduce("g", {0, 3}), OpType::kAllgather), 4);
-  for (int r = 0; r < 4; ++r) by_rank[r]->shape = {int64_t{10} * r + 1, 3};
-  Response r = decide_response("g", by_rank);
-  ASSERT_TRUE(r.status.ok()) << r.status.to_string();
-  EXPECT_EQ(r.op, OpType::kAllgather);
-  EXPECT_EQ(r.first_dims, (std::vector<int64_t>{1, 11, 21, 31}));
-}
-
-TEST(DecideResponseTest, AllgatherTrailingDimMismatch) {
-  auto by_rank = everywhere(with_op(allreduce("g", {2, 3}), OpType::kAllgather), 3);
-  by_rank[1]->shape = {5, 4};
-  Response r = decide_response("g", by_rank);
-  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
-  expect_message_has(r, {"allgather 'g'", "[3] on ranks [0, 2]", "[4] on ranks [1]"});
-}
-
-TEST(DecideResponseTest, AllgatherRankMismatch) {
-  auto by_rank = everywhere(with_op(allreduce("g", {2, 3}), OpType::kAllgather), 2);
-  by_rank[1]->shape = {2, 3, 1};
-  Response r = decide_response("g", by_rank);
-  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
-  expect_message_has(r, {"[0]", "[1]"});
-}
-
-TEST(DecideResponseTest, AllgatherOfScalarFails) {
-  auto by_rank = everywhere(with_op(allreduce("g", {}), OpType::kAllgather), 2);
-  Response r = decide_response("g", by_rank);
-  EXPECT_FALSE(r.status.ok());
-}
-
-TEST(DecideResponseTest, AlltoallSplitMatrixRowIsSender) {
-  const int n = 3;
-  auto by_rank = everywhere(with_op(allreduce("a", {0, 2}), OpType::kAlltoall), n);
-  // Rank r sends (r + c) rows to rank c.
-  for (int r = 0; r < n; ++r) {
-    by_rank[r]->splits.clear();
-    int64_t rows = 0;
-    for (int c = 0; c < n; ++c) {
-      by_rank[r]->splits.push_back(r * 10 + c);
-      rows += r * 10 + c;
-    }
-    by_rank[r]->shape = {rows, 2};
-  }
-  Response r = decide_response("a", by_rank);
-  ASSERT_TRUE(r.status.ok()) << r.status.to_string();
-  ASSERT_EQ(r.splits.size(), static_cast<std::size_t>(n * n));
-  for (int s = 0; s < n; ++s) {
-    for (int c = 0; c < n; ++c) {
-      EXPECT_EQ(r.splits[s * n + c], s * 10 + c) << "sender " << s << " receiver " << c;
-    }
-  }
-}
-
-TEST(DecideResponseTest, AlltoallWrongSplitCount) {
-  const int n = 3;
-  auto by_rank = everywhere(with_op(allreduce("a", {3, 2}), OpType::kAlltoall), n);
-  for (auto& q : by_rank) q->splits = {1, 1, 1};
-  by_rank[1]->splits = {1, 2};
-  by_rank[1]->shape = {3, 2};
-  Response r = decide_response("a", by_rank);
-  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
-  expect_message_has(r, {"alltoall 'a'", "rank 1", "2 splits", "3 ranks"});
-}
-
-TEST(DecideResponseTest, AlltoallTrailingDimMismatch) {
-  auto by_rank = everywhere(with_op(allreduce("a", {2, 2}), OpType::kAlltoall), 2);
-  for (auto& q : by_rank) q->splits = {1, 1};
-  by_rank[0]->shape = {2, 5};
-  Response r = decide_response("a", by_rank);
-  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
-  expect_message_has(r, {"[5] on ranks [0]", "[2] on ranks [1]"});
-}
-
-TEST(DecideResponseTest, ReducescatterShapeAndReduction) {
-  auto by_rank = everywhere(with_op(allreduce("rs", {6, 2}), OpType::kReducescatter), 3);
-  Response ok = decide_response("rs", by_rank);
-  ASSERT_TRUE(ok.status.ok()) << ok.status.to_string();
-  EXPECT_EQ(ok.op, OpType::kReducescatter);
-
-  auto bad = by_rank;
-  bad[2]->shape = {7, 2};
-  EXPECT_EQ(decide_response("rs", bad).status.code(), StatusCode::kMismatch);
-  bad = by_rank;
-  bad[0]->reduce_op = ReduceOp::kMin;
-  Response r = decide_response("rs", bad);
-  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
-  expect_message_has(r, {"min on ranks [0]"});
-}
-
-TEST(DecideResponseTest, AddProcessSetAgreesOnRanks) {
-  Request q;
-  q.op = OpType::kAddProcessSet;
-  q.name = "chorus.add_process_set";
-  q.ranks = {0, 2};
-  auto by_rank = everywhere(q, 3);
-  Response r = decide_response(q.name, by_rank);
-  ASSERT_TRUE(r.status.ok()) << r.status.to_string();
-  EXPECT_EQ(r.ranks, (std::vector<int32_t>{0, 2}));
-
-  by_rank[1]->ranks = {0, 1};
-  r = decide_response(q.name, by_rank);
-  EXPECT_EQ(r.status.code(), StatusCode::kMismatch);
-  expect_message_has(r, {"[0, 2] on ranks [0, 2]", "[0, 1] on ranks [1]"});
-}
-
-TEST(DecideResponseTest, RemoveProcessSetAgreesOnTarget) {
-  Request q;
-  q.op = OpType::kRemoveProcessSet;
-  q.name = "chorus.remove_process_set";
-  q.target_set = 4;
-  auto by_rank = everywhere(q, 2);
-  Response r = decide_response(q.name, by_rank);
-  ASSERT_TRUE(r.status.ok()) << r.status.to_string();
-  EXPECT_EQ(r.ranks, (std::vector<int32_t>{4}));
-  by_rank[0]->target_set = 5;
-  EXPECT_EQ(decide_response(q.name, by_rank).status.code(), StatusCode::kMismatch);
-}
-
-TEST(DecideResponseTest, AllreduceWithJoinedRanks) {
-  auto by_rank = everywhere(allreduce("w"), 4);
-  by_rank[1].reset();
-  by_rank[3].reset();
-  Response r = decide_response("w", by_rank);
-  ASSERT_TRUE(r.status.ok()) << r.status.to_string();
-}
-
-TEST(DecideResponseTest, NonAllreduceWithJoinedRanksFails) {
-  for (OpType op : {OpType::kAllgather, OpType::kBroadcast, OpType::kReducescatter,
-                    OpType::kAlltoall, OpType::kBarrier}) {
-    auto by_rank = everywhere(with_op(allreduce("x", {2}), op), 3);
-    for (auto& q : by_rank) {
-      q->root = 0;
-      q->splits = {1, 1, 0};
-    }
-    by_rank[2].reset();
-    Response r = decide_response("x", by_rank);
-    EXPECT_EQ(r.status.code(), StatusCode::kFailedPrecondition) << op_type_name(op);
-    expect_message_has(r, {op_type_name(op), "[2]", "joined"});
-  }
-}
-
-TEST(DecideResponseTest, NoRequestAtAll) {
-  std::vector<std::optional<Request>> none(3);
-  EXPECT_FALSE(decide_response("ghost", none).status.ok());
 }
 
 // --- Coordinator: readiness and order ---------------------------------------------------
@@ -840,4 +504,4 @@ TEST(CoordinatorTest, JoinedRanksAreNotMissing) {
 }
 
 }  // namespace
-}  // namespace chorus
+}  // namespace chorus::testing
