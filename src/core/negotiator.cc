@@ -1,5 +1,6 @@
 #include "core/negotiator.h"
 
+#include <algorithm>
 #include <set>
 
 #include "core/codec.h"
@@ -37,14 +38,13 @@ Status Negotiator::start(bool shutdown, Clock::time_point now) {
   outgoing_ = RequestList{};
   outgoing_names_.clear();
   slot_bound_ = cache_.slot_bound();
-  const std::size_t nbits = kFlagBits + kSlotBits * static_cast<std::size_t>(slot_bound_);
-  bits_.assign((nbits + 63) / 64, 0);
+  plane_words_ = (static_cast<std::size_t>(slot_bound_) + 63) / 64;
+  bits_.assign(1 + kPlanes * plane_words_, 0);
   auto set_bit = [&](std::size_t b) { bits_[b / 64] |= uint64_t{1} << (b % 64); };
   auto clear_bit = [&](std::size_t b) { bits_[b / 64] &= ~(uint64_t{1} << (b % 64)); };
-  for (int s = 0; s < slot_bound_; ++s) {
-    set_bit(slot_bit(s, kKeep));      // unless a conflicting request clears it
-    set_bit(slot_bit(s, kNoTensor));  // unless this rank holds the tensor
-  }
+  // Keep every slot unless a conflicting request clears it; "no tensor here" unless this
+  // rank holds it. (Bits past slot_bound_ are never read.)
+  std::fill_n(bits_.begin() + plane_word(kKeep), 2 * plane_words_, ~uint64_t{0});
 
   // Classify each unsent request (a group as one unit, all or nothing): a hit sets its ready
   // bit, a conflict clears the slot's keep bit and waits for the eviction, a miss goes to
@@ -199,16 +199,25 @@ StatusOr<std::vector<Response>> Negotiator::exchange(const RequestList& mine,
 }
 
 void Negotiator::finish(std::vector<Response> coordinated) {
-  auto bit = [&](std::size_t b) { return (bits_[b / 64] >> (b % 64)) & 1; };
+  // Calls f(slot) for every set bit of `word` (word index w of a plane), in slot order.
+  auto each_slot = [&](uint64_t word, std::size_t w, auto&& f) {
+    while (word != 0) {
+      const int s = static_cast<int>(64 * w) + __builtin_ctzll(word);
+      word &= word - 1;
+      if (s < slot_bound_) f(s);
+    }
+  };
   std::vector<int> ready_slots;
-  for (int s = 0; s < slot_bound_; ++s) {
-    if (bit(slot_bit(s, kReady)) && !bit(slot_bit(s, kNoTensor)) && cache_.occupied(s)) {
+  for (std::size_t w = 0; w < plane_words_; ++w) {
+    const uint64_t ready = bits_[plane_word(kReady) + w] & ~bits_[plane_word(kNoTensor) + w];
+    each_slot(ready, w, [&](int s) {
+      if (!cache_.occupied(s)) return;
       round_.responses.push_back(cache_.at(s));
       ready_slots.push_back(s);
-    }
+    });
   }
-  for (int s = 0; s < slot_bound_; ++s) {
-    if (!bit(slot_bit(s, kKeep))) cache_.erase(s);
+  for (std::size_t w = 0; w < plane_words_; ++w) {
+    each_slot(~bits_[plane_word(kKeep) + w], w, [&](int s) { cache_.erase(s); });
   }
   for (int s : ready_slots) cache_.touch(s);
   for (Response& r : coordinated) {

@@ -81,12 +81,15 @@ class Negotiator {
     ResponseCache::Found found;  // the cache lookup, valid while the cache's generation is
     uint64_t cache_generation = ~uint64_t{0};  // this one
   };
-  static constexpr int kFlagBits = 3;
+  // The bit vector: word 0 holds the flags; then one plane per SlotBit, each
+  // plane_words_ words with bit s for cache slot s, so that finishing a round scans whole
+  // words instead of every slot.
   enum Flag { kNoNewRequests = 0, kNoShutdown = 1, kNoStallReport = 2 };
-  static constexpr int kSlotBits = 3;
   enum SlotBit { kReady = 0, kKeep = 1, kNoTensor = 2 };
-  static std::size_t slot_bit(int slot, SlotBit which) {
-    return kFlagBits + kSlotBits * static_cast<std::size_t>(slot) + which;
+  static constexpr std::size_t kPlanes = 3;
+  std::size_t plane_word(SlotBit plane) const { return 1 + plane * plane_words_; }
+  std::size_t slot_bit(int slot, SlotBit plane) const {
+    return 64 * plane_word(plane) + static_cast<std::size_t>(slot);
   }
 
   StatusOr<std::vector<Response>> exchange(const RequestList& mine, Clock::time_point now);
@@ -104,6 +107,7 @@ class Negotiator {
   bool in_round_ = false;
   bool agreed_ = false;  // the AND is done, complete() is due
   int slot_bound_ = 0;
+  std::size_t plane_words_ = 0;
   std::vector<uint64_t> bits_;
   RequestList outgoing_;
   std::vector<std::string> outgoing_names_;
