@@ -34,8 +34,6 @@ class Executor {
                  std::unordered_map<std::string, Entry>& entries, Clock::time_point agreed,
                  const Finish& finish);
 
-  const FusionBuffer& fusion_buffer() const { return fusion_; }
-
  private:
   Entry* find(std::unordered_map<std::string, Entry>& entries, const std::string& name);
   Status run_allreduce_batch(const std::vector<const Response*>& batch,

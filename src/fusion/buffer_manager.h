@@ -14,7 +14,6 @@ class FusionBuffer {
   /// A buffer of `capacity` bytes (64-byte aligned); `bytes` must not exceed it.
   char* get(std::size_t bytes);
   std::size_t capacity() const { return capacity_; }
-  bool allocated() const { return data_ != nullptr; }
 
  private:
   struct Free {
