@@ -392,9 +392,10 @@ Status Runtime::apply_set_changes(const std::vector<Response>& changes) {
 }
 
 void Runtime::finish(SetState& set, Entry& entry, const Status& status) {
-  const std::string name = entry.request.name;
+  // Erase by position: `entry` lives in the node being erased, so no copy of its name.
+  auto it = set.entries.find(entry.request.name);
   entry.handle->finish(status);
-  set.entries.erase(name);
+  set.entries.erase(it);
 }
 
 void Runtime::fail_all(const Status& status) {
