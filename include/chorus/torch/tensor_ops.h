@@ -1,0 +1,106 @@
+#pragma once
+/// \file
+/// Collectives on torch::Tensor. Any dtype the core supports (uint8, int8, int32, int64,
+/// float16, bfloat16, float32, float64), contiguous or not: a non-contiguous input is
+/// copied into a contiguous buffer, and an in-place variant copies the result back into
+/// the caller's tensor when the handle is waited on.
+///
+/// The *_async functions return at once; the work runs on Chorus's background thread.
+/// The tensors involved must not be modified until the handle's wait() returns.
+
+#include <torch/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "chorus/chorus.h"
+
+namespace chorus::torch {
+
+/// An asynchronous collective on torch tensors. Copies share the same operation.
+class TensorHandle {
+ public:
+  struct State;
+  TensorHandle() = default;
+  explicit TensorHandle(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+  /// True once the collective finished, successfully or not.
+  bool poll() const;
+  /// Blocks until done and returns the (first) result; throws chorus::Error on failure.
+  /// The first wait() also finishes the operation on the trainer's thread (copies back
+  /// into non-contiguous destinations); later calls return the same tensors.
+  ::torch::Tensor wait();
+  /// Like wait(), every result: one per tensor of a grouped allreduce.
+  std::vector<::torch::Tensor> wait_all();
+  /// alltoall: rows received from each rank. Valid after wait().
+  std::vector<int64_t> received_splits() const;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+TensorHandle allreduce_async(const ::torch::Tensor& tensor, const std::string& name = {},
+                             const AllreduceOptions& options = {});
+/// In place: the result lands in `tensor`.
+TensorHandle allreduce_async_(::torch::Tensor& tensor, const std::string& name = {},
+                              const AllreduceOptions& options = {});
+::torch::Tensor allreduce(const ::torch::Tensor& tensor, const std::string& name = {},
+                          const AllreduceOptions& options = {});
+::torch::Tensor& allreduce_(::torch::Tensor& tensor, const std::string& name = {},
+                            const AllreduceOptions& options = {});
+
+/// Negotiated and fused as one unit; `names` is empty or has one name per tensor.
+TensorHandle grouped_allreduce_async(const std::vector<::torch::Tensor>& tensors,
+                                     const std::vector<std::string>& names = {},
+                                     const AllreduceOptions& options = {});
+TensorHandle grouped_allreduce_async_(std::vector<::torch::Tensor>& tensors,
+                                      const std::vector<std::string>& names = {},
+                                      const AllreduceOptions& options = {});
+std::vector<::torch::Tensor> grouped_allreduce(const std::vector<::torch::Tensor>& tensors,
+                                               const std::vector<std::string>& names = {},
+                                               const AllreduceOptions& options = {});
+std::vector<::torch::Tensor>& grouped_allreduce_(std::vector<::torch::Tensor>& tensors,
+                                                 const std::vector<std::string>& names = {},
+                                                 const AllreduceOptions& options = {});
+
+/// Concatenation of every rank's tensor along dimension 0, in rank order (the first
+/// dimension may differ per rank).
+TensorHandle allgather_async(const ::torch::Tensor& tensor, const std::string& name = {},
+                             const ProcessSet& process_set = {});
+::torch::Tensor allgather(const ::torch::Tensor& tensor, const std::string& name = {},
+                          const ProcessSet& process_set = {});
+
+/// `root` is a rank of the process set. The out-of-place form leaves `tensor` untouched.
+TensorHandle broadcast_async(const ::torch::Tensor& tensor, int root, const std::string& name = {},
+                             const ProcessSet& process_set = {});
+TensorHandle broadcast_async_(::torch::Tensor& tensor, int root, const std::string& name = {},
+                              const ProcessSet& process_set = {});
+::torch::Tensor broadcast(const ::torch::Tensor& tensor, int root, const std::string& name = {},
+                          const ProcessSet& process_set = {});
+::torch::Tensor& broadcast_(::torch::Tensor& tensor, int root, const std::string& name = {},
+                            const ProcessSet& process_set = {});
+
+/// splits[i] rows of dimension 0 go to rank i; empty splits mean equal blocks.
+TensorHandle alltoall_async(const ::torch::Tensor& tensor, const std::vector<int64_t>& splits = {},
+                            const std::string& name = {}, const ProcessSet& process_set = {});
+struct AlltoallResult {
+  ::torch::Tensor output;
+  std::vector<int64_t> received_splits;
+};
+AlltoallResult alltoall(const ::torch::Tensor& tensor, const std::vector<int64_t>& splits = {},
+                        const std::string& name = {}, const ProcessSet& process_set = {});
+
+/// Reduces over the process set; rank r keeps block r of dimension 0.
+TensorHandle reducescatter_async(const ::torch::Tensor& tensor, const std::string& name = {},
+                                 const ReducescatterOptions& options = {});
+::torch::Tensor reducescatter(const ::torch::Tensor& tensor, const std::string& name = {},
+                              const ReducescatterOptions& options = {});
+
+/// The core's dtype for a torch dtype; throws chorus::Error for dtypes Chorus does not
+/// reduce (bool, complex, ...), naming the tensor.
+DataType to_chorus_dtype(::torch::ScalarType type, const std::string& name);
+/// Throws chorus::Error for a failed status, with the status' message.
+void throw_if_error(const Status& status);
+
+}  // namespace chorus::torch

@@ -1,0 +1,112 @@
+#include "chorus/torch/state.h"
+
+#include <torch/serialize.h>
+#include <torch/torch.h>
+
+#include <filesystem>
+#include <sstream>
+
+#include "chorus/chorus.h"
+#include "chorus/torch/tensor_ops.h"
+
+namespace chorus::torch {
+
+using ::torch::Tensor;
+using ::torch::serialize::InputArchive;
+using ::torch::serialize::OutputArchive;
+
+namespace {
+
+// Reads an optimizer saved by Optimizer::save: the per-parameter state, and the options
+// of each parameter group (learning rate, betas, ...), which Optimizer::load leaves as they
+// were.
+void load_optimizer(::torch::optim::Optimizer& optimizer, InputArchive& archive) {
+  optimizer.state().clear();
+  optimizer.load(archive);
+  InputArchive groups;
+  archive.read("param_groups", groups);
+  for (std::size_t i = 0; i < optimizer.param_groups().size(); ++i) {
+    InputArchive group, options;
+    groups.read("param_groups/" + std::to_string(i), group);
+    group.read("options", options);
+    optimizer.param_groups()[i].options().serialize(options);
+  }
+}
+
+std::string serialized(::torch::optim::Optimizer& optimizer) {
+  OutputArchive archive;
+  optimizer.save(archive);
+  std::ostringstream out;
+  archive.save_to(out);
+  return out.str();
+}
+
+}  // namespace
+
+void broadcast_parameters(::torch::nn::Module& module, int root, ProcessSet process_set) {
+  std::vector<TensorHandle> handles;
+  for (auto& item : module.named_parameters(/*recurse=*/true)) {
+    handles.push_back(
+        broadcast_async_(item.value(), root, "bcast.param." + item.key(), process_set));
+  }
+  for (auto& item : module.named_buffers(/*recurse=*/true)) {
+    handles.push_back(
+        broadcast_async_(item.value(), root, "bcast.buffer." + item.key(), process_set));
+  }
+  for (auto& h : handles) h.wait();
+}
+
+void broadcast_optimizer_state(::torch::optim::Optimizer& optimizer, int root,
+                               ProcessSet process_set) {
+  const bool is_root = process_set_rank(process_set) == root;
+  std::string bytes = is_root ? serialized(optimizer) : std::string();
+  Tensor length = ::torch::tensor({static_cast<int64_t>(bytes.size())}, ::torch::kInt64);
+  broadcast_(length, root, "bcast.optimizer.length", process_set);
+  bytes.resize(static_cast<std::size_t>(length.item<int64_t>()));
+  Tensor data =
+      ::torch::from_blob(bytes.data(), {static_cast<int64_t>(bytes.size())}, ::torch::kUInt8);
+  broadcast_(data, root, "bcast.optimizer", process_set);
+  if (is_root) return;
+  std::istringstream in(bytes);
+  InputArchive archive;
+  archive.load_from(in);
+  load_optimizer(optimizer, archive);
+}
+
+void save_checkpoint(const std::string& path, ::torch::nn::Module& module,
+                     ::torch::optim::Optimizer& optimizer, int64_t epoch) {
+  if (rank() == 0) {
+    OutputArchive archive, model, state;
+    module.save(model);
+    optimizer.save(state);
+    archive.write("model", model);
+    archive.write("optimizer", state);
+    archive.write("epoch", ::torch::tensor(epoch));
+    // Written aside and renamed, so a reader never sees half a file.
+    const std::string partial = path + ".partial";
+    archive.save_to(partial);
+    std::filesystem::rename(partial, path);
+  }
+  throw_if_error(barrier().wait());
+}
+
+std::optional<int64_t> load_checkpoint(const std::string& path, ::torch::nn::Module& module,
+                                       ::torch::optim::Optimizer& optimizer) {
+  if (!std::filesystem::exists(path)) return std::nullopt;
+  c10::optional<::torch::Device> device;  // std::optional in LibTorch 2, c10 in 1.13
+  for (const auto& p : module.parameters()) {
+    device = p.device();
+    break;
+  }
+  InputArchive archive, model, state;
+  archive.load_from(path, device);
+  archive.read("model", model);
+  archive.read("optimizer", state);
+  module.load(model);
+  load_optimizer(optimizer, state);
+  Tensor epoch;
+  archive.read("epoch", epoch);
+  return epoch.item<int64_t>();
+}
+
+}  // namespace chorus::torch
