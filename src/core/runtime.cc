@@ -6,6 +6,8 @@
 #include <algorithm>
 
 #include "core/logging.h"
+#include "topology/binding.h"
+#include "topology/launcher_view.h"
 #ifdef CHORUS_WITH_NCCL
 #include "collectives/nccl_backend.h"
 #endif
@@ -138,6 +140,7 @@ void Runtime::run(std::promise<Status> started) {
   Status s = setup();
   if (!s.ok()) {
     sets_.clear();
+    topology_groups_ = {};
     if (world_) world_->finalize();
     started.set_value(s);
     return;
@@ -159,13 +162,11 @@ Status Runtime::setup() {
   configure_logging(rank_, config_.log_level);
   StatusOr<std::vector<std::string>> names = world_->host_names();
   if (!names.ok()) return names.status();
-  map_ = compute_rank_map(*names, rank_);
   log().debug("config: {}", config_.describe());
 #ifdef CHORUS_WITH_NCCL
   log().debug("built with {}", nccl_version_string());
 #endif
-  log().debug("rank {} of {} on host {}: local_rank {}/{}, cross_rank {}/{}", rank_, size_,
-              (*names)[rank_], map_.local_rank, map_.local_size, map_.cross_rank, map_.cross_size);
+  if (Status s = setup_topology(*names); !s.ok()) return s;
   if (!config_.timeline_path.empty() && rank_ == 0) {
     StatusOr<std::unique_ptr<Timeline>> tl = Timeline::open(config_.timeline_path, rank_);
     if (!tl.ok()) return tl.status();
@@ -176,6 +177,34 @@ Status Runtime::setup() {
   StatusOr<std::unique_ptr<SetState>> global = make_set(0, all);
   if (!global.ok()) return global.status();
   sets_[0] = std::move(global).value();
+  return {};
+}
+
+// The rank map from every rank's host name, checked against the launcher's variables; the
+// binding (CHORUS_BIND) of the process and of this, the background thread; and the local
+// and cross groups when hierarchical collectives may use them.
+Status Runtime::setup_topology(const std::vector<std::string>& names) {
+  map_ = compute_rank_map(names, rank_);
+  log().debug("{}", describe_rank(map_, rank_, size_));
+  if (rank_ == 0) log().info("{}", format_host_table(map_, size_));
+  LauncherCheck check = check_launcher_view(map_, rank_, size_, process_env());
+  for (const std::string& w : check.warnings) log().warn("{}", w);
+  for (const std::string& n : check.notes) log().debug("launcher check: {}", n);
+  StatusOr<BindMode> mode = bind_mode_from_env();
+  if (!mode.ok()) return mode.status();
+  StatusOr<BindingResult> bound = apply_binding(*mode, map_);
+  if (!bound.ok()) return bound.status();
+  if (bound->warning) {
+    log().warn("{}", bound->message);
+  } else {
+    log().log(*mode == BindMode::kNone ? spdlog::level::debug : spdlog::level::info, "{}",
+              bound->message);
+  }
+  if (config_.hierarchical_allreduce) {
+    StatusOr<TopologyGroups> groups = create_topology_groups(*world_, map_);
+    if (!groups.ok()) return groups.status();
+    topology_groups_ = std::move(groups).value();
+  }
   return {};
 }
 
@@ -264,6 +293,7 @@ void Runtime::loop() {
   }
   if (timeline_) timeline_->stop();
   sets_.clear();
+  topology_groups_ = {};
   Status fin = mpi_usable ? world_->finalize() : ended;
   std::lock_guard<std::mutex> lock(mu_);
   shutdown_status_ = fin;

@@ -29,6 +29,7 @@
 #include "core/negotiator.h"
 #include "timeline/timeline.h"
 #include "topology/rank_map.h"
+#include "topology/topology_groups.h"
 
 namespace chorus {
 
@@ -53,6 +54,9 @@ class Runtime {
   bool running() const;
 
   const RankMap& rank_map() const { return map_; }
+  /// This rank's local and cross groups; empty unless CHORUS_HIERARCHICAL_ALLREDUCE is set.
+  /// Background thread only.
+  const TopologyGroups& topology_groups() const { return topology_groups_; }
   int rank() const { return rank_; }
   int size() const { return size_; }
   const Config& config() const { return config_; }
@@ -79,6 +83,7 @@ class Runtime {
   explicit Runtime(Config config) : config_(std::move(config)) {}
   void run(std::promise<Status> started);
   Status setup();
+  Status setup_topology(const std::vector<std::string>& names);
   StatusOr<std::unique_ptr<SetState>> make_set(int32_t id, const std::vector<int>& ranks);
   void loop();
   Status cycle(bool stop_asked, bool* shutdown, bool* productive);
@@ -89,6 +94,7 @@ class Runtime {
 
   const Config config_;
   RankMap map_;
+  TopologyGroups topology_groups_;  // background thread; destroyed before MPI is finalized
   int rank_ = -1;
   int size_ = -1;
   std::unique_ptr<MpiWorld> world_;  // background thread

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -104,6 +105,71 @@ TEST(RankMapTest, LocalRanksFollowGlobalOrderOnEveryHost) {
     for (int q = 0; q < r; ++q) below += names[q] == names[r];
     EXPECT_EQ(m.local_rank, below) << "rank " << r;
   }
+}
+
+TEST(RankMapTest, CrossSetsHoldOneRankPerHostInHostOrder) {
+  Names names = {"b", "a", "a", "b", "c", "a", "b"};
+  RankMap m = check_same_tables(names);
+  // Hosts by lowest rank: b={0,3,6}, a={1,2,5}, c={4}.
+  EXPECT_EQ(m.cross_sets, (Hosts{{0, 1, 4}, {3, 2}, {6, 5}}));
+  for (int r = 0; r < static_cast<int>(names.size()); ++r) {
+    RankMap mine = compute_rank_map(names, r);
+    EXPECT_EQ(mine.local_set(), mine.hosts[mine.cross_rank]) << "rank " << r;
+    const std::vector<int>& cross = mine.cross_set();
+    EXPECT_NE(std::find(cross.begin(), cross.end(), r), cross.end()) << "rank " << r;
+    for (int q : cross) EXPECT_EQ(compute_rank_map(names, q).local_rank, mine.local_rank);
+  }
+}
+
+TEST(RankMapTest, LocalAndCrossSetsOfAUniformLayoutPartitionTheRanks) {
+  Names names = {"n1", "n1", "n1", "n2", "n2", "n2"};
+  RankMap m = check_same_tables(names);
+  EXPECT_EQ(m.cross_sets, (Hosts{{0, 3}, {1, 4}, {2, 5}}));
+  RankMap r4 = compute_rank_map(names, 4);
+  EXPECT_EQ(r4.local_set(), (std::vector<int>{3, 4, 5}));
+  EXPECT_EQ(r4.cross_set(), (std::vector<int>{1, 4}));
+}
+
+TEST(RankMapTest, LayoutPprBlock) {
+  RankMap m = compute_rank_map({"a", "a", "b", "b", "c", "c"}, 0);
+  EXPECT_TRUE(m.uniform);
+  EXPECT_TRUE(m.ppr_block);
+  EXPECT_EQ(m.ranks_per_host, 2);
+  EXPECT_EQ(m.layout(), "ppr:2:node");
+  EXPECT_EQ(compute_rank_map({"solo"}, 0).layout(), "ppr:1:node");
+  EXPECT_EQ(compute_rank_map({"x", "x", "x", "x"}, 2).layout(), "ppr:4:node");
+}
+
+TEST(RankMapTest, LayoutRoundRobinIsUniformButNotBlock) {
+  RankMap m = compute_rank_map({"a", "b", "a", "b"}, 0);
+  EXPECT_TRUE(m.uniform);
+  EXPECT_FALSE(m.ppr_block);
+  EXPECT_EQ(m.ranks_per_host, 2);
+  EXPECT_EQ(m.layout(), "2 ranks per host, not in consecutive blocks");
+}
+
+TEST(RankMapTest, LayoutNonUniform) {
+  RankMap m = compute_rank_map({"big", "big", "big", "small", "mid", "mid"}, 0);
+  EXPECT_FALSE(m.uniform);
+  EXPECT_FALSE(m.ppr_block);
+  EXPECT_EQ(m.ranks_per_host, 0);
+  EXPECT_EQ(m.layout(), "non-uniform: 3, 1, 2 ranks per host");
+}
+
+TEST(RankMapTest, FormatRanksCollapsesRuns) {
+  EXPECT_EQ(format_ranks({}), "");
+  EXPECT_EQ(format_ranks({7}), "7");
+  EXPECT_EQ(format_ranks({3, 0, 1, 2, 8, 10, 11}), "0-3,8,10-11");
+}
+
+TEST(RankMapTest, DescribeRankAndHostTable) {
+  Names names = {"a001", "a001", "a002", "a002"};
+  EXPECT_EQ(describe_rank(compute_rank_map(names, 3), 3, 4),
+            "rank 3/4 on host 'a002': local_rank 1/2, cross_rank 1/2");
+  EXPECT_EQ(format_host_table(compute_rank_map(names, 0), 4),
+            "rank map: 4 ranks on 2 hosts, layout ppr:2:node\n"
+            "  host 0 'a001': ranks 0-1\n"
+            "  host 1 'a002': ranks 2-3");
 }
 
 }  // namespace

@@ -1,0 +1,44 @@
+#include "topology/binding.h"
+
+#include <cstdlib>
+
+#include "topology/hwloc_binding.h"
+
+namespace chorus {
+
+StatusOr<BindMode> bind_mode_from_env() {
+  // Read here rather than in core/config.cc: the topology layer owns this setting and the
+  // launcher (chorusrun --explain) interprets it the same way.
+  const char* v = std::getenv("CHORUS_BIND");
+  return parse_bind_mode(v ? v : "", "CHORUS_BIND");
+}
+
+StatusOr<BindingResult> apply_binding(BindMode mode, const RankMap& map) {
+  BindingResult result;
+  const std::string who =
+      "local rank " + std::to_string(map.local_rank) + "/" + std::to_string(map.local_size);
+  if (mode == BindMode::kNone) {
+    StatusOr<std::vector<int>> now = this_thread_binding();
+    result.message = "binding: none (CHORUS_BIND=none), " + who + " runs on PUs " +
+                     (now.ok() ? format_cpu_list(*now) : "?") + " as the launcher left it";
+    return result;
+  }
+  StatusOr<CpuLayout> layout = load_cpu_layout();
+  if (!layout.ok()) return layout.status();
+  StatusOr<CpuPlan> plan = plan_cpus(*layout, mode, map.local_rank, map.local_size);
+  if (!plan.ok()) {
+    if (plan.status().code() != StatusCode::kFailedPrecondition) return plan.status();
+    result.warning = true;
+    result.message = plan.status().message() + "; not binding " + who;
+    return result;
+  }
+  if (Status s = bind_process(plan->pus); !s.ok()) return s;
+  if (Status s = bind_this_thread(plan->thread_pus); !s.ok()) return s;
+  result.bound = true;
+  result.message = std::string("binding: CHORUS_BIND=") + bind_mode_name(mode) + ", " + who +
+                   " -> " + plan->describe + ", background thread chorus-bg -> PUs " +
+                   format_cpu_list(plan->thread_pus);
+  return result;
+}
+
+}  // namespace chorus

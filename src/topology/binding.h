@@ -1,0 +1,29 @@
+#pragma once
+// CHORUS_BIND: whether Chorus binds each rank (and, separately, its background thread) to
+// CPUs of its own. Off by default, because mpirun and srun may bind already and two
+// binders fight; turn it on together with `--bind-to none` / `--cpu-bind=none`.
+
+#include <string>
+
+#include "chorus/status.h"
+#include "topology/cpu_plan.h"
+#include "topology/rank_map.h"
+
+namespace chorus {
+
+/// CHORUS_BIND from the environment (none when unset); an error names the bad value.
+StatusOr<BindMode> bind_mode_from_env();
+
+struct BindingResult {
+  bool bound = false;    ///< the process and the calling thread were bound
+  bool warning = false;  ///< `message` should be logged as a warning (binding skipped)
+  std::string message;   ///< what was chosen, for the log
+};
+
+/// Binds the process to this local rank's CPUs and the calling thread (the background
+/// thread) to the last core of them, as planned by plan_cpus. A layout that cannot be bound
+/// (more ranks than cores) is reported as a warning and leaves the binding alone; a failing
+/// hwloc call is an error.
+StatusOr<BindingResult> apply_binding(BindMode mode, const RankMap& map);
+
+}  // namespace chorus

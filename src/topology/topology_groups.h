@@ -1,0 +1,24 @@
+#pragma once
+// The local and cross process groups that hierarchical collectives run over: the ranks of
+// this host, and the ranks with this local_rank on every host (RankMap::local_set() and
+// cross_set()). Each is an MpiGroup with its own communicators.
+
+#include <memory>
+
+#include "chorus/status.h"
+#include "collectives/mpi_world.h"
+#include "topology/rank_map.h"
+
+namespace chorus {
+
+struct TopologyGroups {
+  std::unique_ptr<MpiGroup> local;  ///< this host's ranks, ordered by local_rank
+  std::unique_ptr<MpiGroup> cross;  ///< one rank per host, ordered by cross_rank
+};
+
+/// Collective over every rank of `world`, with the same `map` tables everywhere (all ranks
+/// compute them from the same names). Costs one communicator split per host and per local
+/// rank index, so the runtime builds them only when a hierarchical collective may need them.
+StatusOr<TopologyGroups> create_topology_groups(MpiWorld& world, const RankMap& map);
+
+}  // namespace chorus
