@@ -8,6 +8,10 @@ install(TARGETS chorus EXPORT ChorusTargets
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY include/chorus DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+# The launcher and the job-script templates it goes with.
+install(TARGETS chorusrun RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(FILES launch/abci_qsub.sh launch/slurm_sbatch.sh
+        DESTINATION ${CMAKE_INSTALL_DATADIR}/chorus/launch)
 install(EXPORT ChorusTargets NAMESPACE Chorus::
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/Chorus)
 configure_package_config_file(cmake/ChorusConfig.cmake.in

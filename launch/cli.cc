@@ -1,0 +1,116 @@
+#include "cli.h"
+
+#include "parse_util.h"
+
+namespace chorus::launch {
+
+const char* usage() {
+  return R"(usage: chorusrun [options] PROGRAM [ARGS...]
+
+Starts PROGRAM on every rank through mpirun or srun, with the layout spelled out.
+Hosts come from -H or --hostfile, else from the allocation this runs in (Slurm,
+SGE/ABCI PE_HOSTFILE, PBS_NODEFILE), else this host.
+
+  -np N, -n N             ranks in all (default: --ppr K on every host, else every slot)
+  -H, --hosts LIST        hosts and slots: a:4,b:4 (a bare name has one slot)
+  --hostfile FILE         lines "name slots=N", "name:N" or "name"
+  --ppr K                 K ranks on each host, like mpirun -map-by ppr:K:node
+  --launcher NAME         mpirun, srun or auto (srun inside a Slurm job, else mpirun)
+  --mpi-args "ARGS"       extra launcher arguments, e.g. "-mca pml ob1" (repeatable;
+                          quotes group words, nothing is expanded)
+  --bind MODE             CHORUS_BIND for the ranks: none, core or numa; the launcher's
+                          own binding is then turned off
+  --oversubscribe         allow more ranks than slots
+  --explain               print host -> rank -> local_rank -> CPUs before running
+  --dry-run               print the command instead of running it
+  -h, --help              this text
+
+CHORUS_* and NCCL_* variables are passed to the ranks (mpirun -x; srun passes all).
+)";
+}
+
+StatusOr<Cli> parse_cli(const std::vector<std::string>& args) {
+  Cli cli;
+  std::size_t i = 0;
+  auto value = [&](const std::string& opt, std::string* inline_value) -> StatusOr<std::string> {
+    if (inline_value) return *inline_value;
+    if (i + 1 >= args.size()) return invalid_argument(opt + " needs a value");
+    return args[++i];
+  };
+  for (; i < args.size(); ++i) {
+    std::string arg = args[i];
+    if (arg == "--") {
+      ++i;
+      break;
+    }
+    if (arg.empty() || arg[0] != '-') break;
+    std::string inline_storage;
+    std::string* inline_value = nullptr;
+    if (arg.rfind("--", 0) == 0) {
+      if (auto eq = arg.find('='); eq != std::string::npos) {
+        inline_storage = arg.substr(eq + 1);
+        inline_value = &inline_storage;
+        arg = arg.substr(0, eq);
+      }
+    }
+    auto take = [&](std::string* out) -> Status {
+      StatusOr<std::string> v = value(arg, inline_value);
+      if (!v.ok()) return v.status();
+      *out = *v;
+      return {};
+    };
+    auto take_int = [&](std::optional<int>* out) -> Status {
+      std::string v;
+      if (Status s = take(&v); !s.ok()) return s;
+      StatusOr<int> n = parse_positive(v, arg);
+      if (!n.ok()) return n.status();
+      *out = *n;
+      return {};
+    };
+    Status s;
+    if (arg == "-np" || arg == "-n" || arg == "--np") {
+      s = take_int(&cli.np);
+    } else if (arg == "--ppr") {
+      s = take_int(&cli.ppr);
+    } else if (arg == "-H" || arg == "--hosts" || arg == "--host") {
+      s = take(&cli.host_list);
+    } else if (arg == "--hostfile") {
+      s = take(&cli.hostfile);
+    } else if (arg == "--launcher") {
+      s = take(&cli.launcher);
+      if (s.ok() && cli.launcher != "mpirun" && cli.launcher != "srun" && cli.launcher != "auto") {
+        s = invalid_argument("--launcher '" + cli.launcher + "': expected mpirun, srun or auto");
+      }
+    } else if (arg == "--mpi-args") {
+      std::string words;
+      s = take(&words);
+      if (s.ok()) {
+        StatusOr<std::vector<std::string>> split = split_arguments(words, "--mpi-args");
+        if (!split.ok()) return split.status();
+        cli.launcher_args.insert(cli.launcher_args.end(), split->begin(), split->end());
+      }
+    } else if (arg == "--bind") {
+      s = take(&cli.bind);
+    } else if (arg == "--oversubscribe" && !inline_value) {
+      cli.oversubscribe = true;
+    } else if (arg == "--dry-run" && !inline_value) {
+      cli.dry_run = true;
+    } else if (arg == "--explain" && !inline_value) {
+      cli.explain = true;
+    } else if ((arg == "-h" || arg == "--help") && !inline_value) {
+      cli.help = true;
+      return cli;
+    } else {
+      s = invalid_argument("unknown option '" + args[i] + "' (chorusrun --help lists them)");
+    }
+    if (!s.ok()) return s;
+  }
+  cli.program.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
+  if (cli.program.empty()) return invalid_argument("no program given (chorusrun --help)");
+  if (!cli.host_list.empty() && !cli.hostfile.empty()) {
+    return invalid_argument("give -H or --hostfile, not both");
+  }
+  return cli;
+}
+
+}  // namespace chorus::launch

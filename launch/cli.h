@@ -1,0 +1,31 @@
+#pragma once
+// chorusrun's command line. Options come first; the first word that is not an option (or
+// everything after "--") is the program and its arguments, passed on untouched.
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "chorus/status.h"
+
+namespace chorus::launch {
+
+struct Cli {
+  std::optional<int> np;
+  std::optional<int> ppr;
+  std::string host_list;
+  std::string hostfile;
+  std::string launcher = "auto";  ///< mpirun, srun or auto
+  std::vector<std::string> launcher_args;
+  std::string bind;  ///< --bind, empty when not given
+  bool oversubscribe = false;
+  bool dry_run = false;
+  bool explain = false;
+  bool help = false;
+  std::vector<std::string> program;
+};
+
+StatusOr<Cli> parse_cli(const std::vector<std::string>& args);
+const char* usage();
+
+}  // namespace chorus::launch

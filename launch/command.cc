@@ -1,0 +1,78 @@
+#include "command.h"
+
+#include <cctype>
+
+namespace chorus::launch {
+
+const char* launcher_name(Launcher l) { return l == Launcher::kSrun ? "srun" : "mpirun"; }
+
+StatusOr<std::vector<std::string>> build_command(const Plan& plan, const CommandOptions& o) {
+  std::vector<std::string> argv;
+  const std::string np = std::to_string(plan.np);
+  if (o.launcher == Launcher::kMpirun) {
+    std::string hosts;
+    for (const Placement& p : plan.hosts) {
+      hosts += (hosts.empty() ? "" : ",") + p.host + ":" + std::to_string(p.ranks);
+    }
+    argv = {"mpirun",
+            "-np",
+            np,
+            "-H",
+            hosts,
+            "-map-by",
+            plan.ppr ? "ppr:" + std::to_string(plan.ppr) + ":node" : "slot"};
+    if (o.oversubscribe) argv.push_back("--oversubscribe");
+    if (o.chorus_binds) argv.insert(argv.end(), {"--bind-to", "none"});
+    for (const std::string& var : o.forward_env) argv.insert(argv.end(), {"-x", var});
+  } else {
+    if (plan.ppr == 0) {
+      std::string counts;
+      for (const Placement& p : plan.hosts) {
+        counts += (counts.empty() ? "" : ", ") + p.host + ":" + std::to_string(p.ranks);
+      }
+      return invalid_argument(
+          "--launcher srun needs the same number of ranks on every host, but the plan has " +
+          counts + "; give --ppr K or an -np that fills whole hosts");
+    }
+    std::string nodes;
+    for (const Placement& p : plan.hosts) nodes += (nodes.empty() ? "" : ",") + p.host;
+    argv = {"srun",
+            "--nodes=" + std::to_string(plan.hosts.size()),
+            "--ntasks=" + np,
+            "--ntasks-per-node=" + std::to_string(plan.ppr),
+            "--nodelist=" + nodes,
+            "--mpi=pmix"};
+    if (o.oversubscribe) argv.push_back("--overcommit");
+    if (o.chorus_binds) argv.push_back("--cpu-bind=none");
+  }
+  argv.insert(argv.end(), o.launcher_args.begin(), o.launcher_args.end());
+  argv.insert(argv.end(), o.program.begin(), o.program.end());
+  return argv;
+}
+
+std::string shell_quote(const std::string& arg) {
+  if (arg.empty()) return "''";
+  bool safe = true;
+  for (char c : arg) {
+    safe = safe && (std::isalnum(static_cast<unsigned char>(c)) ||
+                    std::string("@%_-+=:,./").find(c) != std::string::npos);
+  }
+  if (safe) return arg;
+  std::string out = "'";
+  for (char c : arg) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+std::string format_command(const std::vector<std::string>& argv) {
+  std::string out;
+  for (const std::string& a : argv) out += (out.empty() ? "" : " ") + shell_quote(a);
+  return out;
+}
+
+}  // namespace chorus::launch
