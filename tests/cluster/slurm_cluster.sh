@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# A real Slurm cluster on one machine: a private munged, slurmctld and two slurmd (nodes
+# cn1, cn2), each slurmd in its own UTS namespace so the tasks of each node see that
+# node's host name. All state, sockets and logs live in a temporary directory; nothing in
+# /etc is touched. Then:
+#   1. srun -N 2 --ntasks-per-node 2 --mpi=pmix map_probe    (PMIx direct launch; the
+#      SLURM_* variables of the step are compared with the map and must agree)
+#   2. sbatch -N 2 --ntasks-per-node 2 launch/slurm_sbatch.sh map_probe
+#      (mpirun -map-by ppr:2:node inside the allocation)
+#   3. sbatch of the same script running the Fashion-MNIST example briefly
+# and checks the map each rank computed. Every daemon is stopped on exit, failure or
+# interruption; daemons of runs killed outright are stopped at the next start.
+#
+#   slurm_cluster.sh MAP_PROBE JOB_SCRIPT EXAMPLE
+#
+# Exit 77 (skipped) only when this machine cannot do it (not root, no UTS namespaces).
+set -u
+probe=$(readlink -f "$1")
+job_script=$(readlink -f "$2")
+example=$(readlink -f "$3")
+SKIP=77
+skip() { echo "slurm_cluster.sh: SKIPPED: $*"; exit $SKIP; }
+fail() {
+  echo "slurm_cluster.sh: FAIL: $*"
+  for f in "$state"/log/*.log; do [ -f "$f" ] && { echo "--- $f"; tail -n 20 "$f"; }; done
+  exit 1
+}
+
+[ "$(id -u)" = 0 ] || skip "needs root to run slurmd and munged (running as uid $(id -u))"
+unshare --uts /bin/true 2>/dev/null || skip "cannot create UTS namespaces here (unshare --uts failed)"
+for b in slurmctld slurmd srun sbatch squeue scontrol sinfo munged munge; do
+  command -v "$b" >/dev/null || fail "$b not found: install slurm-wlm and munge (scripts/install-deps.sh)"
+done
+
+alive() { [ -n "${1:-}" ] && [ -e "/proc/$1" ] && ! grep -q '^State:.*Z' "/proc/$1/status" 2>/dev/null; }
+
+# kill every process whose UTS namespace is that of pid $1's (a node's slurmd and its steps)
+kill_node() {
+  local ns p; ns=$(readlink "/proc/$1/ns/uts" 2>/dev/null) || return 0
+  [ "$ns" != "$(readlink /proc/$$/ns/uts)" ] || return 0
+  for p in /proc/[0-9]*; do
+    [ "$(readlink "$p/ns/uts" 2>/dev/null)" = "$ns" ] && kill -KILL "${p#/proc/}" 2>/dev/null
+  done
+}
+
+stop_cluster() {  # $1: state directory
+  local d=$1 pid
+  for pid in $(cat "$d"/nodes/*/slurmd.pid 2>/dev/null); do alive "$pid" && kill_node "$pid"; done
+  for f in "$d/ctld/slurmctld.pid" "$d/munge/munged.pid"; do
+    pid=$(cat "$f" 2>/dev/null) || continue
+    alive "$pid" && kill -TERM "$pid" 2>/dev/null
+    for _ in 1 2 3 4 5 6 7 8 9 10; do alive "$pid" || break; sleep 0.2; done
+    alive "$pid" && kill -KILL "$pid" 2>/dev/null
+  done
+  rm -rf "$d"
+}
+
+# Clusters of earlier runs whose harness was killed before cleaning up.
+for d in /tmp/chorus-slurm.*; do
+  [ -f "$d/owner" ] || continue
+  alive "$(cat "$d/owner")" || stop_cluster "$d"
+done
+
+state=$(mktemp -d /tmp/chorus-slurm.XXXXXX)
+chmod 755 "$state"
+echo $$ >"$state/owner"
+trap 'stop_cluster "$state"' EXIT
+trap 'exit 1' INT TERM
+
+# Free TCP ports for slurmctld and the two slurmd.
+ports=()
+for p in $(seq $(( 20000 + $$ % 20000 )) 45000); do
+  ss -Htln "sport = :$p" | grep -q . || ports+=("$p")
+  [ ${#ports[@]} = 3 ] && break
+done
+[ ${#ports[@]} = 3 ] || fail "no free ports"
+
+mkdir -p "$state"/{etc,ctld,log,munge}
+conf=$state/etc/slurm.conf
+cat >"$conf" <<CONF
+ClusterName=chorustest
+SlurmctldHost=$(hostname -s)(127.0.0.1)
+SlurmctldPort=${ports[0]}
+SlurmUser=root
+AuthType=auth/munge
+CredType=cred/munge
+AuthInfo=socket=$state/munge/munge.socket
+StateSaveLocation=$state/ctld
+SlurmctldPidFile=$state/ctld/slurmctld.pid
+SlurmctldLogFile=$state/log/slurmctld.log
+SlurmdSpoolDir=$state/nodes/%n/spool
+SlurmdPidFile=$state/nodes/%n/slurmd.pid
+SlurmdLogFile=$state/log/slurmd-%n.log
+# One TmpFS per node: the PMIx plugin makes its directories there, and two slurmd on one
+# machine would collide in a shared /tmp.
+TmpFS=$state/nodes/%n/tmp
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_CPU
+# CPUs=4 per node on a machine with fewer cores.
+SlurmdParameters=config_overrides
+MpiDefault=pmix
+ReturnToService=2
+EnforcePartLimits=ALL
+MailProg=/bin/true
+KillWait=5
+MinJobAge=300
+# Job ids differ between runs: Open MPI names its shared-memory segments after the job
+# (PMIx namespace), so a leftover segment of an earlier run must not match this one's.
+FirstJobId=$(( ($$ % 40000) * 50 + 1000 ))
+NodeName=cn1 NodeAddr=127.0.0.1 Port=${ports[1]} CPUs=4 State=UNKNOWN
+NodeName=cn2 NodeAddr=127.0.0.1 Port=${ports[2]} CPUs=4 State=UNKNOWN
+PartitionName=test Nodes=ALL Default=YES MaxTime=10 State=UP
+CONF
+export SLURM_CONF=$conf
+
+# munge: a private key and socket.
+chown munge:munge "$state/munge" && chmod 0755 "$state/munge"
+dd if=/dev/urandom of="$state/munge/munge.key" bs=1024 count=1 status=none
+chown munge:munge "$state/munge/munge.key" && chmod 0400 "$state/munge/munge.key"
+runuser -u munge -- munged --socket="$state/munge/munge.socket" \
+  --key-file="$state/munge/munge.key" --pid-file="$state/munge/munged.pid" \
+  --log-file="$state/munge/munged.log" --seed-file="$state/munge/munged.seed" ||
+  fail "munged did not start"
+munge -n -S "$state/munge/munge.socket" | unmunge -S "$state/munge/munge.socket" >/dev/null ||
+  fail "munge credentials do not round-trip"
+
+slurmctld -c -f "$conf" || fail "slurmctld did not start"
+for i in $(seq 1 100); do
+  timeout 5 scontrol ping 2>/dev/null | grep -q UP && break
+  [ "$i" = 100 ] && fail "slurmctld does not answer"
+  sleep 0.2
+done
+for n in cn1 cn2; do
+  mkdir -p "$state/nodes/$n/spool" "$state/nodes/$n/tmp" && chmod 1777 "$state/nodes/$n/tmp"
+  unshare --uts /bin/sh -c 'hostname "$0" && exec slurmd -f "$1" -N "$0"' "$n" "$conf" ||
+    fail "slurmd $n did not start"
+done
+for i in $(seq 1 150); do
+  states=$(timeout 5 sinfo -h -N -o '%N %t' 2>/dev/null | sort -u)
+  [ "$(echo "$states" | grep -c ' idle$')" = 2 ] && break
+  [ "$i" = 150 ] && fail "nodes not idle after 30 s: $states"
+  sleep 0.2
+done
+for n in cn1 cn2; do
+  pid=$(cat "$state/nodes/$n/slurmd.pid")
+  [ "$(readlink "/proc/$pid/ns/uts")" != "$(readlink /proc/$$/ns/uts)" ] ||
+    fail "slurmd $n is not in a UTS namespace of its own"
+done
+echo "cluster up: $(sinfo -h -o '%D nodes %T, partition %P')"
+
+# Open MPI between the "nodes" of this machine: TCP over loopback.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_btl_tcp_if_include=lo
+export CHORUS_LOG_LEVEL=info
+
+check_map() {  # OUTPUT: 4 ranks, ppr:2:node on cn1, cn2
+  local out=$1 r
+  grep -q "rank map: 4 ranks on 2 hosts, layout ppr:2:node" "$out" ||
+    fail "rank 0 did not print the host table with layout ppr:2:node"
+  for r in 0 1 2 3; do
+    grep -qE "chorus-map rank=$r size=4 host=cn$((r / 2 + 1)) local_rank=$((r % 2)) local_size=2 cross_rank=$((r / 2)) cross_size=2 .* ok$" "$out" ||
+      fail "rank $r: expected host=cn$((r / 2 + 1)) local_rank=$((r % 2)) cross_rank=$((r / 2))"
+  done
+  [ "$(grep -c 'chorus-map ' "$out")" = 4 ] || fail "expected 4 map lines"
+  if grep -q "disagrees" "$out"; then fail "a launcher variable disagreed with the map"; fi
+}
+
+start=$(date +%s)
+echo "== srun -N 2 --ntasks-per-node 2 --mpi=pmix map_probe"
+CHORUS_LOG_LEVEL=debug timeout -k 5 90 srun -N 2 --ntasks-per-node 2 --mpi=pmix "$probe" \
+  >"$state/srun.out" 2>&1
+rc=$?
+cat "$state/srun.out"
+[ $rc = 124 ] && fail "srun hung (hard timeout)"
+[ $rc = 0 ] || fail "srun exited $rc"
+check_map "$state/srun.out"
+grep -q "launcher check: Slurm: 3 variable(s) agree" "$state/srun.out" ||
+  fail "the SLURM_* variables of the srun step were not compared with the map"
+
+echo "== sbatch $(basename "$job_script") with map_probe and with the example"
+cd "$state"
+probe_job=$(sbatch --parsable -N 2 --ntasks-per-node 2 -t 5 -o "$state/probe-%j.out" "$job_script" "$probe") ||
+  fail "sbatch refused the job script"
+example_job=$(sbatch --parsable -N 2 --ntasks-per-node 2 -t 5 -o "$state/example-%j.out" "$job_script" \
+  "$example" --epochs 1 --limit 6000 --min-accuracy 50) || fail "sbatch refused the example job"
+for i in $(seq 1 450); do
+  [ -z "$(squeue -h -j "$probe_job,$example_job" 2>/dev/null)" ] && break
+  [ "$i" = 450 ] && { scancel "$probe_job" "$example_job"; fail "jobs still running after 90 s"; }
+  sleep 0.2
+done
+for job in "$probe_job" "$example_job"; do
+  f=$(ls "$state"/*-"$job".out)
+  echo "--- job $job ($f)"; cat "$f"
+  scontrol show job "$job" | grep -q "JobState=COMPLETED" ||
+    fail "job $job did not complete: $(scontrol show job "$job" | grep -o 'JobState=[A-Z_]* Reason=[^ ]*')"
+done
+check_map "$state/probe-$probe_job.out"
+grep -q "rank map: 4 ranks on 2 hosts, layout ppr:2:node" "$state/example-$example_job.out" ||
+  fail "the example job did not run on 4 ranks over 2 hosts"
+grep -qE "final test accuracy: [0-9.]+%" "$state/example-$example_job.out" ||
+  fail "the example job did not finish training"
+echo "slurm_cluster.sh: ok in $(( $(date +%s) - start )) s (after the cluster started)"
