@@ -4,7 +4,7 @@
 #include <string>
 
 #include "chorus/options.h"
-#include "chorus/torch/distributed_optimizer.h"
+#include "chorus/torch/gradient_reducer.h"
 
 namespace chorus::torch {
 

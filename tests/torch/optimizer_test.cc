@@ -66,14 +66,18 @@ Tensor loss_of(Net& net, const Batch& b) {
   return ::testing::AssertionSuccess();
 }
 
+DistributedOptimizerOptions named(const std::string& prefix) {
+  DistributedOptimizerOptions options;
+  options.name_prefix = prefix;
+  return options;
+}
+
 // Trains `steps` steps with `make` optimizers: distributed on shards vs alone on the batch.
 template <class Make>
-void expect_same_as_one_process(Make make, const std::string& prefix) {
+void expect_same_as_one_process(Make make, DistributedOptimizerOptions options) {
   Net dist = seeded_net(42), alone = seeded_net(42);
   auto inner = make(dist);
   auto reference = make(alone);
-  DistributedOptimizerOptions options;
-  options.name_prefix = prefix;
   DistributedOptimizer opt(*inner, named_parameters(*dist), options);
   for (int step = 0; step < 4; ++step) {
     Batch b = global_batch(100 + step);
@@ -87,13 +91,25 @@ void expect_same_as_one_process(Make make, const std::string& prefix) {
   EXPECT_TRUE(close(dist, alone));
 }
 
+std::unique_ptr<::torch::optim::Optimizer> sgd_with_momentum(Net& net) {
+  return std::make_unique<::torch::optim::SGD>(net->parameters(),
+                                               ::torch::optim::SGDOptions(0.1).momentum(0.9));
+}
+
 TEST(DistributedOptimizer, SgdWithMomentumMatchesOneProcess) {
-  expect_same_as_one_process(
-      [](Net& net) {
-        return std::make_unique<::torch::optim::SGD>(net->parameters(),
-                                                     ::torch::optim::SGDOptions(0.1).momentum(0.9));
-      },
-      "sgd.");
+  expect_same_as_one_process(sgd_with_momentum, named("sgd."));
+}
+
+TEST(DistributedOptimizer, GroupedReductionsMatchOneProcess) {
+  DistributedOptimizerOptions options = named("groups.");
+  options.groups = {{0, 1, 2, 3}, {5}};  // fc1 and fc2 together, fc3's bias alone
+  expect_same_as_one_process(sgd_with_momentum, options);
+}
+
+TEST(DistributedOptimizer, PredivideFactorMatchesOneProcess) {
+  DistributedOptimizerOptions options = named("predivide.");
+  options.gradient_predivide_factor = 4.0;
+  expect_same_as_one_process(sgd_with_momentum, options);
 }
 
 TEST(DistributedOptimizer, AdamMatchesOneProcess) {
@@ -102,7 +118,7 @@ TEST(DistributedOptimizer, AdamMatchesOneProcess) {
         return std::make_unique<::torch::optim::Adam>(net->parameters(),
                                                       ::torch::optim::AdamOptions(0.01));
       },
-      "adam.");
+      named("adam."));
 }
 
 TEST(DistributedOptimizer, FirstReductionStartsBeforeBackwardEnds) {
@@ -221,6 +237,38 @@ TEST(DistributedOptimizer, UnusedAndFrozenParametersDoNotHang) {
   EXPECT_GT(g.abs().sum().item<double>(), 0.0);
   EXPECT_FALSE(net->fc1->weight.grad().defined());
   EXPECT_TRUE(::torch::equal(net->fc1->weight, frozen_before));
+}
+
+TEST(DistributedOptimizer, SparseGradientsAreReducedDenseWhenAsked) {
+  ::torch::manual_seed(5);
+  ::torch::nn::Embedding table(::torch::nn::EmbeddingOptions(10, 3).sparse(true));
+  ::torch::optim::SGD sgd(table->parameters(), 0.1);
+  DistributedOptimizerOptions options = named("sparse.");
+  DistributedOptimizer refusing(sgd, named_parameters(*table), options);
+  try {
+    table->forward(::torch::tensor({rank()}, ::torch::kInt64)).sum().backward();
+    FAIL() << "a sparse gradient was accepted without sparse_as_dense";
+  } catch (const std::exception& e) {
+    EXPECT_NE(std::string(e.what()).find("'sparse.weight' has a sparse gradient"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(DistributedOptimizer, SparseAsDense) {
+  ::torch::manual_seed(5);
+  ::torch::nn::Embedding table(::torch::nn::EmbeddingOptions(10, 3).sparse(true));
+  ::torch::optim::SGD sgd(table->parameters(), 0.1);
+  DistributedOptimizerOptions options = named("dense.");
+  options.sparse_as_dense = true;
+  DistributedOptimizer opt(sgd, named_parameters(*table), options);
+  table->forward(::torch::tensor({rank()}, ::torch::kInt64)).sum().backward();
+  opt.synchronize();
+  Tensor g = table->weight.grad();
+  EXPECT_FALSE(g.is_sparse());
+  Tensor want = ::torch::zeros({10, 3});
+  want.narrow(0, 0, size()).fill_(1.0 / size());  // rank r looked up row r
+  EXPECT_TRUE(::torch::allclose(g, want)) << g;
 }
 
 TEST(DistributedOptimizer, DifferentModelsFailOnEveryRank) {

@@ -1,0 +1,83 @@
+#pragma once
+/// \file
+/// GradientReducer: the engine under DistributedOptimizer (and the Python DistributedOptimizer).
+/// It hooks every parameter's gradient accumulation and starts the gradient's allreduce the
+/// moment backward has produced it, so communication overlaps the rest of backward.
+
+#include <torch/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "chorus/options.h"
+#include "chorus/types.h"
+
+namespace chorus::torch {
+
+/// How gradients travel: as they are, or rounded to 16-bit floats before the wire and
+/// widened back after (float32 and float64 gradients only; others go as they are).
+enum class Compression { kNone, kFloat16, kBFloat16 };
+
+struct DistributedOptimizerOptions {
+  /// kAverage (the mean over ranks) or kSum.
+  ReduceOp op = ReduceOp::kAverage;
+  /// With kAverage: gradients are divided by this factor before the sum and by
+  /// size / factor after it, which keeps large sums of low-precision values in range.
+  double gradient_predivide_factor = 1.0;
+  /// Gradients accumulate locally over this many backward passes and are reduced once, on
+  /// the last. They are summed, not averaged, over the passes: divide the loss by the
+  /// count for a mean.
+  int backward_passes_per_step = 1;
+  Compression compression = Compression::kNone;
+  ProcessSet process_set;
+  /// Prefix of the collective names, "grad." by default; give each optimizer of one
+  /// trainer its own.
+  std::string name_prefix = "grad.";
+  /// Parameters (by index in the list given to the reducer) reduced together as one
+  /// grouped allreduce, started once all of them are ready. Parameters in no group are
+  /// reduced one by one. A parameter may be in one group at most.
+  std::vector<std::vector<std::size_t>> groups;
+  /// Sparse gradients (embeddings) are reduced as dense tensors; without this they are an
+  /// error naming the parameter.
+  bool sparse_as_dense = false;
+};
+
+/// A named parameter list, as Module::named_parameters() gives it.
+using NamedParameters = std::vector<std::pair<std::string, ::torch::Tensor>>;
+
+/// Hooks `parameters` and reduces their gradients across the process set.
+///
+/// The constructor is collective over the process set: ranks whose parameter lists differ
+/// (names, shapes or dtypes) all fail here with an error naming the first difference,
+/// instead of hanging later.
+///
+/// Parameters that do not get a gradient in a step (a branch not taken on this rank):
+/// synchronize() reduces a zero gradient for them, so every rank takes part in every
+/// parameter's reduction and nothing waits forever; their gradient then holds what the
+/// other ranks contributed (zero if no rank used them). Parameters with
+/// requires_grad() == false (frozen layers) are left out entirely: no hook, no reduction.
+class GradientReducer {
+ public:
+  GradientReducer(NamedParameters parameters, DistributedOptimizerOptions options = {});
+  /// Reductions still in flight finish first.
+  ~GradientReducer();
+  GradientReducer(const GradientReducer&) = delete;
+  GradientReducer& operator=(const GradientReducer&) = delete;
+
+  /// Waits until every gradient is reduced (starting the reductions of gradients whose
+  /// hook has not fired), and leaves the results in the parameters' grad(). Throws
+  /// chorus::Error on every rank if a reduction failed.
+  void synchronize();
+  /// Gradient reductions started since the last synchronize(), counted per parameter.
+  int64_t reductions_started() const;
+
+  struct State;
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace chorus::torch

@@ -1,0 +1,257 @@
+#include "chorus/torch/gradient_reducer.h"
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+#include <torch/torch.h>
+
+#include <mutex>
+#include <optional>
+
+#include "chorus/torch/tensor_ops.h"
+#include "torch/parameter_layout.h"
+
+namespace chorus::torch {
+
+using ::torch::Tensor;
+
+struct GradientReducer::State {
+  struct Param {
+    std::string name;  // the collective's name
+    Tensor param;
+    std::shared_ptr<::torch::autograd::Node> accumulator;  // keeps the hooked node alive
+    std::size_t group = 0;
+    int passes_left = 0;
+    bool ready = false;  // its gradient for this step is complete
+  };
+  // Parameters reduced by one collective: a grouped allreduce, or a plain one for a single
+  // parameter.
+  struct Group {
+    std::vector<std::size_t> members;
+    std::size_t ready = 0;
+    bool started = false;
+    std::vector<Tensor> grads;  // the gradients being reduced
+    std::vector<Tensor> wires;  // their 16-bit copies, with compression
+    TensorHandle handle;
+  };
+
+  DistributedOptimizerOptions options;
+  AllreduceOptions allreduce;
+  mutable std::mutex mu;
+  std::vector<Param> params;
+  std::vector<Group> groups;
+  int64_t started_count = 0;
+
+  // p's gradient for this step, made dense and defined (mu held).
+  Tensor gradient_of(Param& p) {
+    Tensor grad = p.param.grad();
+    if (!grad.defined()) {
+      // No gradient on this rank this step: contribute zeros so the others don't wait.
+      p.param.mutable_grad() = ::torch::zeros_like(p.param);
+    } else if (grad.is_sparse()) {
+      if (!options.sparse_as_dense) {
+        throw Error(invalid_argument("parameter '" + p.name +
+                                     "' has a sparse gradient: reduce it with sparse_as_dense"));
+      }
+      p.param.mutable_grad() = grad.to_dense();
+    }
+    return p.param.grad();
+  }
+
+  // Starts g's reduction (mu held).
+  void start(Group& g) {
+    std::vector<std::string> names;
+    for (std::size_t i : g.members) {
+      g.grads.push_back(gradient_of(params[i]));
+      names.push_back(params[i].name);
+    }
+    std::vector<Tensor>* wire = &g.grads;
+    if (options.compression != Compression::kNone) {
+      const auto type =
+          options.compression == Compression::kFloat16 ? ::torch::kFloat16 : ::torch::kBFloat16;
+      for (const Tensor& grad : g.grads) {
+        const bool wide =
+            grad.scalar_type() == ::torch::kFloat32 || grad.scalar_type() == ::torch::kFloat64;
+        g.wires.push_back(wide ? grad.to(type) : grad);
+      }
+      wire = &g.wires;
+    }
+    g.handle = wire->size() == 1 ? allreduce_async_(wire->front(), names.front(), allreduce)
+                                 : grouped_allreduce_async_(*wire, names, allreduce);
+    g.started = true;
+    started_count += static_cast<int64_t>(g.members.size());
+  }
+
+  void mark_ready(std::size_t i) {
+    Param& p = params[i];
+    p.ready = true;
+    Group& g = groups[p.group];
+    if (++g.ready == g.members.size()) start(g);
+  }
+
+  // The autograd engine accumulated parameter i's gradient of one backward pass.
+  void on_accumulated(std::size_t i) {
+    std::lock_guard<std::mutex> lock(mu);
+    Param& p = params[i];
+    if (p.ready) {
+      throw Error(failed_precondition(
+          "gradient of '" + p.name + "' computed " +
+          std::to_string(options.backward_passes_per_step + 1) +
+          " times before step() or synchronize(); backward_passes_per_step is " +
+          std::to_string(options.backward_passes_per_step)));
+    }
+    if (--p.passes_left == 0) mark_ready(i);
+  }
+
+  // Waits for g and leaves its results in the gradients; returns the failure, if any.
+  std::optional<Error> finish(Group& g) {
+    std::optional<Error> error;
+    if (g.started) {
+      try {
+        g.handle.wait();
+        ::torch::NoGradGuard no_grad;
+        for (std::size_t k = 0; k < g.wires.size(); ++k) {
+          if (!g.wires[k].is_same(g.grads[k])) g.grads[k].copy_(g.wires[k]);
+        }
+      } catch (const Error& e) {
+        error = e;
+      }
+    }
+    Group fresh;
+    fresh.members = std::move(g.members);
+    g = std::move(fresh);
+    for (std::size_t i : g.members) {
+      params[i].ready = false;
+      params[i].passes_left = options.backward_passes_per_step;
+    }
+    return error;
+  }
+};
+
+namespace {
+
+// Runs after the autograd engine accumulated a parameter's gradient.
+class AccumulatedHook : public ::torch::autograd::FunctionPostHook {
+ public:
+  AccumulatedHook(std::weak_ptr<GradientReducer::State> state, std::size_t index)
+      : state_(std::move(state)), index_(index) {}
+
+  ::torch::autograd::variable_list operator()(
+      const ::torch::autograd::variable_list& outputs,
+      const ::torch::autograd::variable_list& /*inputs*/) override {
+    if (auto state = state_.lock()) state->on_accumulated(index_);
+    return outputs;
+  }
+
+ private:
+  std::weak_ptr<GradientReducer::State> state_;
+  std::size_t index_;
+};
+
+AllreduceOptions reduction_of(const DistributedOptimizerOptions& o) {
+  if (o.op != ReduceOp::kAverage && o.op != ReduceOp::kSum) {
+    throw Error(invalid_argument(std::string("gradients are reduced by average or sum, not ") +
+                                 reduce_op_name(o.op)));
+  }
+  if (o.gradient_predivide_factor <= 0) {
+    throw Error(invalid_argument("gradient_predivide_factor must be positive, got " +
+                                 std::to_string(o.gradient_predivide_factor)));
+  }
+  if (o.gradient_predivide_factor != 1.0 && o.op != ReduceOp::kAverage) {
+    throw Error(invalid_argument("gradient_predivide_factor applies only to op average"));
+  }
+  if (o.backward_passes_per_step < 1) {
+    throw Error(invalid_argument("backward_passes_per_step must be at least 1, got " +
+                                 std::to_string(o.backward_passes_per_step)));
+  }
+  AllreduceOptions a;
+  a.op = o.op;
+  a.prescale = 1.0 / o.gradient_predivide_factor;
+  a.postscale = o.gradient_predivide_factor;
+  a.process_set = o.process_set;
+  return a;
+}
+
+// For each given parameter, the group it belongs to in `groups` (or none), checked.
+std::vector<std::optional<std::size_t>> group_of(
+    const std::vector<std::vector<std::size_t>>& groups, std::size_t count) {
+  std::vector<std::optional<std::size_t>> out(count);
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    for (std::size_t i : groups[g]) {
+      if (i >= count) {
+        throw Error(invalid_argument("group " + std::to_string(g) + " names parameter " +
+                                     std::to_string(i) + " of " + std::to_string(count)));
+      }
+      if (out[i]) {
+        throw Error(invalid_argument("parameter " + std::to_string(i) + " is in groups " +
+                                     std::to_string(*out[i]) + " and " + std::to_string(g)));
+      }
+      out[i] = g;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+GradientReducer::GradientReducer(NamedParameters parameters, DistributedOptimizerOptions options)
+    : state_(std::make_shared<State>()) {
+  State& s = *state_;
+  s.allreduce = reduction_of(options);
+  s.options = std::move(options);
+  const auto given_group = group_of(s.options.groups, parameters.size());
+  check_same_layout(parameters, s.options.name_prefix, s.options.process_set);
+  std::vector<std::optional<std::size_t>> slot_of_group(s.options.groups.size());
+  for (std::size_t k = 0; k < parameters.size(); ++k) {
+    auto& [name, param] = parameters[k];
+    if (!param.requires_grad()) continue;  // frozen: nothing to reduce
+    State::Param p;
+    p.name = s.options.name_prefix + name;
+    p.param = param;
+    p.accumulator = ::torch::autograd::impl::grad_accumulator(param);
+    if (!p.accumulator) throw Error(invalid_argument("parameter '" + name + "' is not a leaf"));
+    p.passes_left = s.options.backward_passes_per_step;
+    std::optional<std::size_t>* slot = given_group[k] ? &slot_of_group[*given_group[k]] : nullptr;
+    if (!slot || !*slot) {
+      s.groups.emplace_back();
+      if (slot) *slot = s.groups.size() - 1;
+    }
+    p.group = slot ? **slot : s.groups.size() - 1;
+    s.groups[p.group].members.push_back(s.params.size());
+    s.params.push_back(std::move(p));
+  }
+  for (std::size_t i = 0; i < s.params.size(); ++i) {
+    s.params[i].accumulator->add_post_hook(
+        std::make_unique<AccumulatedHook>(std::weak_ptr<State>(state_), i));
+  }
+}
+
+GradientReducer::~GradientReducer() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  for (auto& g : state_->groups) state_->finish(g);
+}
+
+void GradientReducer::synchronize() {
+  State& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  for (auto& g : s.groups) {
+    if (g.started) continue;
+    for (std::size_t i : g.members) {
+      if (!s.params[i].ready) s.mark_ready(i);
+    }
+  }
+  std::optional<Error> first_error;
+  for (auto& g : s.groups) {
+    std::optional<Error> error = s.finish(g);
+    if (error && !first_error) first_error = error;
+  }
+  s.started_count = 0;
+  if (first_error) throw *first_error;
+}
+
+int64_t GradientReducer::reductions_started() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->started_count;
+}
+
+}  // namespace chorus::torch
