@@ -31,7 +31,8 @@ class Backend {
   virtual Status allreduce(const void* send, void* recv, int64_t count, DataType dtype, ReduceOp op,
                            kernels::Scale scale) = 0;
   /// Reduces like allreduce, but rank r receives only block r: `counts[r]` elements
-  /// starting at the sum of the earlier counts.
+  /// starting at the sum of the earlier counts. recv may be this rank's block inside send
+  /// (the in-place form that the allreduces built on it use).
   virtual Status reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,
                                DataType dtype, ReduceOp op, kernels::Scale scale) = 0;
   /// recv = concatenation of every rank's block; this rank's block (bytes[rank]) is `send`.

@@ -1,0 +1,53 @@
+#include "collectives/gpu_path.h"
+
+namespace chorus {
+
+const char* gpu_path_name(GpuPath path) {
+  switch (path) {
+    case GpuPath::kNccl: return "nccl";
+    case GpuPath::kMpiCudaAware: return "mpi (CUDA-aware)";
+    case GpuPath::kMpiStaged: return "mpi (staged through pinned host memory)";
+  }
+  return "?";
+}
+
+GpuPathChoice choose_gpu_path(const GpuPathInputs& in) {
+  const bool want_mpi = in.requested == "mpi";
+  const bool want_nccl = in.requested == "nccl";
+  GpuPathChoice c;
+  if (!want_mpi && in.nccl_built && !in.gpu_shared) {
+    c.path = GpuPath::kNccl;
+    c.reason = want_nccl ? "NCCL, as requested" : "NCCL: built in and every rank has its own GPU";
+    return c;
+  }
+  c.path = in.mpi_cuda_aware ? GpuPath::kMpiCudaAware : GpuPath::kMpiStaged;
+  std::string why;
+  if (want_mpi) {
+    why = "MPI, as requested";
+  } else if (!in.nccl_built) {
+    why = "MPI: this build has no NCCL";
+  } else {
+    why = "MPI: ranks share a GPU, which NCCL refuses";
+  }
+  if (want_nccl) why = "NCCL was requested but cannot run here; " + why;
+  c.reason = why + (in.mpi_cuda_aware ? "; the MPI library is CUDA-aware"
+                                      : "; staged through pinned host buffers");
+  return c;
+}
+
+bool use_hierarchical_allreduce(bool requested, bool global_set, const RankMap& map,
+                                std::string* reason) {
+  auto no = [&](const char* why) {
+    if (reason) *reason = why;
+    return false;
+  };
+  if (!requested) return no("CHORUS_HIERARCHICAL_ALLREDUCE is off");
+  if (!global_set) return no("only the global process set has local and cross groups");
+  if (map.cross_size < 2) return no("all ranks are on one host");
+  if (map.local_size < 2) return no("one rank per host: nothing to reduce inside a node");
+  if (!map.uniform) return no("hosts run different numbers of ranks");
+  if (reason) *reason = "hierarchical: " + map.layout();
+  return true;
+}
+
+}  // namespace chorus

@@ -1,0 +1,52 @@
+#pragma once
+// Which transport moves a process set's GPU tensors, and whether allreduce goes through
+// the node-then-cross hierarchy. Pure functions of what the build, the MPI library and the
+// rank layout offer, so the choice is unit-tested without a GPU. Every rank of a set
+// computes it from values that are the same on every rank (see GpuPathInputs), so all
+// members pick the same path and their calls line up.
+
+#include <string>
+
+#include "topology/rank_map.h"
+
+namespace chorus {
+
+enum class GpuPath {
+  kNccl,          ///< NCCL communicator over the set, on Chorus's communication stream
+  kMpiCudaAware,  ///< device pointers straight to MPI for data movement; reductions staged
+  kMpiStaged,     ///< copies through pinned host buffers, the host MPI backend in between
+};
+const char* gpu_path_name(GpuPath path);
+
+/// What the path depends on. Fields marked "agreed" must be the same on every rank of the
+/// set; the executor agrees on them (an allreduce of flags over the host backend) before
+/// choosing.
+struct GpuPathInputs {
+  bool nccl_built = false;  ///< CHORUS_WITH_NCCL
+  /// agreed: some GPU is used by two ranks of the set (NCCL refuses that; the MPS pattern).
+  bool gpu_shared = false;
+  /// agreed: every rank's MPI reports CUDA support (Open MPI's MPIX_Query_cuda_support).
+  bool mpi_cuda_aware = false;
+  /// CHORUS_GPU_BACKEND-style override: "" or "auto", "nccl", "mpi".
+  std::string requested;
+};
+
+struct GpuPathChoice {
+  GpuPath path = GpuPath::kMpiStaged;
+  std::string reason;  ///< one line for the debug log: why this path
+};
+
+/// NCCL when built and no GPU is shared (and not asked for MPI); otherwise MPI, CUDA-aware
+/// when every rank's MPI is, else staged. Asking for NCCL where it cannot run falls back
+/// to MPI and says why in `reason`.
+GpuPathChoice choose_gpu_path(const GpuPathInputs& in);
+
+/// Whether an allreduce of this set goes local reduce-scatter, cross allreduce, local
+/// allgather. `requested`: CHORUS_HIERARCHICAL_ALLREDUCE. `global_set`: only the global
+/// set has local and cross groups. Needs more than one host, more than one rank per host,
+/// and a uniform layout (every host the same number of ranks, so every local rank has a
+/// partner on every host). `reason` says why not, for the log.
+bool use_hierarchical_allreduce(bool requested, bool global_set, const RankMap& map,
+                                std::string* reason);
+
+}  // namespace chorus

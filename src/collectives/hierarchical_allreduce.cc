@@ -1,0 +1,62 @@
+#include "collectives/hierarchical_allreduce.h"
+
+#include <algorithm>
+#include <memory>
+#include <string>
+
+namespace chorus {
+
+std::vector<int64_t> hierarchical_blocks(int64_t count, int parts, int64_t align) {
+  if (parts < 1) parts = 1;
+  if (align < 1) align = 1;
+  const int64_t units = (count + align - 1) / align;
+  const int64_t base = units / parts;
+  const int64_t extra = units % parts;
+  auto boundary = [&](int64_t i) {
+    return std::min(count, align * (i * base + std::min(i, extra)));
+  };
+  std::vector<int64_t> blocks(static_cast<std::size_t>(parts));
+  for (int i = 0; i < parts; ++i) blocks[i] = boundary(i + 1) - boundary(i);
+  return blocks;
+}
+
+StatusOr<std::unique_ptr<HierarchicalBackend>> HierarchicalBackend::create(Backend* flat,
+                                                                           Backend* local,
+                                                                           Backend* cross) {
+  if (!flat || !local || !cross) {
+    return failed_precondition("hierarchical allreduce needs flat, local and cross backends");
+  }
+  if (local->size() * cross->size() != flat->size()) {
+    return failed_precondition(
+        "hierarchical allreduce needs a uniform layout: " + std::to_string(local->size()) +
+        " local ranks x " + std::to_string(cross->size()) +
+        " hosts != " + std::to_string(flat->size()) + " ranks");
+  }
+  return std::unique_ptr<HierarchicalBackend>(new HierarchicalBackend(flat, local, cross));
+}
+
+Status HierarchicalBackend::allreduce(const void* send, void* recv, int64_t count, DataType dtype,
+                                      ReduceOp op, kernels::Scale scale) {
+  const int64_t esz = static_cast<int64_t>(dtype_size(dtype));
+  const std::vector<int64_t> blocks =
+      hierarchical_blocks(count, local_->size(), std::max<int64_t>(1, kAlignBytes / esz));
+  const int me = local_->rank();
+  int64_t offset = 0;
+  for (int i = 0; i < me; ++i) offset += blocks[i];
+  char* shard = static_cast<char*>(recv) + offset * esz;
+  // Unscaled inside the node: the scale belongs to the final sum (integer averages truncate
+  // once, after everything is added).
+  if (Status s = local_->reducescatter(send, shard, blocks, dtype, op, kernels::Scale{}); !s.ok()) {
+    return s;
+  }
+  // Every member of the cross group has this local_rank, hence this block size: they all
+  // skip an empty shard together.
+  if (blocks[me] > 0) {
+    if (Status s = cross_->allreduce(shard, shard, blocks[me], dtype, op, scale); !s.ok()) return s;
+  }
+  std::vector<int64_t> bytes(blocks.size());
+  for (std::size_t i = 0; i < blocks.size(); ++i) bytes[i] = blocks[i] * esz;
+  return local_->allgatherv(shard, recv, bytes);
+}
+
+}  // namespace chorus

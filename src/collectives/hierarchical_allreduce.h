@@ -1,0 +1,78 @@
+#pragma once
+// Hierarchical allreduce: reduce-scatter inside the node, allreduce of each node's shard
+// across nodes, allgather inside the node. Inside a node the transport is fast (NCCL over
+// NVLink/PCIe); across nodes each rank moves only 1/local_size of the data, and the
+// local_size cross allreduces (one per local rank) run side by side over the network.
+//
+// A decorator over three Backends: `local` (this host's ranks, ordered by local_rank),
+// `cross` (the ranks with this local_rank, one per host) and `flat` (the whole set), which
+// runs every other collective. It owns none of them. Like every Backend it is called only
+// from the background thread, in the same order on every member.
+//
+// Bits: every element is reduced inside its node in local rank order, then across nodes in
+// host order, and the result scale is applied once, at the end (in the cross allreduce).
+// That order does not depend on the element's place in the buffer, so fused and unfused
+// allreduces agree; it differs from the flat backend's plain rank order for floating types.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "collectives/backend.h"
+
+namespace chorus {
+
+/// Splits `count` elements into `parts` consecutive blocks for the intra-node
+/// reduce-scatter. Every block boundary is a multiple of `align` elements (so every shard
+/// starts aligned), the blocks differ by less than 2 * `align` elements (whole units differ
+/// by at most one; the last non-empty block also lacks the remainder), earlier blocks are the
+/// larger, and the blocks sum to `count`. Trailing blocks may be empty when count is small.
+std::vector<int64_t> hierarchical_blocks(int64_t count, int parts, int64_t align);
+
+class HierarchicalBackend final : public Backend {
+ public:
+  /// local->size() * cross->size() must equal flat->size() (a uniform layout); checked by
+  /// create().
+  static StatusOr<std::unique_ptr<HierarchicalBackend>> create(Backend* flat, Backend* local,
+                                                               Backend* cross);
+
+  const char* name() const override { return "hierarchical"; }
+  bool supports(const Device& device) const override { return flat_->supports(device); }
+  int rank() const override { return flat_->rank(); }
+  int size() const override { return flat_->size(); }
+
+  /// Requires `recv` to hold `count` elements; send may equal recv. The local
+  /// reduce-scatter writes this rank's shard at its place inside recv (in place when send
+  /// == recv), the cross allreduce works on that shard in place, and the allgather fills
+  /// the rest of recv around it.
+  Status allreduce(const void* send, void* recv, int64_t count, DataType dtype, ReduceOp op,
+                   kernels::Scale scale) override;
+  Status reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,
+                       DataType dtype, ReduceOp op, kernels::Scale scale) override {
+    return flat_->reducescatter(send, recv, counts, dtype, op, scale);
+  }
+  Status allgatherv(const void* send, void* recv, const std::vector<int64_t>& bytes) override {
+    return flat_->allgatherv(send, recv, bytes);
+  }
+  Status broadcast(void* data, int64_t bytes, int root) override {
+    return flat_->broadcast(data, bytes, root);
+  }
+  Status alltoallv(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
+                   const std::vector<int64_t>& recv_bytes) override {
+    return flat_->alltoallv(send, send_bytes, recv, recv_bytes);
+  }
+  Status barrier() override { return flat_->barrier(); }
+
+ private:
+  // Shards start on this boundary (bytes): whole cache lines and aligned vector loads.
+  static constexpr int64_t kAlignBytes = 256;
+
+  HierarchicalBackend(Backend* flat, Backend* local, Backend* cross)
+      : flat_(flat), local_(local), cross_(cross) {}
+
+  Backend* flat_;
+  Backend* local_;
+  Backend* cross_;
+};
+
+}  // namespace chorus

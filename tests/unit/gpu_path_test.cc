@@ -1,0 +1,92 @@
+// The choice of transport for GPU tensors and of the hierarchical allreduce: pure
+// functions, tested without a GPU.
+
+#include "collectives/gpu_path.h"
+
+#include <gtest/gtest.h>
+
+namespace chorus {
+namespace {
+
+GpuPathInputs inputs(bool nccl, bool shared, bool aware, const char* requested = "") {
+  GpuPathInputs in;
+  in.nccl_built = nccl;
+  in.gpu_shared = shared;
+  in.mpi_cuda_aware = aware;
+  in.requested = requested;
+  return in;
+}
+
+TEST(GpuPath, NcclWhenBuiltAndEveryRankHasItsOwnGpu) {
+  for (bool aware : {false, true}) {
+    GpuPathChoice c = choose_gpu_path(inputs(true, false, aware));
+    EXPECT_EQ(c.path, GpuPath::kNccl);
+    EXPECT_NE(c.reason.find("NCCL"), std::string::npos);
+  }
+}
+
+TEST(GpuPath, SharedGpuFallsBackToMpi) {
+  GpuPathChoice staged = choose_gpu_path(inputs(true, true, false));
+  EXPECT_EQ(staged.path, GpuPath::kMpiStaged);
+  EXPECT_NE(staged.reason.find("share a GPU"), std::string::npos) << staged.reason;
+  EXPECT_NE(staged.reason.find("pinned"), std::string::npos) << staged.reason;
+  GpuPathChoice aware = choose_gpu_path(inputs(true, true, true));
+  EXPECT_EQ(aware.path, GpuPath::kMpiCudaAware);
+  EXPECT_NE(aware.reason.find("CUDA-aware"), std::string::npos) << aware.reason;
+}
+
+TEST(GpuPath, NoNcclInTheBuild) {
+  EXPECT_EQ(choose_gpu_path(inputs(false, false, false)).path, GpuPath::kMpiStaged);
+  EXPECT_EQ(choose_gpu_path(inputs(false, false, true)).path, GpuPath::kMpiCudaAware);
+  EXPECT_NE(choose_gpu_path(inputs(false, false, false)).reason.find("no NCCL"), std::string::npos);
+}
+
+TEST(GpuPath, RequestedMpiWinsOverNccl) {
+  GpuPathChoice c = choose_gpu_path(inputs(true, false, false, "mpi"));
+  EXPECT_EQ(c.path, GpuPath::kMpiStaged);
+  EXPECT_NE(c.reason.find("requested"), std::string::npos);
+}
+
+TEST(GpuPath, RequestedNcclThatCannotRunSaysSo) {
+  GpuPathChoice c = choose_gpu_path(inputs(true, true, true, "nccl"));
+  EXPECT_EQ(c.path, GpuPath::kMpiCudaAware);
+  EXPECT_NE(c.reason.find("NCCL was requested"), std::string::npos) << c.reason;
+  EXPECT_EQ(choose_gpu_path(inputs(true, false, false, "nccl")).path, GpuPath::kNccl);
+}
+
+TEST(GpuPath, Names) {
+  EXPECT_STREQ(gpu_path_name(GpuPath::kNccl), "nccl");
+  EXPECT_NE(std::string(gpu_path_name(GpuPath::kMpiStaged)).find("staged"), std::string::npos);
+}
+
+RankMap hosts_of(int hosts, int per_host, int rank) {
+  std::vector<std::string> names;
+  for (int h = 0; h < hosts; ++h) {
+    for (int k = 0; k < per_host; ++k) names.push_back("node" + std::to_string(h));
+  }
+  return compute_rank_map(names, rank);
+}
+
+TEST(Hierarchical, OnForUniformMultiHostLayouts) {
+  std::string why;
+  EXPECT_TRUE(use_hierarchical_allreduce(true, true, hosts_of(2, 4, 5), &why));
+  EXPECT_NE(why.find("ppr:4:node"), std::string::npos) << why;
+}
+
+TEST(Hierarchical, OffWithReasons) {
+  std::string why;
+  EXPECT_FALSE(use_hierarchical_allreduce(false, true, hosts_of(2, 4, 0), &why));
+  EXPECT_NE(why.find("CHORUS_HIERARCHICAL_ALLREDUCE"), std::string::npos);
+  EXPECT_FALSE(use_hierarchical_allreduce(true, false, hosts_of(2, 4, 0), &why));
+  EXPECT_NE(why.find("global process set"), std::string::npos);
+  EXPECT_FALSE(use_hierarchical_allreduce(true, true, hosts_of(1, 4, 0), &why));
+  EXPECT_NE(why.find("one host"), std::string::npos);
+  EXPECT_FALSE(use_hierarchical_allreduce(true, true, hosts_of(3, 1, 0), &why));
+  EXPECT_NE(why.find("one rank per host"), std::string::npos);
+  RankMap uneven = compute_rank_map({"a", "a", "b"}, 0);
+  EXPECT_FALSE(use_hierarchical_allreduce(true, true, uneven, &why));
+  EXPECT_NE(why.find("different numbers"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace chorus

@@ -1,0 +1,366 @@
+// The hierarchical allreduce over an in-process fake of its transports: ranks are threads,
+// each host's ranks share a fake "local" backend, each local index a fake "cross" backend.
+// Checks how the buffer is split, the order of the three steps on every rank, and the
+// results (bit for bit against the node-then-cross reference), without MPI, NCCL or a GPU.
+
+#include "collectives/hierarchical_allreduce.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace chorus {
+namespace {
+
+// Shared by the members of one fake group: a reusable barrier and each member's posted
+// call (its buffers and a signature that must be the same on every member).
+class Rendezvous {
+ public:
+  explicit Rendezvous(int n) : n_(n), sends_(n), sigs_(n) {}
+  int size() const { return n_; }
+
+  void barrier() {
+    std::unique_lock<std::mutex> lock(mu_);
+    const uint64_t gen = gen_;
+    if (++arrived_ == n_) {
+      arrived_ = 0;
+      ++gen_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return gen_ != gen; });
+    }
+  }
+  // Posts this member's call and waits for everyone's; returns every member's send buffer.
+  std::vector<const void*> exchange(int me, const void* send, const std::string& sig) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      sends_[me] = send;
+      sigs_[me] = sig;
+    }
+    barrier();
+    std::lock_guard<std::mutex> lock(mu_);
+    for (int i = 0; i < n_; ++i) {
+      EXPECT_EQ(sigs_[i], sigs_[0]) << "members of one group called different collectives";
+    }
+    return sends_;
+  }
+
+ private:
+  const int n_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  int arrived_ = 0;
+  uint64_t gen_ = 0;
+  std::vector<const void*> sends_;
+  std::vector<std::string> sigs_;
+};
+
+// One member's view of a fake group. Results are computed into a private buffer between
+// two barriers and written after the second, so in-place calls never race with a peer
+// still reading this member's input.
+class FakeBackend final : public Backend {
+ public:
+  FakeBackend(Rendezvous* rv, int me, std::string label, std::vector<std::string>* log)
+      : rv_(rv), me_(me), label_(std::move(label)), log_(log) {}
+
+  const char* name() const override { return "fake"; }
+  bool supports(const Device&) const override { return true; }
+  int rank() const override { return me_; }
+  int size() const override { return rv_->size(); }
+
+  Status allreduce(const void* send, void* recv, int64_t count, DataType dtype, ReduceOp op,
+                   kernels::Scale scale) override {
+    const std::string sig = "allreduce(" + std::to_string(count) + ")";
+    log_->push_back(label_ + "." + sig);
+    std::vector<const void*> all = rv_->exchange(me_, send, sig);
+    std::vector<char> out(count * dtype_size(dtype));
+    if (count > 0) kernels::reduce_ordered(out.data(), all.data(), size(), count, dtype, op, scale);
+    rv_->barrier();
+    if (count > 0) std::memcpy(recv, out.data(), out.size());
+    return {};
+  }
+  Status reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,
+                       DataType dtype, ReduceOp op, kernels::Scale scale) override {
+    std::string sig = "reducescatter(";
+    for (int64_t c : counts) sig += std::to_string(c) + ",";
+    sig += ")";
+    log_->push_back(label_ + "." + sig);
+    std::vector<const void*> all = rv_->exchange(me_, send, sig);
+    const std::size_t esz = dtype_size(dtype);
+    const int64_t offset = std::accumulate(counts.begin(), counts.begin() + me_, int64_t{0});
+    std::vector<const void*> blocks(all.size());
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      blocks[i] = static_cast<const char*>(all[i]) + offset * esz;
+    }
+    std::vector<char> out(counts[me_] * esz);
+    if (counts[me_] > 0) {
+      kernels::reduce_ordered(out.data(), blocks.data(), size(), counts[me_], dtype, op, scale);
+    }
+    rv_->barrier();
+    if (!out.empty()) std::memcpy(recv, out.data(), out.size());
+    return {};
+  }
+  Status allgatherv(const void* send, void* recv, const std::vector<int64_t>& bytes) override {
+    std::string sig = "allgatherv(";
+    for (int64_t b : bytes) sig += std::to_string(b) + ",";
+    sig += ")";
+    log_->push_back(label_ + "." + sig);
+    std::vector<const void*> all = rv_->exchange(me_, send, sig);
+    std::vector<char> out;
+    for (int i = 0; i < size(); ++i) {
+      const char* p = static_cast<const char*>(all[i]);
+      out.insert(out.end(), p, p + bytes[i]);
+    }
+    rv_->barrier();
+    if (!out.empty()) std::memcpy(recv, out.data(), out.size());
+    return {};
+  }
+  Status broadcast(void* data, int64_t bytes, int root) override {
+    log_->push_back(label_ + ".broadcast");
+    std::vector<const void*> all = rv_->exchange(me_, data, "broadcast");
+    std::vector<char> out(static_cast<const char*>(all[root]),
+                          static_cast<const char*>(all[root]) + bytes);
+    rv_->barrier();
+    std::memcpy(data, out.data(), out.size());
+    return {};
+  }
+  Status alltoallv(const void*, const std::vector<int64_t>&, void*,
+                   const std::vector<int64_t>&) override {
+    return failed_precondition("not in the fake");
+  }
+  Status barrier() override {
+    log_->push_back(label_ + ".barrier");
+    rv_->barrier();
+    return {};
+  }
+
+ private:
+  Rendezvous* rv_;
+  int me_;
+  std::string label_;
+  std::vector<std::string>* log_;
+};
+
+// `hosts` x `per_host` ranks as threads; `body(rank, backend, log)` runs on each.
+void run_world(
+    int hosts, int per_host,
+    const std::function<void(int, HierarchicalBackend&, std::vector<std::string>&)>& body) {
+  const int n = hosts * per_host;
+  Rendezvous flat(n);
+  std::vector<std::unique_ptr<Rendezvous>> local, cross;
+  for (int h = 0; h < hosts; ++h) local.push_back(std::make_unique<Rendezvous>(per_host));
+  for (int k = 0; k < per_host; ++k) cross.push_back(std::make_unique<Rendezvous>(hosts));
+  std::vector<std::thread> threads;
+  for (int g = 0; g < n; ++g) {
+    threads.emplace_back([&, g] {
+      const int h = g / per_host, k = g % per_host;
+      std::vector<std::string> log;
+      FakeBackend f(&flat, g, "flat", &log);
+      FakeBackend l(local[h].get(), k, "local", &log);
+      FakeBackend c(cross[k].get(), h, "cross", &log);
+      StatusOr<std::unique_ptr<HierarchicalBackend>> hb = HierarchicalBackend::create(&f, &l, &c);
+      ASSERT_TRUE(hb.ok()) << hb.status().to_string();
+      body(g, **hb, log);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+// Rank g's input: not integers, so that the order of the additions shows in the bits.
+std::vector<float> input_of(int g, int64_t count) {
+  std::vector<float> v(count);
+  for (int64_t i = 0; i < count; ++i) v[i] = 0.1f * static_cast<float>(g + 1) + 1e-3f * (i % 97);
+  return v;
+}
+
+// Each node's sum in local rank order, then the nodes' sums in host order, scaled once.
+std::vector<float> node_then_cross(int hosts, int per_host, int64_t count, kernels::Scale scale) {
+  std::vector<std::vector<float>> inputs, nodes(hosts, std::vector<float>(count));
+  for (int g = 0; g < hosts * per_host; ++g) inputs.push_back(input_of(g, count));
+  std::vector<const void*> node_ptrs;
+  for (int h = 0; h < hosts; ++h) {
+    std::vector<const void*> srcs;
+    for (int k = 0; k < per_host; ++k) srcs.push_back(inputs[h * per_host + k].data());
+    kernels::reduce_ordered(nodes[h].data(), srcs.data(), per_host, count, DataType::kFloat32,
+                            ReduceOp::kSum, {});
+    node_ptrs.push_back(nodes[h].data());
+  }
+  std::vector<float> out(count);
+  kernels::reduce_ordered(out.data(), node_ptrs.data(), hosts, count, DataType::kFloat32,
+                          ReduceOp::kSum, scale);
+  return out;
+}
+
+TEST(HierarchicalBlocks, SplitsEvenlyOnAlignedBoundaries) {
+  for (int64_t count : {0, 1, 5, 63, 64, 65, 1000, 100003}) {
+    for (int parts : {1, 2, 3, 4, 8}) {
+      for (int64_t align : {1, 16, 64}) {
+        std::vector<int64_t> b = hierarchical_blocks(count, parts, align);
+        ASSERT_EQ(static_cast<int>(b.size()), parts);
+        EXPECT_EQ(std::accumulate(b.begin(), b.end(), int64_t{0}), count);
+        int64_t offset = 0;
+        for (int i = 0; i < parts; ++i) {
+          // Empty trailing blocks sit at the end of the buffer; the others start aligned.
+          if (b[i] > 0) {
+            EXPECT_EQ(offset % align, 0) << count << " " << parts << " " << align;
+          }
+          if (i > 0) {
+            EXPECT_LE(b[i], b[i - 1]);
+          }
+          EXPECT_LT(b[0] - b[i], 2 * align);
+          offset += b[i];
+        }
+      }
+    }
+  }
+  EXPECT_EQ(hierarchical_blocks(10, 3, 1), (std::vector<int64_t>{4, 3, 3}));
+  EXPECT_EQ(hierarchical_blocks(100, 3, 16), (std::vector<int64_t>{48, 32, 20}));
+  EXPECT_EQ(hierarchical_blocks(1, 3, 64), (std::vector<int64_t>{1, 0, 0}));
+}
+
+TEST(HierarchicalAllreduce, RefusesANonUniformLayout) {
+  std::vector<std::string> log;
+  Rendezvous a(6), b(4), c(2);
+  FakeBackend flat(&a, 0, "flat", &log), local(&b, 0, "local", &log), cross(&c, 0, "cross", &log);
+  StatusOr<std::unique_ptr<HierarchicalBackend>> hb =
+      HierarchicalBackend::create(&flat, &local, &cross);
+  ASSERT_FALSE(hb.ok());
+  EXPECT_NE(hb.status().message().find("4 local ranks x 2 hosts != 6 ranks"), std::string::npos)
+      << hb.status().message();
+}
+
+struct Layout {
+  int hosts;
+  int per_host;
+};
+
+class HierarchicalWorld : public ::testing::TestWithParam<Layout> {};
+
+TEST_P(HierarchicalWorld, StepsInOrderWithTheSplitAndNodeThenCrossBits) {
+  const Layout L = GetParam();
+  const int n = L.hosts * L.per_host;
+  for (int64_t count : {int64_t{1}, int64_t{7}, int64_t{1000}, int64_t{65 * 64 + 3}}) {
+    const kernels::Scale scale{n, 0.5};  // average, then postscale 0.5
+    const std::vector<float> want = node_then_cross(L.hosts, L.per_host, count, scale);
+    const std::vector<int64_t> blocks = hierarchical_blocks(count, L.per_host, 64);
+    run_world(L.hosts, L.per_host,
+              [&](int g, HierarchicalBackend& hb, std::vector<std::string>& log) {
+                const int k = g % L.per_host;
+                std::vector<float> data = input_of(g, count);
+                ASSERT_TRUE(hb.allreduce(data.data(), data.data(), count, DataType::kFloat32,
+                                         ReduceOp::kSum, scale)
+                                .ok());
+                ASSERT_EQ(0, std::memcmp(data.data(), want.data(), count * sizeof(float)))
+                    << "rank " << g << " count " << count;
+                std::string rs = "local.reducescatter(", ag = "local.allgatherv(";
+                for (int64_t b : blocks) {
+                  rs += std::to_string(b) + ",";
+                  ag += std::to_string(b * 4) + ",";
+                }
+                std::vector<std::string> expected{rs + ")"};
+                // A rank whose shard is empty skips the cross step, as do its cross partners.
+                if (blocks[k] > 0)
+                  expected.push_back("cross.allreduce(" + std::to_string(blocks[k]) + ")");
+                expected.push_back(ag + ")");
+                EXPECT_EQ(log, expected) << "rank " << g << " count " << count;
+              });
+  }
+}
+
+TEST_P(HierarchicalWorld, OutOfPlaceAndOtherCollectivesGoFlat) {
+  const Layout L = GetParam();
+  const int64_t count = 333;
+  const std::vector<float> want = node_then_cross(L.hosts, L.per_host, count, {});
+  run_world(L.hosts, L.per_host,
+            [&](int g, HierarchicalBackend& hb, std::vector<std::string>& log) {
+              const std::vector<float> in = input_of(g, count);
+              std::vector<float> out(count, -1.0f);
+              ASSERT_TRUE(
+                  hb.allreduce(in.data(), out.data(), count, DataType::kFloat32, ReduceOp::kSum, {})
+                      .ok());
+              EXPECT_EQ(0, std::memcmp(out.data(), want.data(), count * sizeof(float)));
+              EXPECT_EQ(in, input_of(g, count)) << "the input must not change";
+              log.clear();
+              int value = g == 0 ? 42 : 0;
+              ASSERT_TRUE(hb.broadcast(&value, sizeof value, 0).ok());
+              EXPECT_EQ(value, 42);
+              ASSERT_TRUE(hb.barrier().ok());
+              EXPECT_EQ(log, (std::vector<std::string>{"flat.broadcast", "flat.barrier"}));
+            });
+}
+
+TEST_P(HierarchicalWorld, FusedAndAloneGiveTheSameBits) {
+  const Layout L = GetParam();
+  const int64_t a = 517, b = 1031;
+  run_world(L.hosts, L.per_host, [&](int g, HierarchicalBackend& hb, std::vector<std::string>&) {
+    std::vector<float> fused = input_of(g, a + b);
+    std::vector<float> first(fused.begin(), fused.begin() + a);
+    std::vector<float> second(fused.begin() + a, fused.end());
+    const kernels::Scale scale{L.hosts * L.per_host, 1.0};
+    ASSERT_TRUE(
+        hb.allreduce(fused.data(), fused.data(), a + b, DataType::kFloat32, ReduceOp::kSum, scale)
+            .ok());
+    ASSERT_TRUE(
+        hb.allreduce(first.data(), first.data(), a, DataType::kFloat32, ReduceOp::kSum, scale)
+            .ok());
+    ASSERT_TRUE(
+        hb.allreduce(second.data(), second.data(), b, DataType::kFloat32, ReduceOp::kSum, scale)
+            .ok());
+    EXPECT_EQ(0, std::memcmp(fused.data(), first.data(), a * sizeof(float)));
+    EXPECT_EQ(0, std::memcmp(fused.data() + a, second.data(), b * sizeof(float)));
+  });
+}
+
+TEST_P(HierarchicalWorld, IntegerAverageTruncatesOnceAtTheEnd) {
+  const Layout L = GetParam();
+  const int n = L.hosts * L.per_host;
+  const int64_t count = 129;
+  run_world(L.hosts, L.per_host, [&](int g, HierarchicalBackend& hb, std::vector<std::string>&) {
+    std::vector<int32_t> data(count);
+    for (int64_t i = 0; i < count; ++i) data[i] = static_cast<int32_t>((g + 1) * (i - 60));
+    ASSERT_TRUE(
+        hb.allreduce(data.data(), data.data(), count, DataType::kInt32, ReduceOp::kSum, {n, 3.0})
+            .ok());
+    for (int64_t i = 0; i < count; ++i) {
+      const int64_t sum = static_cast<int64_t>(n) * (n + 1) / 2 * (i - 60);
+      ASSERT_EQ(data[i], static_cast<int32_t>(sum / n * 3)) << "element " << i;
+    }
+  });
+}
+
+TEST_P(HierarchicalWorld, MaxOfFloat64) {
+  const Layout L = GetParam();
+  const int64_t count = 77;
+  run_world(L.hosts, L.per_host, [&](int g, HierarchicalBackend& hb, std::vector<std::string>&) {
+    std::vector<double> data(count);
+    for (int64_t i = 0; i < count; ++i) data[i] = (g * 31 + i * 7) % 13;
+    ASSERT_TRUE(
+        hb.allreduce(data.data(), data.data(), count, DataType::kFloat64, ReduceOp::kMax, {}).ok());
+    for (int64_t i = 0; i < count; ++i) {
+      double want = 0;
+      for (int r = 0; r < L.hosts * L.per_host; ++r)
+        want = std::max<double>(want, (r * 31 + i * 7) % 13);
+      ASSERT_EQ(data[i], want);
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, HierarchicalWorld,
+                         ::testing::Values(Layout{2, 2}, Layout{2, 3}, Layout{3, 2}, Layout{2, 4},
+                                           Layout{1, 3}, Layout{3, 1}),
+                         [](const ::testing::TestParamInfo<Layout>& info) {
+                           return std::to_string(info.param.hosts) + "hosts_x" +
+                                  std::to_string(info.param.per_host);
+                         });
+
+}  // namespace
+}  // namespace chorus
