@@ -56,11 +56,26 @@ std::string device_name(const Device& device);
 
 /// A view of a dense, row-major tensor that the caller owns. Chorus never frees it; the
 /// memory must stay valid until the Handle of the collective that uses it completes.
+///
+/// CUDA tensors (device = Device::cuda(i), data a device pointer on GPU i): the producer's
+/// writes are ordered before Chorus reads the tensor through one of these, checked in order:
+///  - `ready_event`: a cudaEvent_t (passed as void*) the caller recorded after the last
+///    write. Chorus's background thread makes its own stream wait on it (no host wait). The
+///    caller must not record it again, nor destroy it, until the Handle completes.
+///  - `ready_stream`: a cudaStream_t (as void*) on which the tensor is produced, e.g.
+///    LibTorch's current stream. Chorus records its own event on it inside the collective
+///    call, on the calling thread.
+///  - neither: Chorus records its event on the legacy default stream (stream 0).
+/// Completion: the Handle completes once the results are in the output's device memory;
+/// the producer's stream is never blocked by Chorus, and a wait() sleeps rather than spins.
+/// Both fields are ignored for host tensors.
 struct TensorRef {
   void* data = nullptr;
   DataType dtype = DataType::kFloat32;
   std::vector<int64_t> shape;
   Device device;
+  void* ready_event = nullptr;   ///< CUDA only: cudaEvent_t recorded after the last write
+  void* ready_stream = nullptr;  ///< CUDA only: cudaStream_t the tensor is produced on
 
   int64_t num_elements() const;
   std::size_t num_bytes() const {

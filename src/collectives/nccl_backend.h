@@ -1,13 +1,74 @@
 #pragma once
-// The seam of the NCCL backend (GPU memory). Compiled when CHORUS_WITH_NCCL is on; the
-// backend itself (communicators per process set, streams, async error polling) arrives
-// with the GPU path. Until then device tensors are refused at enqueue with a clear error.
+// The NCCL backend: collectives on GPU memory over one NCCL communicator per process set,
+// enqueued on the set's communication stream (owned by GpuContext). Compiled when
+// CHORUS_WITH_NCCL is on. Only nccl_backend.cc includes nccl.h.
+//
+// Contract: background thread only, every member in the same order (Backend). Calls only
+// enqueue work: the caller (GpuContext::synchronize) waits for the stream and, while it
+// waits, polls poll_async() so that a failed peer or a NCCL error becomes a Status on
+// every rank instead of a hang. After an error the communicator is aborted and every
+// later call fails at once with the same Status.
 
+#include <memory>
 #include <string>
+
+#include "collectives/backend.h"
+#include "fusion/cuda_fusion.h"
 
 namespace chorus {
 
 /// "NCCL 2.x.y" as linked, for the debug log at init.
 std::string nccl_version_string();
+
+class NcclBackend final : public Backend {
+ public:
+  /// Collective over the members of `host` (the same ranks over MPI): rank 0 creates the
+  /// unique id, `host.broadcast` sends it, and every rank joins the communicator on
+  /// `device`. `stream` (cudaStream_t) and `copy` (for result scaling) belong to the caller
+  /// and outlive this backend. `label` names the set in messages ("global", "set 3",
+  /// "global/local").
+  static StatusOr<std::unique_ptr<NcclBackend>> create(Backend& host, int device, void* stream,
+                                                       gpu::BatchedCopy* copy,
+                                                       const std::string& label);
+  ~NcclBackend() override;
+
+  const char* name() const override { return "nccl"; }
+  bool supports(const Device& device) const override { return device.kind == Device::Kind::kCUDA; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  Status allreduce(const void* send, void* recv, int64_t count, DataType dtype, ReduceOp op,
+                   kernels::Scale scale) override;
+  /// Equal counts: ncclReduceScatter. Uneven: one ncclReduce per block in a group.
+  Status reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,
+                       DataType dtype, ReduceOp op, kernels::Scale scale) override;
+  /// Equal blocks: ncclAllGather. Uneven: one ncclBroadcast per block in a group.
+  Status allgatherv(const void* send, void* recv, const std::vector<int64_t>& bytes) override;
+  Status broadcast(void* data, int64_t bytes, int root) override;
+  /// ncclSend/ncclRecv pairs to every peer in one group.
+  Status alltoallv(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
+                   const std::vector<int64_t>& recv_bytes) override;
+  /// Over the host backend: NCCL has no barrier, and the work before it is already
+  /// synchronized by the caller.
+  Status barrier() override { return host_.barrier(); }
+
+  /// NCCL's asynchronous error state. On an error: aborts the communicator, latches and
+  /// returns the Status (naming `during`). OK while healthy.
+  Status poll_async(const std::string& during);
+
+ private:
+  NcclBackend(Backend& host, void* stream, gpu::BatchedCopy* copy, std::string label)
+      : host_(host), stream_(stream), copy_(copy), label_(std::move(label)) {}
+  Status scale_result(void* data, int64_t count, DataType dtype, kernels::Scale scale);
+
+  Backend& host_;
+  void* comm_ = nullptr;  // ncclComm_t
+  void* stream_;          // cudaStream_t
+  gpu::BatchedCopy* copy_;
+  std::string label_;
+  int rank_ = 0;
+  int size_ = 1;
+  Status failed_;  // latched: the communicator was aborted
+};
 
 }  // namespace chorus

@@ -9,6 +9,9 @@
 
 #include "chorus/chorus.h"
 #include "core/runtime.h"
+#ifdef CHORUS_WITH_CUDA
+#include "collectives/gpu_event.h"
+#endif
 
 namespace chorus {
 namespace {
@@ -43,9 +46,38 @@ Status check_tensor(OpType op, const std::string& name, const char* role, const 
     return invalid_argument(what(op, name) + role + " " + describe(t) + " has no data pointer");
   }
   if (!t.device.is_cpu()) {
+#ifdef CHORUS_WITH_CUDA
+    const int devices = gpu::device_count();
+    if (t.device.kind != Device::Kind::kCUDA || t.device.index < 0 || t.device.index >= devices) {
+      return invalid_argument(what(op, name) + role + " is on " + device_name(t.device) +
+                              ", but this process sees " + std::to_string(devices) +
+                              " CUDA device(s)");
+    }
+#else
     return invalid_argument(what(op, name) + role + " is on " + device_name(t.device) +
                             ": this build of Chorus runs collectives on host memory only");
+#endif
   }
+  return {};
+}
+
+// CUDA inputs: the event the background thread waits on before reading (types.h), taken
+// now, on the producer's thread. Outputs whose size is agreed later must come from the
+// caller's allocator: Chorus's own fallback allocates host memory.
+Status attach_ready_event(Entry& e) {
+  if (e.input.device.kind != Device::Kind::kCUDA) return {};
+#ifdef CHORUS_WITH_CUDA
+  const OpType op = e.request.op;
+  if ((op == OpType::kAllgather || op == OpType::kAlltoall || op == OpType::kReducescatter) &&
+      !e.allocate) {
+    return invalid_argument(what(op, e.request.name) + "a tensor on " +
+                            device_name(e.input.device) +
+                            " needs options.allocate to provide the output in device memory");
+  }
+  StatusOr<std::shared_ptr<void>> ev = gpu::capture_ready_event(e.input);
+  if (!ev.ok()) return ev.status();
+  e.ready_event = std::move(ev).value();
+#endif
   return {};
 }
 
@@ -102,6 +134,7 @@ StatusOr<Prepared> prepare(OpType op, const std::string& name, ProcessSet ps) {
 // Hands one entry over by moving it: a braced list would copy the entry (its request,
 // shapes and callback) on every collective.
 Handle submit_one(Prepared& p) {
+  if (Status s = attach_ready_event(p.entry); !s.ok()) return failed(s);
   std::vector<Entry> one;
   one.push_back(std::move(p.entry));
   return p.rt->submit(std::move(one));
@@ -123,7 +156,7 @@ Status fill_allreduce(Entry& e, const TensorRef& input, const TensorRef& output,
                    check_scale(op, name, "postscale", options.postscale)}) {
     if (!s.ok()) return s;
   }
-  if (input.dtype != output.dtype || input.shape != output.shape) {
+  if (input.dtype != output.dtype || input.shape != output.shape || input.device != output.device) {
     return invalid_argument(what(op, name) + "output " + describe(output) +
                             " does not match input " + describe(input));
   }
@@ -215,6 +248,7 @@ Handle grouped_allreduce(const std::vector<std::string>& names,
     if (Status s = fill_allreduce(p->entry, inputs[i], outputs[i], options); !s.ok()) {
       return failed(s);
     }
+    if (Status s = attach_ready_event(p->entry); !s.ok()) return failed(s);
     if (inputs.size() > 1) {
       // The group's key is derived from its first name, which every rank shares.
       Request& q = p->entry.request;

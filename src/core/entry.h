@@ -20,6 +20,9 @@ struct Entry {
   OutputAllocator allocate;  ///< optional (allgather, alltoall, reducescatter)
   std::shared_ptr<detail::HandleState> handle;
   std::chrono::steady_clock::time_point enqueued;
+  /// CUDA tensors: the cudaEvent_t (held as the pointer) after which the input may be read
+  /// (gpu_event.h); null for host tensors.
+  std::shared_ptr<void> ready_event;
 };
 
 }  // namespace chorus

@@ -25,7 +25,29 @@ int64_t row_elements(const std::vector<int64_t>& shape) {
 }  // namespace
 
 Executor::Executor(Backend* backend, std::size_t fusion_threshold, Timeline* timeline)
-    : backend_(backend), fusion_(fusion_threshold), timeline_(timeline) {}
+    : backend_(backend), fusion_(fusion_threshold), timeline_(timeline) {
+  gpu_setup_.host = backend;
+  gpu_setup_.label = "process set";
+  gpu_setup_.fusion_threshold = fusion_threshold;
+}
+
+Executor::~Executor() = default;
+
+void Executor::set_gpu_setup(const GpuContextSetup& setup) {
+  gpu_setup_ = setup;
+  gpu_setup_.host = backend_;
+  gpu_setup_.fusion_threshold = fusion_.capacity();
+}
+
+#ifndef CHORUS_WITH_CUDA
+// The API refuses CUDA tensors in a build without CUDA, so no CUDA response reaches here.
+Status Executor::run_gpu_batch(const std::vector<const Response*>& batch,
+                               std::unordered_map<std::string, Entry>&, Clock::time_point,
+                               const Finish&) {
+  return internal_error("'" + batch.front()->name + "' is on " +
+                        device_name(batch.front()->device) + " in a build without CUDA");
+}
+#endif
 
 Entry* Executor::find(std::unordered_map<std::string, Entry>& entries, const std::string& name) {
   auto it = entries.find(name);
@@ -92,7 +114,11 @@ Status Executor::execute(const std::vector<Response>& responses,
   }
   for (const FusionBatch& batch : plan_fusion(items, fusion_.capacity())) {
     Status s;
-    if (batch.items.size() == 1) {
+    if (runnable[batch.items[0]]->device.kind == Device::Kind::kCUDA) {
+      std::vector<const Response*> members;
+      for (std::size_t i : batch.items) members.push_back(runnable[i]);
+      s = run_gpu_batch(members, entries, agreed, finish);
+    } else if (batch.items.size() == 1) {
       const Response& r = *runnable[batch.items[0]];
       Entry* e = find(entries, r.name);
       if (e) trace(r.name, TimelinePhase::kQueue, agreed, Clock::now());

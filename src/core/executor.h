@@ -6,11 +6,13 @@
 // zeros.
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
 
 #include "collectives/backend.h"
+#include "collectives/gpu_context.h"
 #include "core/entry.h"
 #include "fusion/buffer_manager.h"
 #include "timeline/timeline.h"
@@ -24,6 +26,12 @@ class Executor {
 
   /// `fusion_threshold`: bytes per fusion buffer (0: no fusion). `timeline` may be null.
   Executor(Backend* backend, std::size_t fusion_threshold, Timeline* timeline);
+  ~Executor();
+
+  /// What the set's GPU context is built from at its first CUDA response (label, topology
+  /// for the hierarchical allreduce, path override). Without it: the set's own backend,
+  /// flat. Call before the first execute().
+  void set_gpu_setup(const GpuContextSetup& setup);
 
   /// Executes `responses` in order. `entries` maps names to this rank's entries; `finish`
   /// is called once for every entry a response names (then the caller drops it).
@@ -44,12 +52,24 @@ class Executor {
   char* zeros(std::size_t bytes);
   void trace(const std::string& name, TimelinePhase phase, Clock::time_point start,
              Clock::time_point end);
+  // CUDA responses (executor_gpu.cc): one batch of the plan, fused or alone, on the set's
+  // GPU context, synchronized before the entries finish.
+  Status run_gpu_batch(const std::vector<const Response*>& batch,
+                       std::unordered_map<std::string, Entry>& entries, Clock::time_point agreed,
+                       const Finish& finish);
+  Status run_gpu_fused(GpuContext& g, const std::vector<const Response*>& batch,
+                       std::unordered_map<std::string, Entry>& entries, Clock::time_point agreed,
+                       const Finish& finish);
+  Status run_gpu_single(GpuContext& g, const Response& r, Entry* e, const Finish& finish);
+  StatusOr<GpuContext*> gpu_for(const Device& device);
 
   Backend* backend_;
   FusionBuffer fusion_;
   Timeline* timeline_;
   std::vector<char> zeros_;    // a joined rank's contribution; grows, stays zero
   std::vector<char> staging_;  // prescaled input of a reducescatter; grows
+  GpuContextSetup gpu_setup_;
+  std::unique_ptr<GpuContext> gpu_;  // created at the first CUDA response
 };
 
 }  // namespace chorus

@@ -1,0 +1,21 @@
+#pragma once
+// The ready event of a CUDA tensor (TensorRef::ready_event / ready_stream, types.h),
+// captured on the trainer's thread at enqueue. No CUDA header here.
+
+#include <memory>
+
+#include "chorus/status.h"
+#include "chorus/types.h"
+
+namespace chorus::gpu {
+
+/// The cudaEvent_t (as the pointer held) that the background thread orders its reads
+/// after: the caller's `ready_event` (borrowed: the deleter does nothing), or an event
+/// Chorus records now on `ready_stream` (or stream 0) on the tensor's device (owned:
+/// destroyed with the last copy). Restores the calling thread's current device.
+StatusOr<std::shared_ptr<void>> capture_ready_event(const TensorRef& t);
+
+/// Number of CUDA devices visible to this process (0 when the driver has none).
+int device_count();
+
+}  // namespace chorus::gpu

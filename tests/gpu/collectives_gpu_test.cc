@@ -1,0 +1,173 @@
+// Collectives on CUDA tensors through the public API, under mpirun. One rank: NCCL. Two to
+// four ranks on one GPU: NCCL refuses a shared GPU, so Chorus takes the MPI path (staged,
+// or CUDA-aware when Open MPI is) — the MPS pattern. Data are small integers, exact in
+// every dtype. Skips on machines without a GPU (run_gpu.sh, and GTEST_SKIP here).
+
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "../mpi/test_data.h"
+#include "chorus/chorus.h"
+#include "gpu_test_util.h"
+
+namespace chorus::testing {
+namespace {
+
+Buffer make_buffer(DataType t, std::vector<int64_t> shape, int rank) {
+  Buffer b(t, std::move(shape));
+  for (int64_t i = 0; i < b.count(); ++i) b.set(i, value(t, rank, i));
+  return b;
+}
+
+// `v` stored into the dtype and read back (wraps integers, rounds floats).
+double as_stored(DataType t, double v) {
+  Buffer one(t, {1});
+  one.set(0, v);
+  return one.at(0);
+}
+
+int my_device() {
+  int n = 0;
+  cudaGetDeviceCount(&n);
+  return n == 0 ? 0 : local_rank() % n;
+}
+
+// A Buffer's bytes on this rank's GPU, produced on a stream of its own: Chorus must order
+// its reads after that stream's work (ready_stream).
+struct GpuTensor {
+  explicit GpuTensor(const Buffer& b) : host(b), dev(b.bytes.size()) {
+    cudaSetDevice(my_device());
+    cudaStreamCreate(&stream);
+    cudaMemcpyAsync(dev.data(), b.bytes.data(), b.bytes.size(), cudaMemcpyHostToDevice, stream);
+  }
+  ~GpuTensor() { cudaStreamDestroy(stream); }
+  TensorRef ref() {
+    TensorRef t{dev.data(), host.dtype, host.shape, Device::cuda(my_device())};
+    t.ready_stream = stream;
+    return t;
+  }
+  Buffer back() {
+    Buffer b = host;
+    cudaMemcpy(b.bytes.data(), dev.data(), b.bytes.size(), cudaMemcpyDeviceToHost);
+    return b;
+  }
+  Buffer host;
+  DeviceBuffer dev;
+  cudaStream_t stream = nullptr;
+};
+
+// Outputs agreed later (allgather, alltoall, reducescatter) in device memory.
+struct DeviceAllocator {
+  std::shared_ptr<std::vector<std::unique_ptr<DeviceBuffer>>> kept =
+      std::make_shared<std::vector<std::unique_ptr<DeviceBuffer>>>();
+  OutputAllocator make(DataType t) {
+    return [kept = kept, t](const std::vector<int64_t>& shape) -> StatusOr<TensorRef> {
+      TensorRef r{nullptr, t, shape, Device::cuda(my_device())};
+      kept->push_back(std::make_unique<DeviceBuffer>(r.num_bytes()));
+      r.data = kept->back()->data();
+      return r;
+    };
+  }
+};
+
+constexpr DataType kAll[] = {DataType::kUInt8,   DataType::kInt8,    DataType::kInt32,
+                             DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
+                             DataType::kFloat32, DataType::kFloat64};
+
+TEST(GpuCollectives, AllreduceSumEveryDtype) {
+  CHORUS_REQUIRE_GPU();
+  const int n = size();
+  for (DataType t : kAll) {
+    Buffer in = make_buffer(t, {37, 3}, rank());
+    GpuTensor g(in);
+    ASSERT_TRUE(
+        allreduce("gpu.sum." + std::string(dtype_name(t)), g.ref(), g.ref(), {ReduceOp::kSum})
+            .wait()
+            .ok());
+    Buffer out = g.back();
+    for (int64_t i = 0; i < out.count(); ++i) {
+      double want = 0;
+      for (int r = 0; r < n; ++r) want += value(t, r, i);
+      ASSERT_EQ(out.at(i), as_stored(t, want)) << dtype_name(t) << " element " << i;
+    }
+  }
+}
+
+TEST(GpuCollectives, FusedAverageOfManyTensors) {
+  CHORUS_REQUIRE_GPU();
+  std::vector<std::unique_ptr<GpuTensor>> ts;
+  std::vector<TensorRef> refs;
+  std::vector<std::string> names;
+  for (int i = 0; i < 120; ++i) {
+    ts.push_back(
+        std::make_unique<GpuTensor>(make_buffer(DataType::kFloat32, {1 + i % 17}, rank())));
+    refs.push_back(ts.back()->ref());
+    names.push_back("gpu.fused." + std::to_string(i));
+  }
+  AllreduceOptions o;
+  o.op = ReduceOp::kSum;
+  o.postscale = 0.5;
+  ASSERT_TRUE(grouped_allreduce(names, refs, refs, o).wait().ok());
+  for (auto& t : ts) {
+    Buffer out = t->back();
+    for (int64_t i = 0; i < out.count(); ++i) {
+      double want = 0;
+      for (int r = 0; r < size(); ++r) want += value(DataType::kFloat32, r, i);
+      ASSERT_EQ(out.at(i), static_cast<double>(static_cast<float>(want) * 0.5f));
+    }
+  }
+}
+
+TEST(GpuCollectives, BroadcastAllgatherAlltoallReducescatter) {
+  CHORUS_REQUIRE_GPU();
+  const int n = size(), me = rank();
+  const DataType t = DataType::kInt32;
+  GpuTensor b(make_buffer(t, {10}, me));
+  ASSERT_TRUE(broadcast("gpu.bcast", b.ref(), n - 1).wait().ok());
+  EXPECT_EQ(b.back().bytes, make_buffer(t, {10}, n - 1).bytes);
+
+  DeviceAllocator alloc;
+  GpuTensor ag(make_buffer(t, {me + 1, 2}, me));
+  AllgatherOptions go;
+  go.allocate = alloc.make(t);
+  Handle h = allgather("gpu.allgather", ag.ref(), go);
+  ASSERT_TRUE(h.wait().ok());
+  ASSERT_EQ(h.output().shape[0], n * (n + 1) / 2);
+
+  GpuTensor a2a(make_buffer(t, {n, 3}, me));
+  AlltoallOptions ao;
+  ao.allocate = alloc.make(t);
+  ASSERT_TRUE(alltoall("gpu.alltoall", a2a.ref(), {}, ao).wait().ok());
+
+  GpuTensor rs(make_buffer(t, {2 * n + 1, 2}, me));
+  ReducescatterOptions ro;
+  ro.op = ReduceOp::kSum;
+  ro.allocate = alloc.make(t);
+  Handle rh = reducescatter("gpu.reducescatter", rs.ref(), ro);
+  ASSERT_TRUE(rh.wait().ok());
+  EXPECT_EQ(rh.output().shape[0], 2 + (me < 1 ? 1 : 0));
+}
+
+TEST(GpuCollectives, CallerEventIsHonoured) {
+  CHORUS_REQUIRE_GPU();
+  GpuTensor g(make_buffer(DataType::kFloat32, {4096}, rank()));
+  cudaEvent_t ev;
+  CHORUS_CUDA_OK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+  CHORUS_CUDA_OK(cudaEventRecord(ev, g.stream));
+  TensorRef r = g.ref();
+  r.ready_stream = nullptr;
+  r.ready_event = ev;
+  ASSERT_TRUE(allreduce("gpu.event", r, r, {ReduceOp::kMax}).wait().ok());
+  Buffer out = g.back();
+  for (int64_t i = 0; i < out.count(); ++i) {
+    double want = value(DataType::kFloat32, 0, i);
+    for (int q = 1; q < size(); ++q) want = std::max(want, value(DataType::kFloat32, q, i));
+    ASSERT_EQ(out.at(i), want);
+  }
+  cudaEventDestroy(ev);
+}
+
+}  // namespace
+}  // namespace chorus::testing

@@ -1,0 +1,42 @@
+// NCCL error injection: an allreduce whose "device" pointer is host memory that CUDA does
+// not know, so NCCL refuses the call (invalid argument). The failure must reach this
+// rank's handles — the bad one and one queued behind it — as a failed Status carrying
+// NCCL's message, never a hang. Every rank submits the same bad tensor, so every rank's
+// handles fail. Runs with one rank per GPU (NCCL); skips without a GPU.
+
+#include <cuda_runtime_api.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <vector>
+
+#include "chorus/chorus.h"
+
+int main() {
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("SKIPPED: no CUDA device\n");
+    return 77;
+  }
+  if (!chorus::init().ok()) return 2;
+  const int device = chorus::local_rank() % devices;
+  std::vector<float> host(1024, 1.0f);  // not device memory, not registered with CUDA
+  chorus::TensorRef bad{
+      host.data(), chorus::DataType::kFloat32, {1024}, chorus::Device::cuda(device)};
+  chorus::Handle h = chorus::allreduce("bad.pointer", bad, bad);
+  chorus::Status s = h.wait();
+  chorus::Handle after = chorus::allreduce("after.failure", bad, bad);
+  chorus::Status s2 = after.wait();
+  std::printf("rank %d: %s\nrank %d: after: %s\n", chorus::rank(), s.to_string().c_str(),
+              chorus::rank(), s2.to_string().c_str());
+  chorus::shutdown();
+  const bool named = s.message().find("NCCL") != std::string::npos ||
+                     s.message().find("nccl") != std::string::npos;
+  if (s.ok() || s2.ok() || !named) {
+    std::printf("rank %d: FAILED: expected both handles to fail with NCCL's message\n",
+                chorus::rank());
+    return 1;
+  }
+  std::printf("rank %d: error reached the handles\n", chorus::rank());
+  return 0;
+}
