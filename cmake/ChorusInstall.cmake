@@ -8,6 +8,11 @@ install(TARGETS chorus EXPORT ChorusTargets
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY include/chorus DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+if(CHORUS_WITH_TORCH)
+  install(TARGETS chorus_torch EXPORT ChorusTargets
+          LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+          INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+endif()
 # The launcher and the job-script templates it goes with.
 install(TARGETS chorusrun RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 install(FILES launch/abci_qsub.sh launch/slurm_sbatch.sh

@@ -24,6 +24,7 @@ struct Options {
   std::optional<double> stall_shutdown_seconds;   ///< CHORUS_STALL_SHUTDOWN_SECONDS
   std::optional<bool> hierarchical_allreduce;     ///< CHORUS_HIERARCHICAL_ALLREDUCE
   std::optional<std::string> log_level;           ///< CHORUS_LOG_LEVEL
+  std::optional<std::string> bind;                ///< CHORUS_BIND
 };
 
 /// A group of ranks that collectives can run within. id 0 is the global set, which always

@@ -90,6 +90,13 @@ StatusOr<Config> Config::load(const Options& options, const Getenv& env) {
   if (options.stall_shutdown_seconds) c.stall_shutdown_seconds = *options.stall_shutdown_seconds;
   if (options.hierarchical_allreduce) c.hierarchical_allreduce = *options.hierarchical_allreduce;
   if (options.log_level) c.log_level = *options.log_level;
+  // An empty or unset CHORUS_BIND means none.
+  std::string bind;
+  if (const char* b = env("CHORUS_BIND"); b != nullptr) bind = b;
+  if (options.bind) bind = *options.bind;
+  StatusOr<BindMode> mode = parse_bind_mode(bind, "CHORUS_BIND");
+  if (!mode.ok()) return mode.status();
+  c.bind = *mode;
 
   // Options bypass the parsers, so range checks are repeated on the merged values.
   if (c.fusion_threshold_bytes < 0) {
@@ -132,7 +139,7 @@ std::string Config::describe() const {
       << " CHORUS_STALL_CHECK_SECONDS=" << stall_check_seconds
       << " CHORUS_STALL_SHUTDOWN_SECONDS=" << stall_shutdown_seconds
       << " CHORUS_HIERARCHICAL_ALLREDUCE=" << (hierarchical_allreduce ? 1 : 0)
-      << " CHORUS_LOG_LEVEL=" << log_level;
+      << " CHORUS_LOG_LEVEL=" << log_level << " CHORUS_BIND=" << bind_mode_name(bind);
   return out.str();
 }
 

@@ -8,6 +8,7 @@
 
 #include "chorus/options.h"
 #include "chorus/status.h"
+#include "topology/cpu_plan.h"
 
 namespace chorus {
 
@@ -35,6 +36,9 @@ struct Config {
   bool hierarchical_allreduce = false;
   /// CHORUS_LOG_LEVEL: trace, debug, info, warn, error, critical or off.
   std::string log_level = "warn";
+  /// CHORUS_BIND: none, core or numa. Whether each rank (and its background thread) is
+  /// bound to CPUs of its own; off by default since mpirun and srun may bind already.
+  BindMode bind = BindMode::kNone;
 
   /// Reads `options`, falling back to the environment (through `getenv_fn`), then to the
   /// defaults. A malformed or out-of-range value fails with kInvalidArgument naming the

@@ -190,14 +190,12 @@ Status Runtime::setup_topology(const std::vector<std::string>& names) {
   LauncherCheck check = check_launcher_view(map_, rank_, size_, process_env());
   for (const std::string& w : check.warnings) log().warn("{}", w);
   for (const std::string& n : check.notes) log().debug("launcher check: {}", n);
-  StatusOr<BindMode> mode = bind_mode_from_env();
-  if (!mode.ok()) return mode.status();
-  StatusOr<BindingResult> bound = apply_binding(*mode, map_);
+  StatusOr<BindingResult> bound = apply_binding(config_.bind, map_);
   if (!bound.ok()) return bound.status();
   if (bound->warning) {
     log().warn("{}", bound->message);
   } else {
-    log().log(*mode == BindMode::kNone ? spdlog::level::debug : spdlog::level::info, "{}",
+    log().log(config_.bind == BindMode::kNone ? spdlog::level::debug : spdlog::level::info, "{}",
               bound->message);
   }
   if (config_.hierarchical_allreduce) {

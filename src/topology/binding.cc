@@ -1,17 +1,8 @@
 #include "topology/binding.h"
 
-#include <cstdlib>
-
 #include "topology/hwloc_binding.h"
 
 namespace chorus {
-
-StatusOr<BindMode> bind_mode_from_env() {
-  // Read here rather than in core/config.cc: the topology layer owns this setting and the
-  // launcher (chorusrun --explain) interprets it the same way.
-  const char* v = std::getenv("CHORUS_BIND");
-  return parse_bind_mode(v ? v : "", "CHORUS_BIND");
-}
 
 StatusOr<BindingResult> apply_binding(BindMode mode, const RankMap& map) {
   BindingResult result;

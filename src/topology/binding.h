@@ -11,9 +11,6 @@
 
 namespace chorus {
 
-/// CHORUS_BIND from the environment (none when unset); an error names the bad value.
-StatusOr<BindMode> bind_mode_from_env();
-
 struct BindingResult {
   bool bound = false;    ///< the process and the calling thread were bound
   bool warning = false;  ///< `message` should be logged as a warning (binding skipped)

@@ -243,7 +243,25 @@ INSTANTIATE_TEST_SUITE_P(Words, ConfigBadEnvTest,
                                            BadValue{"CHORUS_HIERARCHICAL_ALLREDUCE", "1 "},
                                            BadValue{"CHORUS_LOG_LEVEL", "verbose"},
                                            BadValue{"CHORUS_LOG_LEVEL", "warning"},
-                                           BadValue{"CHORUS_LOG_LEVEL", "WARN"}));
+                                           BadValue{"CHORUS_LOG_LEVEL", "WARN"},
+                                           BadValue{"CHORUS_BIND", "socket"},
+                                           BadValue{"CHORUS_BIND", "Core"}));
+
+TEST(ConfigTest, BindFromEnvironmentAndOptions) {
+  StatusOr<Config> c = load_env({{"CHORUS_BIND", "numa"}});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->bind, BindMode::kNuma);
+  Options o;
+  o.bind = "core";
+  c = Config::load(
+      o, [](const char* v) { return std::string(v) == "CHORUS_BIND" ? "numa" : nullptr; });
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->bind, BindMode::kCore);
+  o.bind = "everywhere";
+  c = Config::load(o, [](const char*) -> const char* { return nullptr; });
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.status().message().find("CHORUS_BIND='everywhere'"), std::string::npos);
+}
 
 TEST(ConfigTest, MessageStatesTheAcceptedForm) {
   StatusOr<Config> c = load_env({{"CHORUS_HIERARCHICAL_ALLREDUCE", "maybe"}});
@@ -326,10 +344,11 @@ TEST(ConfigTest, DescribeNamesEverySetting) {
                                  {"CHORUS_LOG_LEVEL", "info"}});
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   const std::string d = c->describe();
-  for (const char* want : {"CHORUS_FUSION_THRESHOLD=4096", "CHORUS_CYCLE_TIME=1",
-                           "CHORUS_CACHE_CAPACITY=33", "CHORUS_TIMELINE=/tmp/t.json",
-                           "CHORUS_STALL_CHECK_SECONDS=60", "CHORUS_STALL_SHUTDOWN_SECONDS=0",
-                           "CHORUS_HIERARCHICAL_ALLREDUCE=1", "CHORUS_LOG_LEVEL=info"}) {
+  for (const char* want :
+       {"CHORUS_FUSION_THRESHOLD=4096", "CHORUS_CYCLE_TIME=1", "CHORUS_CACHE_CAPACITY=33",
+        "CHORUS_TIMELINE=/tmp/t.json", "CHORUS_STALL_CHECK_SECONDS=60",
+        "CHORUS_STALL_SHUTDOWN_SECONDS=0", "CHORUS_HIERARCHICAL_ALLREDUCE=1",
+        "CHORUS_LOG_LEVEL=info", "CHORUS_BIND=none"}) {
     EXPECT_NE(d.find(want), std::string::npos) << "missing " << want << " in: " << d;
   }
 }
