@@ -1,0 +1,510 @@
+"""Runtime control and tensor collectives with horovod.torch's names, arguments and defaults.
+
+Every collective goes to the C++ LibTorch adapter (Chorus::torch) through chorus._ext: the
+``*_async`` functions enqueue and return an integer handle at once; ``synchronize(handle)``
+waits and returns the result, ``poll(handle)`` says whether it is done. A failed collective
+(ranks that disagree on a shape, a dtype, a root; a shutdown while in flight) raises
+``HorovodInternalError`` (``chorus.common.exceptions.CollectiveError``, a RuntimeError) on
+every rank when its handle is synchronized.
+"""
+
+import itertools
+import os
+import threading
+import warnings
+
+import torch
+
+from chorus.common.exceptions import HorovodInternalError, NotSupportedError
+from chorus._loader import ext as _ext
+from chorus.torch.compression import Compression
+
+# Reduction ops. The values are the core's ReduceOp numbering; Adasum has no implementation.
+Sum = 0
+Average = 1
+Min = 2
+Max = 3
+Product = 4
+Adasum = 5
+
+_OP_NAMES = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "Product"}
+
+
+class ProcessSet:
+    """A subset of the ranks that collectives can run within.
+
+    Create it with the global ranks it contains, then register it on every rank (the same
+    sets in the same order): ``hvd.init(process_sets=[...])`` or ``hvd.add_process_set(ps)``.
+    """
+
+    def __init__(self, ranks):
+        self.ranks = sorted(int(r) for r in ranks)
+        self.process_set_id = None
+
+    def _require_id(self):
+        if self.process_set_id is None:
+            raise ValueError(f"{self} is not registered: pass it to hvd.init(process_sets=...) "
+                             f"or hvd.add_process_set() on every rank first")
+        return self.process_set_id
+
+    def size(self):
+        """Number of ranks in the set, or None if it is not registered."""
+        if self.process_set_id is None:
+            return None
+        return _ext.process_set_size(self.process_set_id)
+
+    def rank(self):
+        """This rank's rank within the set (-1 if not a member), or None if not registered."""
+        if self.process_set_id is None:
+            return None
+        return _ext.process_set_rank(self.process_set_id)
+
+    def included(self):
+        """Whether this rank belongs to the set (None if it is not registered)."""
+        if self.process_set_id is None:
+            return None
+        return _ext.process_set_rank(self.process_set_id) >= 0
+
+    def __repr__(self):
+        return f"ProcessSet(process_set_id={self.process_set_id}, ranks={self.ranks})"
+
+
+global_process_set = ProcessSet([])
+global_process_set.process_set_id = 0
+
+_lock = threading.Lock()
+_handles = {}  # int -> (TensorHandle, finish(TensorHandle) -> result)
+_handle_ids = itertools.count(1)
+_registered_sets = {}  # id -> ProcessSet
+_timeline_path = None
+
+# HOROVOD_* variables of existing job scripts, used where the CHORUS_* one is not set.
+_HOROVOD_ENV = [
+    ("HOROVOD_FUSION_THRESHOLD", "CHORUS_FUSION_THRESHOLD", "fusion_threshold_bytes", int),
+    ("HOROVOD_CYCLE_TIME", "CHORUS_CYCLE_TIME", "cycle_time_ms", float),
+    ("HOROVOD_CACHE_CAPACITY", "CHORUS_CACHE_CAPACITY", "cache_capacity", int),
+    ("HOROVOD_TIMELINE", "CHORUS_TIMELINE", "timeline_path", str),
+    ("HOROVOD_STALL_CHECK_TIME_SECONDS", "CHORUS_STALL_CHECK_SECONDS", "stall_check_seconds",
+     float),
+    ("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "CHORUS_STALL_SHUTDOWN_SECONDS",
+     "stall_shutdown_seconds", float),
+    ("HOROVOD_HIERARCHICAL_ALLREDUCE", "CHORUS_HIERARCHICAL_ALLREDUCE", "hierarchical_allreduce",
+     lambda v: v.strip().lower() in ("1", "true", "yes", "on")),
+    ("HOROVOD_LOG_LEVEL", "CHORUS_LOG_LEVEL", "log_level",
+     lambda v: {"warning": "warn", "error": "err", "fatal": "critical"}.get(v.lower(), v.lower())),
+]
+
+
+def _options_from_horovod_env():
+    options = {}
+    for hvd_name, chorus_name, key, convert in _HOROVOD_ENV:
+        if hvd_name in os.environ and chorus_name not in os.environ:
+            try:
+                options[key] = convert(os.environ[hvd_name])
+            except ValueError as e:
+                raise ValueError(f"{hvd_name}={os.environ[hvd_name]!r}: {e}") from None
+    return options
+
+
+def init(comm=None, process_sets=None):
+    """Starts Chorus on this rank (collective: every rank calls it).
+
+    ``comm`` (an mpi4py communicator in Horovod) is not supported: Chorus always runs on
+    MPI_COMM_WORLD. ``process_sets`` is a list of ProcessSet registered right after start, in
+    order, on every rank. HOROVOD_* tuning variables are honoured when the CHORUS_* variable
+    of the same meaning is unset. Calling init() again while initialized does nothing.
+    """
+    global _timeline_path
+    if comm is not None:
+        raise NotSupportedError("hvd.init(comm=...) is not supported: Chorus runs on every rank "
+                                "that mpirun or srun started (MPI_COMM_WORLD)")
+    if process_sets == "dynamic":
+        process_sets = None
+    if _ext.is_initialized():
+        return
+    options = _options_from_horovod_env()
+    _ext.init(options)
+    _timeline_path = options.get("timeline_path", os.environ.get("CHORUS_TIMELINE")) or None
+    global_process_set.ranks = list(range(_ext.size()))
+    _registered_sets.clear()
+    _registered_sets[0] = global_process_set
+    for ps in process_sets or []:
+        add_process_set(ps)
+
+
+def shutdown():
+    """Stops Chorus on this rank; handles still pending fail. Safe to call twice."""
+    with _lock:
+        _handles.clear()
+    for ps in list(_registered_sets.values()):
+        if ps is not global_process_set:
+            ps.process_set_id = None
+    _registered_sets.clear()
+    _ext.shutdown()
+
+
+def is_initialized():
+    return _ext.is_initialized()
+
+
+def _checked(value):
+    if not _ext.is_initialized():
+        raise ValueError("Chorus has not been initialized; call hvd.init() first")
+    return value
+
+
+def size():
+    return _checked(_ext.size())
+
+
+def rank():
+    return _checked(_ext.rank())
+
+
+def local_size():
+    return _checked(_ext.local_size())
+
+
+def local_rank():
+    return _checked(_ext.local_rank())
+
+
+def cross_size():
+    return _checked(_ext.cross_size())
+
+
+def cross_rank():
+    return _checked(_ext.cross_rank())
+
+
+def is_homogeneous():
+    """True when every host runs the same number of ranks."""
+    return _checked(_ext.local_size() * _ext.cross_size() == _ext.size())
+
+
+def mpi_threads_supported():
+    """Chorus always runs MPI with MPI_THREAD_MULTIPLE."""
+    return _checked(True)
+
+
+def mpi_built():
+    return True
+
+
+def mpi_enabled():
+    return True
+
+
+def gloo_built():
+    return False
+
+
+def gloo_enabled():
+    return False
+
+
+def add_process_set(process_set):
+    """Registers a ProcessSet (or a list of ranks) on every rank: collective, in the same
+    order on all ranks. Returns the registered ProcessSet."""
+    ps = process_set if isinstance(process_set, ProcessSet) else ProcessSet(process_set)
+    if ps.process_set_id is not None:
+        raise ValueError(f"{ps} is already registered")
+    ps.process_set_id = _ext.add_process_set(ps.ranks)
+    _registered_sets[ps.process_set_id] = ps
+    return ps
+
+
+def remove_process_set(process_set):
+    """Removes a registered set (collective over every rank). Returns True if it was removed,
+    False for the global set or a set that is not registered."""
+    if process_set is global_process_set or process_set.process_set_id in (None, 0):
+        return False
+    _ext.remove_process_set(process_set.process_set_id)
+    _registered_sets.pop(process_set.process_set_id, None)
+    process_set.process_set_id = None
+    return True
+
+
+def _set_id(process_set):
+    if process_set is None:
+        return 0
+    return process_set._require_id()
+
+
+def _resolve_op(op, average):
+    if average is not None:
+        if op is not None:
+            raise ValueError("give op or the deprecated average, not both")
+        warnings.warn("average is deprecated: use op=hvd.Average or op=hvd.Sum",
+                      DeprecationWarning, stacklevel=3)
+        op = Average if average else Sum
+    if op is None:
+        op = Average
+    if op == Adasum:
+        raise NotSupportedError("op=hvd.Adasum is not supported by Chorus; use hvd.Average "
+                                "or hvd.Sum")
+    if op not in _OP_NAMES:
+        raise ValueError(f"unknown reduction op {op!r}")
+    return op
+
+
+def _name(name):
+    return "" if name is None else str(name)
+
+
+def _register(tensor_handle, finish):
+    handle = next(_handle_ids)
+    with _lock:
+        _handles[handle] = (tensor_handle, finish)
+    return handle
+
+
+def _first(th):
+    return th.wait()
+
+
+def poll(handle):
+    """True once the collective of ``handle`` has finished (successfully or not)."""
+    with _lock:
+        entry = _handles.get(handle)
+    if entry is None:
+        raise ValueError(f"unknown or already synchronized handle {handle!r}")
+    return entry[0].poll()
+
+
+def synchronize(handle):
+    """Waits for the collective of ``handle`` and returns its result; the handle is then
+    released. Raises HorovodInternalError if the collective failed."""
+    with _lock:
+        entry = _handles.pop(handle, None)
+    if entry is None:
+        raise ValueError(f"unknown or already synchronized handle {handle!r}")
+    th, finish = entry
+    return finish(th)
+
+
+# --- allreduce ------------------------------------------------------------------------------
+
+def _allreduce_async(tensor, name, op, prescale_factor, postscale_factor, process_set, inplace):
+    th = _ext.allreduce_async(tensor, _name(name), op, float(prescale_factor),
+                              float(postscale_factor), _set_id(process_set), inplace)
+    return _register(th, _first)
+
+
+def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                    postscale_factor=1.0, process_set=global_process_set):
+    """Starts an allreduce of ``tensor`` into a new tensor; returns a handle."""
+    op = _resolve_op(op, average)
+    return _allreduce_async(tensor, name, op, prescale_factor, postscale_factor, process_set,
+                            False)
+
+
+def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+                     postscale_factor=1.0, process_set=global_process_set):
+    """Starts an allreduce whose result lands in ``tensor``; returns a handle."""
+    op = _resolve_op(op, average)
+    return _allreduce_async(tensor, name, op, prescale_factor, postscale_factor, process_set,
+                            True)
+
+
+class _AllreduceFunction(torch.autograd.Function):
+    """Differentiable allreduce: the gradient is the same reduction of the output's gradient."""
+
+    @staticmethod
+    def forward(ctx, tensor, name, op, prescale, postscale, process_set):
+        ctx.args = (name, op, prescale, postscale, process_set)
+        return synchronize(_allreduce_async(tensor, name, op, prescale, postscale, process_set,
+                                            False))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        name, op, prescale, postscale, process_set = ctx.args
+        grad_name = None if name is None else f"{name}.grad"
+        grad = synchronize(_allreduce_async(grad_output.contiguous(), grad_name, op, prescale,
+                                            postscale, process_set, False))
+        return grad, None, None, None, None, None
+
+
+def allreduce(tensor, average=None, name=None, compression=Compression.none, op=None,
+              prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
+    """Reduces ``tensor`` over the process set (Average by default) into a new tensor.
+    Differentiable: the gradient is reduced the same way."""
+    op = _resolve_op(op, average)
+    wire, ctx = compression.compress(tensor)
+    if wire.requires_grad and torch.is_grad_enabled():
+        out = _AllreduceFunction.apply(wire, name, op, prescale_factor, postscale_factor,
+                                       process_set)
+    else:
+        out = synchronize(_allreduce_async(wire, name, op, prescale_factor, postscale_factor,
+                                           process_set, False))
+    return compression.decompress(out, ctx)
+
+
+def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
+               postscale_factor=1.0, process_set=global_process_set):
+    """Reduces ``tensor`` in place and returns it."""
+    return synchronize(allreduce_async_(tensor, average, name, op, prescale_factor,
+                                        postscale_factor, process_set))
+
+
+# --- grouped allreduce ----------------------------------------------------------------------
+
+def _group_names(name, count):
+    return [] if name is None else [f"{name}.{i}" for i in range(count)]
+
+
+def _all(th):
+    return th.wait_all()
+
+
+def _grouped_async(tensors, average, name, op, prescale_factor, postscale_factor, process_set,
+                   inplace):
+    op = _resolve_op(op, average)
+    tensors = list(tensors)
+    th = _ext.grouped_allreduce_async(tensors, _group_names(name, len(tensors)), op,
+                                      float(prescale_factor), float(postscale_factor),
+                                      _set_id(process_set), inplace)
+    return _register(th, _all)
+
+
+def grouped_allreduce_async(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                            postscale_factor=1.0, process_set=global_process_set):
+    """Starts one allreduce of a list of tensors, negotiated and fused as a unit."""
+    return _grouped_async(tensors, average, name, op, prescale_factor, postscale_factor,
+                          process_set, False)
+
+
+def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                             postscale_factor=1.0, process_set=global_process_set):
+    return _grouped_async(tensors, average, name, op, prescale_factor, postscale_factor,
+                          process_set, True)
+
+
+def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
+                      prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
+    """Reduces a list of tensors as one unit; returns the list of results."""
+    wires, ctxs = zip(*[compression.compress(t) for t in tensors]) if tensors else ((), ())
+    outs = synchronize(_grouped_async(wires, average, name, op, prescale_factor,
+                                      postscale_factor, process_set, False))
+    return [compression.decompress(o, c) for o, c in zip(outs, ctxs)]
+
+
+def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_factor=1.0,
+                       postscale_factor=1.0, process_set=global_process_set):
+    """Reduces a list of tensors in place; returns the list."""
+    return synchronize(_grouped_async(tensors, average, name, op, prescale_factor,
+                                      postscale_factor, process_set, True))
+
+
+# --- allgather, broadcast, alltoall, reducescatter -------------------------------------------
+
+def allgather_async(tensor, name=None, process_set=global_process_set):
+    """Starts an allgather (concatenation along dimension 0 in rank order)."""
+    return _register(_ext.allgather_async(tensor, _name(name), _set_id(process_set)), _first)
+
+
+def allgather(tensor, name=None, process_set=global_process_set):
+    """Every rank's ``tensor`` concatenated along dimension 0, in rank order. The first
+    dimension may differ per rank."""
+    return synchronize(allgather_async(tensor, name, process_set))
+
+
+def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
+    """Starts a broadcast from ``root_rank`` into a new tensor."""
+    th = _ext.broadcast_async(tensor, int(root_rank), _name(name), _set_id(process_set), False)
+    return _register(th, _first)
+
+
+def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
+    """Starts a broadcast from ``root_rank`` into ``tensor`` itself."""
+    th = _ext.broadcast_async(tensor, int(root_rank), _name(name), _set_id(process_set), True)
+    return _register(th, _first)
+
+
+def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
+    """``root_rank``'s ``tensor`` on every rank, as a new tensor."""
+    return synchronize(broadcast_async(tensor, root_rank, name, process_set))
+
+
+def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
+    """Overwrites ``tensor`` with ``root_rank``'s, in place; returns it."""
+    return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
+
+
+def _alltoall_finish(th):
+    out = th.wait()
+    return out, torch.tensor(th.received_splits(), dtype=torch.int32)
+
+
+def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
+    """Starts an alltoall; synchronize() returns (output, received_splits)."""
+    if splits is None:
+        split_list = []
+    elif isinstance(splits, torch.Tensor):
+        split_list = [int(s) for s in splits.reshape(-1).tolist()]
+    else:
+        split_list = [int(s) for s in splits]
+    th = _ext.alltoall_async(tensor, split_list, _name(name), _set_id(process_set))
+    return _register(th, _alltoall_finish)
+
+
+def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
+    """Sends ``splits[i]`` rows of ``tensor`` to rank i (equal blocks when splits is None).
+
+    Returns the received rows in rank order; when ``splits`` was given, also an int32 tensor
+    of how many rows came from each rank (Horovod's return convention)."""
+    output, received = synchronize(alltoall_async(tensor, splits, name, process_set))
+    return output if splits is None else (output, received)
+
+
+def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
+                        prescale_factor=1.0, postscale_factor=1.0):
+    """Starts a reducescatter; synchronize() returns this rank's block."""
+    op = _resolve_op(op, None)
+    th = _ext.reducescatter_async(tensor, _name(name), op, float(prescale_factor),
+                                  float(postscale_factor), _set_id(process_set))
+    return _register(th, _first)
+
+
+def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
+                  process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
+    """Reduces ``tensor`` over the set; rank r gets block r of dimension 0 (dim0 / n rows, the
+    first dim0 % n ranks one more)."""
+    wire, ctx = compression.compress(tensor)
+    out = synchronize(reducescatter_async(wire, name, op, process_set, prescale_factor,
+                                          postscale_factor))
+    return compression.decompress(out, ctx)
+
+
+def barrier(process_set=global_process_set):
+    """Returns once every rank of the set called barrier()."""
+    _ext.barrier(_set_id(process_set))
+
+
+def join(device=-1):
+    """This rank has no more data: until every rank joined it takes part in the others'
+    allreduces with zeros. Returns the rank that joined last. ``device`` is accepted for
+    compatibility and ignored."""
+    return _ext.join()
+
+
+def start_timeline(file_path, mark_cycles=False):
+    """Chorus writes its timeline from init() to shutdown(), to the file named by
+    CHORUS_TIMELINE (or HOROVOD_TIMELINE) when init() ran; it cannot start one later.
+
+    Calling this with the file that is already being written does nothing; anything else
+    raises NotSupportedError."""
+    _checked(None)
+    if _timeline_path is not None and os.path.abspath(file_path) == os.path.abspath(
+            _timeline_path):
+        return
+    raise NotSupportedError(
+        "hvd.start_timeline(): Chorus cannot start a timeline at run time; set "
+        f"CHORUS_TIMELINE={file_path} (or HOROVOD_TIMELINE) in the environment before "
+        "hvd.init() instead")
+
+
+def stop_timeline():
+    """Not supported: the timeline, if any, is closed by shutdown()."""
+    raise NotSupportedError("hvd.stop_timeline(): Chorus closes its timeline (CHORUS_TIMELINE) "
+                            "at hvd.shutdown() and cannot stop it earlier")

@@ -1,0 +1,164 @@
+"""DistributedOptimizer: data-parallel training by wrapping the script's torch.optim optimizer.
+
+The wrapper is an instance of a class made on the fly that derives from the wrapped
+optimizer's own class, so isinstance() checks, state_dict(), param_groups, learning-rate
+schedulers and checkpoints keep working. Its gradients are reduced by the C++
+GradientReducer of Chorus::torch: a hook on every parameter's gradient accumulator starts
+that gradient's allreduce the moment backward has accumulated it, without entering Python,
+so communication overlaps the rest of backward exactly as in the C++ DistributedOptimizer.
+step() waits for the reductions (synchronize()) and then runs the wrapped step().
+"""
+
+import contextlib
+import itertools
+import warnings
+
+import torch
+
+from chorus.common.exceptions import NotSupportedError
+from chorus.torch import mpi_ops
+from chorus._loader import ext as _ext
+from chorus.torch.compression import Compression
+from chorus.torch.mpi_ops import Average, Sum, global_process_set
+
+_optimizer_ids = itertools.count()
+
+
+def _group_indices(groups, params):
+    """Parameter index lists for GradientReducer from Horovod's ``groups`` argument: a
+    number of groups (consecutive, nearly equal slices) or lists of parameters."""
+    if groups is None or groups == 0:
+        return []
+    if isinstance(groups, int):
+        if groups < 0:
+            raise ValueError("groups must be a positive number or a list of parameter lists")
+        n = len(params)
+        bounds = [round(i * n / groups) for i in range(groups + 1)]
+        return [list(range(a, b)) for a, b in zip(bounds, bounds[1:]) if b > a]
+    index_of = {id(p): i for i, p in enumerate(params)}
+    out = []
+    for g in groups:
+        members = []
+        for p in g:
+            if id(p) not in index_of:
+                raise ValueError("groups names a tensor that the optimizer does not optimize")
+            members.append(index_of[id(p)])
+        out.append(members)
+    return out
+
+
+class _DistributedOptimizer(torch.optim.Optimizer):
+    def __init__(self, optimizer, named_parameters, compression, backward_passes_per_step, op,
+                 gradient_predivide_factor, groups, sparse_as_dense, process_set):
+        super(self.__class__, self).__init__(optimizer.param_groups)
+        self.state = optimizer.state  # keep whatever state the wrapped optimizer had
+
+        params, seen = [], set()
+        for group in self.param_groups:
+            for p in group["params"]:
+                if id(p) not in seen:
+                    seen.add(id(p))
+                    params.append(p)
+        if named_parameters is not None:
+            named = list(named_parameters)
+            if any(not isinstance(x, tuple) or len(x) != 2 for x in named):
+                raise ValueError("named_parameters must be (name, tensor) pairs, e.g. "
+                                 "model.named_parameters()")
+            names = [n for n, _ in named]
+            if len(set(names)) != len(names):
+                dup = sorted({n for n in names if names.count(n) > 1})
+                raise ValueError(f"named_parameters has duplicate names: {dup}")
+            name_of = {}
+            for n, p in named:
+                name_of.setdefault(id(p), n)
+            unnamed = [i for i, p in enumerate(params) if id(p) not in name_of]
+            if unnamed:
+                raise ValueError(f"named_parameters was given but {len(unnamed)} parameter(s) "
+                                 f"of the optimizer are not in it (first: index {unnamed[0]})")
+            pairs = [(name_of[id(p)], p) for p in params]
+        else:
+            pairs = [(f"noname.{i}", p) for i, p in enumerate(params)]
+
+        if op not in (Average, Sum):
+            if op == mpi_ops.Adasum:
+                raise NotSupportedError("DistributedOptimizer(op=hvd.Adasum) is not supported "
+                                        "by Chorus; use hvd.Average or hvd.Sum")
+            raise ValueError("DistributedOptimizer supports op=hvd.Average or hvd.Sum")
+        if gradient_predivide_factor != 1.0 and op != Average:
+            raise ValueError("gradient_predivide_factor needs op=hvd.Average")
+        code = getattr(compression, "wire_code", None)
+        if code is None:
+            raise NotSupportedError(
+                f"DistributedOptimizer(compression={getattr(compression, '__name__', compression)})"
+                ": Chorus reduces gradients in C++ and supports Compression.none, "
+                "Compression.fp16 and Compression.bf16 only")
+        if backward_passes_per_step < 1:
+            raise ValueError("backward_passes_per_step must be at least 1")
+
+        self.backward_passes_per_step = backward_passes_per_step
+        self.process_set = process_set
+        self._should_synchronize = True
+        self._synchronized = False
+        # A prefix per wrapper, so that several optimizers of one script never share a name.
+        prefix = f"grad.{next(_optimizer_ids)}."
+        self._reducer = _ext.GradientReducer(
+            pairs, op=op, gradient_predivide_factor=float(gradient_predivide_factor),
+            backward_passes_per_step=int(backward_passes_per_step), compression=code,
+            process_set=mpi_ops._set_id(process_set), name_prefix=prefix,
+            groups=_group_indices(groups, params), sparse_as_dense=bool(sparse_as_dense))
+
+    def synchronize(self):
+        """Waits until every gradient is reduced (starting the reductions of gradients that
+        backward did not produce on this rank) and leaves the results in ``.grad``. After it,
+        step() does not synchronize again: clip or inspect gradients in between."""
+        self._reducer.synchronize()
+        self._synchronized = True
+
+    @contextlib.contextmanager
+    def skip_synchronize(self):
+        """Inside this block step() does not synchronize; call synchronize() yourself first."""
+        self._should_synchronize = False
+        try:
+            yield
+        finally:
+            self._should_synchronize = True
+
+    def step(self, closure=None):
+        if self._should_synchronize:
+            if not self._synchronized:
+                self.synchronize()
+        elif not self._synchronized:
+            warnings.warn("optimizer.step() inside skip_synchronize() without a prior "
+                          "optimizer.synchronize(): the gradients are not reduced")
+        self._synchronized = False
+        return super(self.__class__, self).step(closure)
+
+    def _reductions_started(self):
+        """Gradient reductions started since the last synchronize()."""
+        return self._reducer.reductions_started()
+
+
+def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
+                         backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
+                         num_groups=0, groups=None, sparse_as_dense=False,
+                         process_set=global_process_set):
+    """Wraps ``optimizer`` so that step() applies gradients averaged (or summed) over the
+    ranks of ``process_set``. Collective: every rank wraps the same parameters.
+
+    named_parameters: (name, parameter) pairs, e.g. ``model.named_parameters()``; names the
+        reductions (recommended). compression: Compression.none/fp16/bf16.
+    backward_passes_per_step: gradients accumulate locally over that many backward passes
+        and are reduced on the last one. op: hvd.Average or hvd.Sum.
+    gradient_predivide_factor: with Average, divide by this before the sum and by
+        size/factor after. groups: a number of groups or lists of parameters, each reduced
+        as one grouped allreduce (num_groups is the deprecated spelling of an int).
+    sparse_as_dense: reduce sparse gradients as dense tensors.
+    """
+    if num_groups and groups is None:
+        warnings.warn("num_groups is deprecated: use groups=<int>", DeprecationWarning,
+                      stacklevel=2)
+        groups = num_groups
+    cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
+               dict(_DistributedOptimizer.__dict__))
+    return cls(optimizer, named_parameters, compression, backward_passes_per_step, op,
+               gradient_predivide_factor, groups, sparse_as_dense, process_set)

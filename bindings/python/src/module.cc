@@ -1,0 +1,217 @@
+// chorus._ext: the pybind11 module under the Python package `chorus`. It is a thin layer over
+// the public C++ API and Chorus::torch: tensors go to the LibTorch adapter as they are, the
+// gradient hooks of DistributedOptimizer live in the C++ GradientReducer, and every call that
+// can block (wait, barrier, join, the collective constructor of the reducer) releases the GIL
+// so that other Python threads keep running while this one waits for the network.
+//
+// Names and defaults that users see (Horovod's) are decided in the Python package; this
+// module takes every argument explicitly.
+
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <torch/csrc/utils/pybind.h>
+#include <torch/version.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "chorus/chorus.h"
+#include "chorus/torch.h"
+
+namespace py = pybind11;
+namespace ct = chorus::torch;
+
+namespace {
+
+using chorus::ProcessSet;
+using chorus::ReduceOp;
+
+ReduceOp to_op(int op) {
+  if (op < 0 || op >= chorus::kNumReduceOps) {
+    throw chorus::Error(chorus::invalid_argument("unknown reduction op " + std::to_string(op)));
+  }
+  return static_cast<ReduceOp>(op);
+}
+
+ProcessSet to_set(int id) { return ProcessSet{id}; }
+
+chorus::AllreduceOptions allreduce_options(int op, double prescale, double postscale, int set) {
+  chorus::AllreduceOptions o;
+  o.op = to_op(op);
+  o.prescale = prescale;
+  o.postscale = postscale;
+  o.process_set = to_set(set);
+  return o;
+}
+
+void throw_if_error(const chorus::Status& status) {
+  if (!status.ok()) throw chorus::Error(status);
+}
+
+chorus::Options to_options(const py::dict& d) {
+  chorus::Options o;
+  for (auto [key, value] : d) {
+    const auto k = key.cast<std::string>();
+    if (value.is_none()) continue;
+    if (k == "fusion_threshold_bytes") {
+      o.fusion_threshold_bytes = value.cast<int64_t>();
+    } else if (k == "cycle_time_ms") {
+      o.cycle_time_ms = value.cast<double>();
+    } else if (k == "cache_capacity") {
+      o.cache_capacity = value.cast<int64_t>();
+    } else if (k == "timeline_path") {
+      o.timeline_path = value.cast<std::string>();
+    } else if (k == "stall_check_seconds") {
+      o.stall_check_seconds = value.cast<double>();
+    } else if (k == "stall_shutdown_seconds") {
+      o.stall_shutdown_seconds = value.cast<double>();
+    } else if (k == "hierarchical_allreduce") {
+      o.hierarchical_allreduce = value.cast<bool>();
+    } else if (k == "log_level") {
+      o.log_level = value.cast<std::string>();
+    } else {
+      throw chorus::Error(chorus::invalid_argument("unknown init option '" + k + "'"));
+    }
+  }
+  return o;
+}
+
+ct::Compression to_compression(int c) {
+  switch (c) {
+    case 0: return ct::Compression::kNone;
+    case 1: return ct::Compression::kFloat16;
+    case 2: return ct::Compression::kBFloat16;
+    default:
+      throw chorus::Error(chorus::invalid_argument("unknown compression " + std::to_string(c)));
+  }
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_ext, m) {
+  m.doc() = "Chorus runtime bindings (use the chorus.torch package, not this module)";
+  m.attr("torch_version") = TORCH_VERSION;
+
+  // Every failure of the core reaches Python as CollectiveError (a RuntimeError, like
+  // Horovod's HorovodInternalError). Its message starts with the status code ("MISMATCH: ...").
+  static py::exception<chorus::Error> collective_error(m, "CollectiveError", PyExc_RuntimeError);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const chorus::Error& e) {
+      PyErr_SetString(collective_error.ptr(), e.what());
+    }
+  });
+
+  m.def(
+      "init",
+      [](const py::dict& options) {
+        chorus::Options o = to_options(options);
+        py::gil_scoped_release release;
+        throw_if_error(chorus::init(o));
+      },
+      py::arg("options") = py::dict());
+  m.def("shutdown", [] {
+    py::gil_scoped_release release;
+    throw_if_error(chorus::shutdown());
+  });
+  m.def("is_initialized", &chorus::is_initialized);
+  m.def("rank", &chorus::rank);
+  m.def("size", &chorus::size);
+  m.def("local_rank", &chorus::local_rank);
+  m.def("local_size", &chorus::local_size);
+  m.def("cross_rank", &chorus::cross_rank);
+  m.def("cross_size", &chorus::cross_size);
+
+  m.def("add_process_set", [](const std::vector<int>& ranks) {
+    chorus::StatusOr<ProcessSet> set = [&] {
+      py::gil_scoped_release release;
+      return chorus::add_process_set(ranks);
+    }();
+    throw_if_error(set.status());
+    return set->id;
+  });
+  m.def("remove_process_set", [](int id) {
+    py::gil_scoped_release release;
+    throw_if_error(chorus::remove_process_set(to_set(id)));
+  });
+  m.def("process_set_rank", [](int id) { return chorus::process_set_rank(to_set(id)); });
+  m.def("process_set_size", [](int id) { return chorus::process_set_size(to_set(id)); });
+
+  py::class_<ct::TensorHandle>(m, "TensorHandle")
+      .def("poll", &ct::TensorHandle::poll)
+      .def("wait", &ct::TensorHandle::wait, py::call_guard<py::gil_scoped_release>())
+      .def("wait_all", &ct::TensorHandle::wait_all, py::call_guard<py::gil_scoped_release>())
+      .def("received_splits", &ct::TensorHandle::received_splits);
+
+  // Collectives. Each returns a TensorHandle at once; `inplace` writes into the argument.
+  m.def("allreduce_async", [](torch::Tensor tensor, const std::string& name, int op,
+                              double prescale, double postscale, int set, bool inplace) {
+    auto o = allreduce_options(op, prescale, postscale, set);
+    return inplace ? ct::allreduce_async_(tensor, name, o) : ct::allreduce_async(tensor, name, o);
+  });
+  m.def("grouped_allreduce_async",
+        [](std::vector<torch::Tensor> tensors, const std::vector<std::string>& names, int op,
+           double prescale, double postscale, int set, bool inplace) {
+          auto o = allreduce_options(op, prescale, postscale, set);
+          return inplace ? ct::grouped_allreduce_async_(tensors, names, o)
+                         : ct::grouped_allreduce_async(tensors, names, o);
+        });
+  m.def("allgather_async", [](const torch::Tensor& tensor, const std::string& name, int set) {
+    return ct::allgather_async(tensor, name, to_set(set));
+  });
+  m.def("broadcast_async",
+        [](torch::Tensor tensor, int root, const std::string& name, int set, bool inplace) {
+          return inplace ? ct::broadcast_async_(tensor, root, name, to_set(set))
+                         : ct::broadcast_async(tensor, root, name, to_set(set));
+        });
+  m.def("alltoall_async",
+        [](const torch::Tensor& tensor, const std::vector<int64_t>& splits, const std::string& name,
+           int set) { return ct::alltoall_async(tensor, splits, name, to_set(set)); });
+  m.def("reducescatter_async", [](const torch::Tensor& tensor, const std::string& name, int op,
+                                  double prescale, double postscale, int set) {
+    chorus::ReducescatterOptions o;
+    o.op = to_op(op);
+    o.prescale = prescale;
+    o.postscale = postscale;
+    o.process_set = to_set(set);
+    return ct::reducescatter_async(tensor, name, o);
+  });
+  m.def("barrier", [](int set) {
+    py::gil_scoped_release release;
+    throw_if_error(chorus::barrier(to_set(set)).wait());
+  });
+  m.def("join", [] {
+    py::gil_scoped_release release;
+    chorus::Handle h = chorus::join();
+    throw_if_error(h.wait());
+    return h.last_joined_rank();
+  });
+
+  // The engine of the Python DistributedOptimizer: C++ hooks on every parameter's gradient
+  // accumulator start its allreduce during backward, without entering Python.
+  py::class_<ct::GradientReducer>(m, "GradientReducer")
+      .def(py::init([](const std::vector<std::pair<std::string, torch::Tensor>>& params, int op,
+                       double predivide, int passes, int compression, int set,
+                       const std::string& prefix,
+                       const std::vector<std::vector<std::size_t>>& groups, bool sparse_as_dense) {
+             ct::DistributedOptimizerOptions o;
+             o.op = to_op(op);
+             o.gradient_predivide_factor = predivide;
+             o.backward_passes_per_step = passes;
+             o.compression = to_compression(compression);
+             o.process_set = to_set(set);
+             o.name_prefix = prefix;
+             o.groups = groups;
+             o.sparse_as_dense = sparse_as_dense;
+             py::gil_scoped_release release;
+             return std::make_unique<ct::GradientReducer>(params, o);
+           }),
+           py::arg("params"), py::arg("op"), py::arg("gradient_predivide_factor"),
+           py::arg("backward_passes_per_step"), py::arg("compression"), py::arg("process_set"),
+           py::arg("name_prefix"), py::arg("groups"), py::arg("sparse_as_dense"))
+      .def("synchronize", &ct::GradientReducer::synchronize,
+           py::call_guard<py::gil_scoped_release>())
+      .def("reductions_started", &ct::GradientReducer::reductions_started);
+}

@@ -1,0 +1,36 @@
+"""The import-time check that the torch being imported is the one chorus was built for."""
+
+import subprocess
+import sys
+
+import pytest
+
+from chorus import _build_info
+from chorus._loader import check_torch_version
+
+import torch
+
+
+def test_built_for_this_torch():
+    check_torch_version()  # the real check passes here
+    assert _build_info.TORCH_VERSION.split("+")[0][:4] == torch.__version__[:4]
+
+
+def test_mismatch_is_a_clear_import_error():
+    with pytest.raises(ImportError, match=r"built against torch 1\.13\.0 .* imports torch 2\.3"):
+        check_torch_version(imported="2.3.1+cu121", built="1.13.0")
+    check_torch_version(imported="1.13.0a0", built="1.13.0")  # local suffixes do not matter
+
+
+def test_import_with_a_different_torch_fails_before_loading_the_module():
+    code = ("import torch; torch.__version__ = '9.8.7'\n"
+            "try:\n"
+            "    import chorus.torch\n"
+            "except ImportError as e:\n"
+            "    print('IMPORT-ERROR', e)\n"
+            "import sys; print('LOADED' if 'chorus._ext' in sys.modules else 'NOT-LOADED')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, env=None)
+    assert "IMPORT-ERROR chorus was built against torch" in out.stdout, out.stdout + out.stderr
+    assert "imports torch 9.8.7" in out.stdout
+    assert "NOT-LOADED" in out.stdout
