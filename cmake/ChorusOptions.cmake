@@ -25,8 +25,54 @@ if(CHORUS_WITH_CUDA AND CHORUS_NCCL_LIBRARY AND CHORUS_NCCL_INCLUDE_DIR)
 endif()
 option(CHORUS_WITH_NCCL "Compile the NCCL backend" ${_chorus_nccl_default})
 
+# Python (chorus.torch): the first interpreter that imports torch, of Python3_EXECUTABLE,
+# python3 on PATH and /usr/bin/python3. When its torch ships LibTorch's CMake files (pip
+# wheels do; Debian's splits them into libtorch-dev), that LibTorch is the one found below,
+# so that Chorus::torch and the Python module link the torch that Python imports.
+if(NOT DEFINED CHORUS_PYTHON_EXECUTABLE)
+  find_program(_chorus_python_on_path python3 NO_CACHE)
+  foreach(_py IN ITEMS ${Python3_EXECUTABLE} ${_chorus_python_on_path} /usr/bin/python3)
+    execute_process(COMMAND ${_py} -c "import torch" RESULT_VARIABLE _rc OUTPUT_QUIET ERROR_QUIET)
+    if(_rc EQUAL 0)
+      set(CHORUS_PYTHON_EXECUTABLE ${_py} CACHE FILEPATH "Python whose torch chorus.torch is built for")
+      break()
+    endif()
+  endforeach()
+endif()
+if(CHORUS_PYTHON_EXECUTABLE)
+  execute_process(COMMAND ${CHORUS_PYTHON_EXECUTABLE} -c
+                          "import torch; print(torch.__version__); print(torch.utils.cmake_prefix_path)"
+                  OUTPUT_VARIABLE _out OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  string(REPLACE "\n" ";" _out "${_out}")
+  list(GET _out 0 CHORUS_PYTHON_TORCH_VERSION)
+  list(GET _out 1 _chorus_py_torch_prefix)
+  if(NOT DEFINED Torch_DIR AND EXISTS "${_chorus_py_torch_prefix}/Torch/TorchConfig.cmake")
+    list(APPEND CMAKE_PREFIX_PATH "${_chorus_py_torch_prefix}")
+  endif()
+endif()
+
 find_package(Torch QUIET)
 option(CHORUS_WITH_TORCH "Build the LibTorch adapter (Chorus::torch)" ${Torch_FOUND})
+
+set(_chorus_python_default OFF)
+if(CHORUS_PYTHON_EXECUTABLE AND Torch_FOUND)
+  set(Python3_EXECUTABLE ${CHORUS_PYTHON_EXECUTABLE})
+  find_package(Python3 QUIET COMPONENTS Interpreter Development.Module)
+  set(PYBIND11_FINDPYTHON ON)
+  find_package(pybind11 CONFIG QUIET)
+  string(REGEX MATCH "^[0-9]+[.][0-9]+" _chorus_py_torch_mm "${CHORUS_PYTHON_TORCH_VERSION}")
+  string(REGEX MATCH "^[0-9]+[.][0-9]+" _chorus_torch_mm "${Torch_VERSION}")
+  if(NOT _chorus_py_torch_mm STREQUAL _chorus_torch_mm)
+    message(STATUS "Chorus: LibTorch ${Torch_VERSION} differs from the torch "
+                   "${CHORUS_PYTHON_TORCH_VERSION} of ${CHORUS_PYTHON_EXECUTABLE}: no Python module "
+                   "(configure with -DTorch_DIR=<that torch's cmake_prefix_path>/Torch)")
+  elseif(Python3_FOUND AND pybind11_FOUND)
+    set(_chorus_python_default ON)
+  endif()
+endif()
+option(CHORUS_WITH_PYTHON "Build the Python package chorus.torch (pybind11)" ${_chorus_python_default})
+message(STATUS "Chorus: CHORUS_WITH_PYTHON=${CHORUS_WITH_PYTHON} (python: ${CHORUS_PYTHON_EXECUTABLE}, "
+               "torch ${CHORUS_PYTHON_TORCH_VERSION})")
 
 if(CHORUS_WITH_CUDA)
   enable_language(CUDA)
