@@ -14,12 +14,12 @@
 #$ -l h_rt=0:30:00
 #$ -j y
 #$ -cwd
-set -euo pipefail
-
 # 1. Software. Load the same compiler, MPI (and CUDA/NCCL for GPUs) that Chorus was built
-#    with; `module avail` lists the versions installed.
+#    with; `module avail` lists the versions installed. This comes before `set -u`: the
+#    module scripts read variables that may be unset, and under -u that ends the job.
 source /etc/profile.d/modules.sh
 # module load gcc openmpi hwloc cuda nccl
+set -euo pipefail
 
 # 2. The program: the arguments given to qsub after the script, else the Fashion-MNIST
 #    example. CHORUS_EXAMPLE points at its binary: examples/fashion_mnist_mlp (plain C++)

@@ -24,7 +24,8 @@ set -euo pipefail
 
 # 1. Software. Load the same compiler and MPI that Chorus was built with; module names
 #    differ per site (`module avail openmpi` lists them). Without modules, skip this.
-# module load gcc openmpi hwloc
+#    Module scripts read variables that may be unset, so load them with -u off.
+# set +u; module load gcc openmpi hwloc; set -u
 
 # 2. The program: the arguments given to sbatch after the script, else the Fashion-MNIST
 #    example. CHORUS_EXAMPLE points at its binary: examples/fashion_mnist_mlp (plain C++,
@@ -50,7 +51,7 @@ for var in $(compgen -e | grep -E '^(CHORUS|NCCL)_' || true); do forward+=(-x "$
 #    or `chorusrun --explain "${program[@]}"`, which reads this allocation and prints
 #    which rank runs where before starting.
 ppr=${SLURM_NTASKS_PER_NODE:-4}
-ppr=${ppr%%(*}  # "4(x2)" on some Slurm versions
+ppr=${ppr%%(*}  # a plain count; "4(x2)" is SLURM_TASKS_PER_NODE's form, stripped just in case
 echo "job $SLURM_JOB_ID on $SLURM_JOB_NODELIST: $SLURM_NTASKS ranks, $ppr per node"
 echo "running: ${program[*]}"
 mpirun -np "$SLURM_NTASKS" -map-by "ppr:${ppr}:node" --bind-to none "${forward[@]}" \

@@ -22,6 +22,8 @@ SKIP=77
 skip() { echo "slurm_cluster.sh: SKIPPED: $*"; exit $SKIP; }
 fail() {
   echo "slurm_cluster.sh: FAIL: $*"
+  # state is set once the cluster directory exists; checks before that have no logs.
+  [ -n "${state:-}" ] || exit 1
   for f in "$state"/log/*.log; do [ -f "$f" ] && { echo "--- $f"; tail -n 20 "$f"; }; done
   exit 1
 }
