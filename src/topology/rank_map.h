@@ -29,7 +29,7 @@ struct RankMap {
   const std::vector<int>& local_set() const { return hosts.at(cross_rank); }
   /// The ranks with this rank's local_rank, one per host (the cross process set).
   const std::vector<int>& cross_set() const { return cross_sets.at(local_rank); }
-  /// "ppr:4:node", "4 ranks per host, not in blocks (round-robin?)", or
+  /// "ppr:4:node", "4 ranks per host, not in consecutive blocks" (e.g. round-robin), or
   /// "non-uniform: 3, 1, 2 ranks per host".
   std::string layout() const;
 };
