@@ -11,13 +11,19 @@
 # and checks the map each rank computed. Every daemon is stopped on exit, failure or
 # interruption; daemons of runs killed outright are stopped at the next start.
 #
-#   slurm_cluster.sh MAP_PROBE JOB_SCRIPT EXAMPLE
+#   4. (with PYTHON PYTHONPATH SCRIPT) srun -N 2 --ntasks-per-node 2 of a chorus.torch example
+#      script, checking that it ran on 4 ranks and reached its accuracy floor
+#
+#   slurm_cluster.sh MAP_PROBE JOB_SCRIPT EXAMPLE [PYTHON PYTHONPATH PY_EXAMPLE]
 #
 # Exit 77 (skipped) only when this machine cannot do it (not root, no UTS namespaces).
 set -u
 probe=$(readlink -f "$1")
 job_script=$(readlink -f "$2")
 example=$(readlink -f "$3")
+py_interp=${4:-}
+py_path=${5:-}
+py_example=${6:+$(readlink -f "$6")}
 SKIP=77
 skip() { echo "slurm_cluster.sh: SKIPPED: $*"; exit $SKIP; }
 fail() {
@@ -205,4 +211,20 @@ grep -q "rank map: 4 ranks on 2 hosts, layout ppr:2:node" "$state/example-$examp
   fail "the example job did not run on 4 ranks over 2 hosts"
 grep -qE "final test accuracy: [0-9.]+%" "$state/example-$example_job.out" ||
   fail "the example job did not finish training"
+if [ -n "$py_example" ]; then
+  echo "== srun -N 2 --ntasks-per-node 2 --mpi=pmix python3 $(basename "$py_example")"
+  mkdir -p "$state/py-data"
+  PYTHONPATH=$py_path CHORUS_LOG_LEVEL=info timeout -k 5 150 srun -N 2 --ntasks-per-node 2 \
+    --mpi=pmix -t 5 "$py_interp" "$py_example" --epochs 1 --limit 8000 --lr 0.025 --momentum 0.9 \
+    --min-accuracy 50 \
+    --data-dir "$state/py-data" >"$state/py.out" 2>&1
+  rc=$?
+  cat "$state/py.out"
+  [ $rc = 124 ] && fail "srun of the Python example hung (hard timeout)"
+  [ $rc = 0 ] || fail "srun of the Python example exited $rc"
+  grep -q "rank map: 4 ranks on 2 hosts, layout ppr:2:node" "$state/py.out" ||
+    fail "the Python example did not run on 4 ranks over 2 hosts"
+  grep -qE "final test accuracy: [0-9.]+% \(4 ranks\)" "$state/py.out" ||
+    fail "the Python example did not finish training on 4 ranks"
+fi
 echo "slurm_cluster.sh: ok in $(( $(date +%s) - start )) s (after the cluster started)"
