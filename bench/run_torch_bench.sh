@@ -127,12 +127,13 @@ for m in models:
 print()
 print("scaling: total images/s on", np_, "ranks over the same program on 1 rank, per round;")
 print("on one host the ranks share the cores the 1-rank run had, so 1.0 is ideal there.")
-print("bg CPU: CPU time of Chorus's chorus-bg thread per step on", np_, "ranks (mean over ranks);")
+print("bg CPU: CPU time of Chorus's chorus-bg thread per step on", np_, "ranks (mean over ranks).")
+print("Chorus on", np_, "ranks (medians over rounds):")
 for m in models:
     cn = ("chorus", m, np_)
     step_ms = [1e3 * float(f["batch"]) / float(f["ips_rank"]) for f in runs[cn].values()]
     wait = [float(f["sync_wait_ms"]) for f in runs[cn].values()]
-    print(f"  {m}: median step {statistics.median(step_ms):.1f} ms, of which step() waited "
-          f"{statistics.median(wait):.2f} ms for reductions; Chorus process CPU "
+    print(f"  {m}: mean step {statistics.median(step_ms):.1f} ms, step() waited "
+          f"{statistics.median(wait):.2f} ms of it for reductions; Chorus process CPU "
           f"{med(cn, 'process_cpu_ms'):.1f} ms/step, DDP {med(('ddp', m, np_), 'process_cpu_ms'):.1f}")
 EOF
