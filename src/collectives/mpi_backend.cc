@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "collectives/backoff.h"
 #include "collectives/mpi_check.h"
 
 namespace chorus {
@@ -31,6 +32,16 @@ Status int_counts(const std::vector<int64_t>& bytes, const char* what, std::vect
     offset += bytes[i];
   }
   return {};
+}
+
+// Waits for `n` requests, testing them (which drives MPI's progress) between pauses.
+Status wait_all(int n, MPI_Request* requests) {
+  Backoff backoff(std::chrono::microseconds(50));
+  for (int done = 0;;) {
+    CHORUS_MPI_CHECK(MPI_Testall(n, requests, &done, MPI_STATUSES_IGNORE));
+    if (done) return {};
+    backoff.pause();
+  }
 }
 
 }  // namespace
@@ -73,8 +84,10 @@ Status MpiBackend::gather_all_reduce(const void* send, void* recv, int64_t offse
   const int64_t esz = static_cast<int64_t>(dtype_size(dtype));
   const int64_t bytes = total * esz;
   char* all = scratch(static_cast<std::size_t>(bytes * size_));
-  CHORUS_MPI_CHECK(MPI_Allgather(send, static_cast<int>(bytes), MPI_BYTE, all,
-                                 static_cast<int>(bytes), MPI_BYTE, comm_));
+  MPI_Request request;
+  CHORUS_MPI_CHECK(MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, all,
+                                  static_cast<int>(bytes), MPI_BYTE, comm_, &request));
+  if (Status s = wait_all(1, &request); !s.ok()) return s;
   for (int q = 0; q < size_; ++q) sources_[q] = all + q * bytes + offset * esz;
   kernels::reduce_ordered(recv, sources_.data(), size_, count, dtype, op, scale);
   return {};
@@ -130,7 +143,7 @@ Status MpiBackend::pipelined_reduce_scatter(const void* send, void* recv,
   }
   // Combine each chunk in rank order as soon as every peer's piece of it arrived.
   for (int64_t c = 0; c < my_chunks; ++c) {
-    CHORUS_MPI_CHECK(MPI_Waitall(peers, &requests_[c * peers], MPI_STATUSES_IGNORE));
+    if (Status s = wait_all(peers, &requests_[c * peers]); !s.ok()) return s;
     const int64_t len = std::min(chunk, mine - c * chunk);
     for (int q = 0; q < size_; ++q) {
       sources_[q] = q == rank_ ? in + (offsets[rank_] + c * chunk) * esz
@@ -138,9 +151,7 @@ Status MpiBackend::pipelined_reduce_scatter(const void* send, void* recv,
     }
     kernels::reduce_ordered(out + c * chunk * esz, sources_.data(), size_, len, dtype, op, scale);
   }
-  CHORUS_MPI_CHECK(MPI_Waitall(static_cast<int>(requests_.size() - first_send),
-                               requests_.data() + first_send, MPI_STATUSES_IGNORE));
-  return {};
+  return wait_all(static_cast<int>(requests_.size() - first_send), requests_.data() + first_send);
 }
 
 Status MpiBackend::allgatherv(const void* send, void* recv, const std::vector<int64_t>& bytes) {
@@ -148,17 +159,20 @@ Status MpiBackend::allgatherv(const void* send, void* recv, const std::vector<in
   if (Status s = int_counts(bytes, "allgather", &counts, &displs); !s.ok()) return s;
   char* out = static_cast<char*>(recv);
   const void* source = send == out + displs[rank_] ? MPI_IN_PLACE : send;
-  CHORUS_MPI_CHECK(MPI_Allgatherv(source, counts[rank_], MPI_BYTE, out, counts.data(),
-                                  displs.data(), MPI_BYTE, comm_));
-  return {};
+  MPI_Request request;
+  CHORUS_MPI_CHECK(MPI_Iallgatherv(source, counts[rank_], MPI_BYTE, out, counts.data(),
+                                   displs.data(), MPI_BYTE, comm_, &request));
+  return wait_all(1, &request);
 }
 
 Status MpiBackend::broadcast(void* data, int64_t bytes, int root) {
   constexpr int64_t kPiece = int64_t{1} << 30;
   char* p = static_cast<char*>(data);
   for (int64_t done = 0; done < bytes; done += kPiece) {
-    CHORUS_MPI_CHECK(MPI_Bcast(p + done, static_cast<int>(std::min(kPiece, bytes - done)), MPI_BYTE,
-                               root, comm_));
+    MPI_Request request;
+    CHORUS_MPI_CHECK(MPI_Ibcast(p + done, static_cast<int>(std::min(kPiece, bytes - done)),
+                                MPI_BYTE, root, comm_, &request));
+    if (Status s = wait_all(1, &request); !s.ok()) return s;
   }
   return {};
 }
@@ -168,14 +182,16 @@ Status MpiBackend::alltoallv(const void* send, const std::vector<int64_t>& send_
   std::vector<int> scounts, sdispls, rcounts, rdispls;
   if (Status s = int_counts(send_bytes, "alltoall", &scounts, &sdispls); !s.ok()) return s;
   if (Status s = int_counts(recv_bytes, "alltoall", &rcounts, &rdispls); !s.ok()) return s;
-  CHORUS_MPI_CHECK(MPI_Alltoallv(send, scounts.data(), sdispls.data(), MPI_BYTE, recv,
-                                 rcounts.data(), rdispls.data(), MPI_BYTE, comm_));
-  return {};
+  MPI_Request request;
+  CHORUS_MPI_CHECK(MPI_Ialltoallv(send, scounts.data(), sdispls.data(), MPI_BYTE, recv,
+                                  rcounts.data(), rdispls.data(), MPI_BYTE, comm_, &request));
+  return wait_all(1, &request);
 }
 
 Status MpiBackend::barrier() {
-  CHORUS_MPI_CHECK(MPI_Barrier(comm_));
-  return {};
+  MPI_Request request;
+  CHORUS_MPI_CHECK(MPI_Ibarrier(comm_, &request));
+  return wait_all(1, &request);
 }
 
 }  // namespace chorus

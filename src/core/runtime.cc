@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "collectives/backoff.h"
+#include "collectives/gpu_path.h"
 #include "core/logging.h"
 #include "topology/binding.h"
 #include "topology/launcher_view.h"
@@ -19,30 +21,10 @@ namespace {
 // leaving without them (a rank that died or hangs must not hang the others' exit).
 constexpr auto kShutdownGrace = std::chrono::seconds(10);
 
-// Polling of the round's non-blocking AND: spin briefly (a round with every rank present
-// completes in microseconds), then sleep with a doubling pause so that waiting for an idle
-// or busy peer costs almost no CPU.
-// A rank with nothing of its own pending skips the spin: it is only keeping its idle
-// peers company.
-class Poller {
- public:
-  Poller(std::chrono::microseconds cap, bool eager)
-      : cap_(cap), spins_(eager ? 0 : kSpins), sleep_(eager ? 0 : 16) {}
-  void pause() {
-    if (spins_ < kSpins) {
-      ++spins_;
-      return;
-    }
-    sleep_ = sleep_.count() == 0 ? std::chrono::microseconds(2) : std::min(sleep_ * 2, cap_);
-    std::this_thread::sleep_for(sleep_);
-  }
-
- private:
-  static constexpr int kSpins = 100;
-  const std::chrono::microseconds cap_;
-  int spins_;
-  std::chrono::microseconds sleep_;
-};
+// How long the background thread waits for a GPU collective's stream before aborting the
+// set's NCCL communicators: NCCL does not report a peer that never joined a collective, so
+// without a bound such a wait never ends. Generous: a peer's ready event may come late.
+constexpr auto kGpuSyncTimeout = std::chrono::minutes(5);
 
 // After a cycle that ran something, the trainer usually submits again within
 // microseconds (the next layer's gradient, the next step); watching the queue for a
@@ -191,14 +173,19 @@ Status Runtime::setup_topology(const std::vector<std::string>& names) {
   for (const std::string& w : check.warnings) log().warn("{}", w);
   for (const std::string& n : check.notes) log().debug("launcher check: {}", n);
   StatusOr<BindingResult> bound = apply_binding(config_.bind, map_);
-  if (!bound.ok()) return bound.status();
-  if (bound->warning) {
+  // A binding failure is this rank's alone: returning here would leave the others waiting
+  // in the world-wide collectives below (the groups, the global set). Run unbound instead.
+  if (!bound.ok()) {
+    log().warn("CHORUS_BIND: binding failed, running unbound: {}", bound.status().to_string());
+  } else if (bound->warning) {
     log().warn("{}", bound->message);
   } else {
     log().log(config_.bind == BindMode::kNone ? spdlog::level::debug : spdlog::level::info, "{}",
               bound->message);
   }
-  if (config_.hierarchical_allreduce) {
+  // The hierarchical GPU allreduce needs them when asked for, and may choose itself on a
+  // layout that allows it; the map is the same on every rank, so all build them or none.
+  if (config_.hierarchical_allreduce || hierarchical_layout(map_, nullptr)) {
     StatusOr<TopologyGroups> groups = create_topology_groups(*world_, map_);
     if (!groups.ok()) return groups.status();
     topology_groups_ = std::move(groups).value();
@@ -229,6 +216,16 @@ StatusOr<std::unique_ptr<Runtime::SetState>> Runtime::make_set(int32_t id,
   set->executor = std::make_unique<Executor>(
       &set->group->backend(), static_cast<std::size_t>(config_.fusion_threshold_bytes),
       timeline_.get());
+  GpuContextSetup gpu;
+  gpu.label = id == 0 ? "global" : "set " + std::to_string(id);
+  gpu.global_set = id == 0;
+  gpu.hierarchical_requested = config_.hierarchical_allreduce;
+  if (id == 0) gpu.groups = &topology_groups_;
+  gpu.map = &map_;
+  gpu.device = &gpu_device_;
+  gpu.local_rank = map_.local_rank;
+  gpu.sync_timeout = kGpuSyncTimeout;
+  set->executor->set_gpu_setup(gpu);
   return set;
 }
 
@@ -344,7 +341,8 @@ Status Runtime::cycle(bool stop_asked, bool* shutdown, bool* productive) {
   for (auto& [id, set] : sets_) {
     if (Status s = set->negotiator->start(id == 0 && stop_asked, start); !s.ok()) return s;
   }
-  Poller poller(std::min(micros(config_.cycle_time_ms), std::chrono::microseconds(200)), eager);
+  // A rank with nothing of its own pending skips the spin: it only keeps idle peers company.
+  Backoff poller(std::min(micros(config_.cycle_time_ms), std::chrono::microseconds(200)), eager);
   while (true) {
     bool done = true;
     for (auto& [id, set] : sets_) {
