@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Synthetic trainer benchmark: Chorus (examples/synthetic_benchmark, DistributedOptimizer)
+# Synthetic trainer benchmark: Chorus (examples/synthetic_benchmark, DistributedOptimizer;
+# and, when DIR has the Python package, bench/python_synthetic.py under chorus.torch)
 # against PyTorch DDP on gloo (bench/ddp_synthetic.py, Debian's python3-torch), same models,
 # batch, optimizer, thread counts and rank counts, in one run.
 #
@@ -62,7 +63,11 @@ run() {
   local common=(--model "$model" --batch-size "$batch" --steps "$steps" --warmup "$warmup")
   local mpi=(mpirun --oversubscribe --bind-to none "${extra[@]}" -np "$n")
   local out
-  if [[ $impl == chorus ]]; then
+  if [[ $impl == py ]]; then  # the Python trainer under chorus.torch (bench/python_synthetic.py)
+    out=$(PYTHONPATH=$build/python timeout 900 "${mpi[@]}" -x PYTHONPATH "$python" \
+      "$root/bench/python_synthetic.py" "${common[@]}" 2>&1) || {
+      echo "$out" >&2; echo "python $model np=$n failed" >&2; exit 1; }
+  elif [[ $impl == chorus ]]; then
     out=$(timeout 900 "${mpi[@]}" "$bin" "${common[@]}" 2>&1) || {
       echo "$out" >&2; echo "chorus $model np=$n failed" >&2; exit 1; }
   else
@@ -81,6 +86,8 @@ echo "Chorus vs PyTorch DDP (gloo), synthetic trainer: batch $batch per rank, $s
   "steps after $warmup, $rounds rounds, --bind-to none ${MPIRUN_ARGS:-}"
 echo "host: $(nproc) cores; load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
 configs=("chorus 1" "ddp 1" "chorus $np" "ddp $np")
+# The Python chorus.torch trainer joins the rotation when the build has the Python package.
+if [[ -d $build/python/chorus ]]; then configs+=("py $np"); fi
 for ((r = 1; r <= rounds; r++)); do
   echo "round $r/$rounds (load $(cut -d' ' -f1 /proc/loadavg))"
   for model in $models; do
@@ -136,4 +143,17 @@ for m in models:
     print(f"  {m}: mean step {statistics.median(step_ms):.1f} ms, step() waited "
           f"{statistics.median(wait):.2f} ms of it for reductions; Chorus process CPU "
           f"{med(cn, 'process_cpu_ms'):.1f} ms/step, DDP {med(('ddp', m, np_), 'process_cpu_ms'):.1f}")
+if any(k[0] == "py" for k in runs):
+    print("Python chorus.torch trainer (bench/python_synthetic.py) on", np_, "ranks, medians:")
+    for m in models:
+        pn, cn, dn = ("py", m, np_), ("chorus", m, np_), ("ddp", m, np_)
+        if pn not in runs:
+            continue
+        rp, rc = paired(pn, dn), paired(pn, cn)
+        enq = [float(f["enqueue_us"]) for f in runs[pn].values() if "enqueue_us" in f]
+        print(f"  {m}: {med(pn, 'ips_total'):.1f} images/s; Python/DDP {statistics.median(rp):.3f} "
+              f"[{min(rp):.2f}..{max(rp):.2f}], Python/C++ {statistics.median(rc):.3f}; "
+              f"synchronize() waited {med(pn, 'sync_wait_ms'):.2f} ms/step"
+              + (f"; allreduce_async enqueue from Python {statistics.median(enq):.2f} us/tensor"
+                 if enq else ""))
 EOF
