@@ -37,12 +37,16 @@ struct CpuPlan {
   std::string describe;         ///< "cores 2-3 (PUs 2-3, NUMA 0)"
 };
 
-/// The CPUs of local rank `local_rank` of `local_size`:
-/// - core: the cores are cut into `local_size` consecutive, disjoint blocks (the first
-///   cores % local_size ranks get one more); fewer cores than ranks is an error.
-/// - numa: with no more ranks than NUMA nodes, each rank gets its own block of nodes;
-///   otherwise ranks are spread evenly and share nodes (NUMA-level binding cannot give
-///   them disjoint CPUs).
+/// The CPUs of local rank `local_rank` of `local_size`, disjoint from every other local
+/// rank's (process and background thread alike); fewer cores than ranks is a
+/// failed_precondition.
+/// - core: when the ranks divide evenly over the NUMA nodes (and each node has a core per
+///   rank), each node's cores are cut among its ranks, so no block spans two nodes;
+///   otherwise all cores are cut into `local_size` consecutive blocks. Either way the first
+///   (cores % ranks) ranks of a cut get one core more.
+/// - numa: with no more ranks than NUMA nodes, each rank gets whole nodes of its own;
+///   otherwise ranks are spread evenly over the nodes (rank r on node r * nodes / ranks)
+///   and each node's cores are cut among the ranks placed on it.
 StatusOr<CpuPlan> plan_cpus(const CpuLayout& layout, BindMode mode, int local_rank, int local_size);
 
 /// "0-3,8": a list of CPU indices.

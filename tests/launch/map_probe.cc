@@ -2,7 +2,8 @@
 // agrees with one computed here, independently, from the host names that the ranks
 // exchange through a Chorus allreduce, and that an allreduce across all ranks (hosts) is
 // right. With CHORUS_BIND set it also checks the binding: ranks of one host on disjoint
-// CPUs, the background thread inside its process's CPUs. Prints one line per rank
+// CPUs, the background thread inside its process's CPUs (any number of CPUs). Prints one line per
+// rank
 //
 //   chorus-map rank=3 size=4 host=h2 local_rank=1 local_size=2 cross_rank=1 cross_size=2 ...
 //
@@ -13,6 +14,8 @@
 #include <sched.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -28,8 +31,7 @@ namespace {
 
 using namespace chorus;
 
-constexpr int kName = 64;   // bytes per host name slot
-constexpr int kCpus = 256;  // CPUs covered by the binding check
+constexpr int kName = 64;  // bytes per host name slot
 
 int fail(const std::string& what) {
   std::fprintf(stderr, "map_probe: FAIL on rank %d: %s\n", rank(), what.c_str());
@@ -58,17 +60,41 @@ StatusOr<std::vector<std::string>> exchange(const std::string& name, const std::
   return rows;
 }
 
-std::string cpu_string(const cpu_set_t& set) {
-  std::string s(kCpus, '0');
-  for (int c = 0; c < kCpus; ++c) {
-    if (CPU_ISSET(c, &set)) s[c] = '1';
+// A CPU mask as a string of '0'/'1', one per CPU, long enough for every CPU of this host:
+// cpu_set_t covers only CPU_SETSIZE (1024) CPUs, so the set is allocated with CPU_ALLOC
+// and grown until sched_getaffinity accepts it.
+struct Affinity {
+  std::string bits;
+  std::string error;  // empty when read
+};
+
+Affinity affinity_of(pid_t tid) {
+  long conf = sysconf(_SC_NPROCESSORS_CONF);
+  int n = std::max<int>(CPU_SETSIZE, conf > 0 ? static_cast<int>(conf) : 0);
+  for (;; n *= 2) {
+    cpu_set_t* set = CPU_ALLOC(n);
+    if (!set) return {"", "CPU_ALLOC(" + std::to_string(n) + ") failed"};
+    const std::size_t bytes = CPU_ALLOC_SIZE(n);
+    CPU_ZERO_S(bytes, set);
+    if (sched_getaffinity(tid, bytes, set) == 0) {
+      Affinity a{std::string(static_cast<std::size_t>(n), '0'), ""};
+      for (int c = 0; c < n; ++c) {
+        if (CPU_ISSET_S(c, bytes, set)) a.bits[c] = '1';
+      }
+      CPU_FREE(set);
+      return a;
+    }
+    const int err = errno;
+    CPU_FREE(set);
+    if (err != EINVAL || n > (1 << 20)) {
+      return {"", "sched_getaffinity(" + std::to_string(tid) + "): " + std::strerror(err)};
+    }
   }
-  return s;
 }
 
 std::string cpu_list(const std::string& bits) {
   std::string out;
-  for (int c = 0; c < kCpus; ++c) {
+  for (std::size_t c = 0; c < bits.size(); ++c) {
     if (bits[c] == '1') out += (out.empty() ? "" : ",") + std::to_string(c);
   }
   return out;
@@ -137,27 +163,41 @@ int check_allreduce() {
   return 0;
 }
 
+// The largest of every rank's `value` (collective).
+StatusOr<int> max_over_ranks(const std::string& name, int value) {
+  int32_t v = value;
+  TensorRef t{&v, DataType::kInt32, {1}, Device::cpu()};
+  AllreduceOptions o;
+  o.op = ReduceOp::kMax;
+  if (Status s = allreduce(name, t, t, o).wait(); !s.ok()) return s;
+  return static_cast<int>(v);
+}
+
 // With CHORUS_BIND=core|numa: this rank's CPUs do not overlap those of the other ranks on
-// its host (core), and the background thread runs inside them.
-int check_binding(const std::vector<std::string>& hosts, const std::string& mine,
-                  const std::string& bg, bool disjoint) {
-  StatusOr<std::vector<std::string>> all = exchange("probe.cpus", mine, kCpus + 1);
+// its host, and the background thread runs inside them. Masks are padded to the widest
+// host's so that every rank exchanges rows of the same width.
+int check_binding(const std::vector<std::string>& hosts, std::string mine, std::string bg) {
+  StatusOr<int> width = max_over_ranks("probe.cpu_count", static_cast<int>(mine.size()));
+  if (!width.ok()) return fail(width.status().to_string());
+  mine.resize(static_cast<std::size_t>(*width), '0');
+  bg.resize(mine.size(), '0');
+  StatusOr<std::vector<std::string>> all = exchange("probe.cpus", mine, *width + 1);
   if (!all.ok()) return fail(all.status().to_string());
   int bad = 0;
   for (int q = 0; q < size(); ++q) {
     if (q == rank() || hosts[q] != hosts[rank()]) continue;
-    for (int c = 0; c < kCpus && disjoint; ++c) {
+    for (std::size_t c = 0; c < mine.size(); ++c) {
       if (mine[c] == '1' && (*all)[q][c] == '1') {
         bad += fail("CPU " + std::to_string(c) + " is also bound to rank " + std::to_string(q));
       }
     }
   }
-  for (int c = 0; c < kCpus; ++c) {
+  for (std::size_t c = 0; c < mine.size(); ++c) {
     if (bg[c] == '1' && mine[c] != '1') {
       bad += fail("chorus-bg runs on CPU " + std::to_string(c) + ", outside the process's CPUs");
     }
   }
-  if (mine == std::string(kCpus, '0')) bad += fail("no CPUs in the process's binding");
+  if (mine.find('1') == std::string::npos) bad += fail("no CPUs in the process's binding");
   return bad;
 }
 
@@ -178,24 +218,22 @@ int main() {
     bad += check_map(*hosts);
     bad += check_allreduce();
   }
-  cpu_set_t proc, bgset;
-  CPU_ZERO(&proc);
-  CPU_ZERO(&bgset);
-  sched_getaffinity(0, sizeof(proc), &proc);
+  const Affinity proc = affinity_of(0);
+  if (!proc.error.empty()) bad += fail(proc.error);
   const pid_t bg = background_thread();
   if (bg < 0) bad += fail("no thread named chorus-bg");
-  if (bg >= 0) sched_getaffinity(bg, sizeof(bgset), &bgset);
+  Affinity bgset;
+  if (bg >= 0) bgset = affinity_of(bg);
+  if (!bgset.error.empty()) bad += fail(bgset.error);
   const char* bind = std::getenv("CHORUS_BIND");
   const std::string mode = bind ? bind : "none";
-  if (hosts.ok() && mode != "none") {
-    bad += check_binding(*hosts, cpu_string(proc), cpu_string(bgset), mode == "core");
-  }
+  if (hosts.ok() && mode != "none") bad += check_binding(*hosts, proc.bits, bgset.bits);
   std::fprintf(stderr,
                "chorus-map rank=%d size=%d host=%s local_rank=%d local_size=%d cross_rank=%d "
                "cross_size=%d bind=%s cpus=%s bg_cpus=%s %s\n",
                rank(), size(), host, local_rank(), local_size(), cross_rank(), cross_size(),
-               mode.c_str(), cpu_list(cpu_string(proc)).c_str(),
-               cpu_list(cpu_string(bgset)).c_str(), bad ? "FAIL" : "ok");
+               mode.c_str(), cpu_list(proc.bits).c_str(), cpu_list(bgset.bits).c_str(),
+               bad ? "FAIL" : "ok");
   if (Status s = shutdown(); !s.ok()) bad += fail(s.to_string());
   return bad ? 1 : 0;
 }
