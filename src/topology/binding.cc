@@ -1,5 +1,6 @@
 #include "topology/binding.h"
 
+#include "core/logging.h"
 #include "topology/hwloc_binding.h"
 
 namespace chorus {
@@ -9,12 +10,20 @@ StatusOr<BindingResult> apply_binding(BindMode mode, const RankMap& map) {
   const std::string who =
       "local rank " + std::to_string(map.local_rank) + "/" + std::to_string(map.local_size);
   if (mode == BindMode::kNone) {
-    StatusOr<std::vector<int>> now = this_thread_binding();
+    // The launcher's binding is only reported, at debug level; loading the topology to read
+    // it walks sysfs, which every init would pay for a line nobody sees.
+    if (!log().should_log(spdlog::level::debug)) return result;
+    StatusOr<HwlocTopology> topo = HwlocTopology::load();
+    StatusOr<std::vector<int>> now =
+        topo.ok() ? topo->this_thread_binding() : StatusOr<std::vector<int>>(topo.status());
     result.message = "binding: none (CHORUS_BIND=none), " + who + " runs on PUs " +
-                     (now.ok() ? format_cpu_list(*now) : "?") + " as the launcher left it";
+                     (now.ok() ? format_cpu_list(*now) : "? (" + now.status().message() + ")") +
+                     " as the launcher left it";
     return result;
   }
-  StatusOr<CpuLayout> layout = load_cpu_layout();
+  StatusOr<HwlocTopology> topo = HwlocTopology::load();
+  if (!topo.ok()) return topo.status();
+  StatusOr<CpuLayout> layout = topo->cpu_layout();
   if (!layout.ok()) return layout.status();
   StatusOr<CpuPlan> plan = plan_cpus(*layout, mode, map.local_rank, map.local_size);
   if (!plan.ok()) {
@@ -23,8 +32,8 @@ StatusOr<BindingResult> apply_binding(BindMode mode, const RankMap& map) {
     result.message = plan.status().message() + "; not binding " + who;
     return result;
   }
-  if (Status s = bind_process(plan->pus); !s.ok()) return s;
-  if (Status s = bind_this_thread(plan->thread_pus); !s.ok()) return s;
+  if (Status s = topo->bind_process(plan->pus); !s.ok()) return s;
+  if (Status s = topo->bind_this_thread(plan->thread_pus); !s.ok()) return s;
   result.bound = true;
   result.message = std::string("binding: CHORUS_BIND=") + bind_mode_name(mode) + ", " + who +
                    " -> " + plan->describe + ", background thread chorus-bg -> PUs " +

@@ -18,9 +18,11 @@ struct BindingResult {
 };
 
 /// Binds the process to this local rank's CPUs and the calling thread (the background
-/// thread) to the last core of them, as planned by plan_cpus. A layout that cannot be bound
-/// (more ranks than cores) is reported as a warning and leaves the binding alone; a failing
-/// hwloc call is an error.
+/// thread) to the last core of them, as planned by plan_cpus, loading the hwloc topology
+/// once. A layout that cannot be bound (more ranks than cores) is reported as a warning and
+/// leaves the binding alone; a failing hwloc call is an error naming the call. With kNone
+/// nothing is loaded unless Chorus's logger is at debug level, where `message` then
+/// describes the launcher's binding (an empty message otherwise).
 StatusOr<BindingResult> apply_binding(BindMode mode, const RankMap& map);
 
 }  // namespace chorus
