@@ -28,6 +28,7 @@ StatusOr<Allocation> slurm_allocation(const Env& env, const std::string& list_va
                               env.at(list_var) + "' lists " + std::to_string(names->size()));
     }
     slots = *counts;
+    a.slurm_tasks = std::string(var) == "SLURM_TASKS_PER_NODE";
     break;
   }
   for (std::size_t i = 0; i < names->size(); ++i) {
@@ -45,7 +46,7 @@ StatusOr<Allocation> file_allocation(const std::string& path, const std::string&
   if (!text.ok()) return Status(text.status().code(), source + ": " + text.status().message());
   StatusOr<std::vector<Host>> hosts = parse(*text, source);
   if (!hosts.ok()) return hosts.status();
-  return Allocation{source, std::move(hosts).value(), false};
+  return Allocation{source, std::move(hosts).value(), false, false};
 }
 
 }  // namespace
@@ -56,7 +57,7 @@ StatusOr<Allocation> find_allocation(const AllocationQuery& query, const Env& en
   if (!query.host_list.empty()) {
     StatusOr<std::vector<Host>> hosts = parse_host_list(query.host_list);
     if (!hosts.ok()) return hosts.status();
-    return Allocation{"-H", std::move(hosts).value(), in_slurm};
+    return Allocation{"-H", std::move(hosts).value(), in_slurm, false};
   }
   if (!query.hostfile.empty()) {
     StatusOr<Allocation> a =
@@ -73,7 +74,7 @@ StatusOr<Allocation> find_allocation(const AllocationQuery& query, const Env& en
   if (const std::string* pbs = lookup(env, "PBS_NODEFILE")) {
     return file_allocation(*pbs, "PBS (PBS_NODEFILE=" + *pbs + ")", parse_pbs_nodefile, read);
   }
-  return Allocation{"this host", {{query.local_host, query.local_slots}}, false};
+  return Allocation{"this host", {{query.local_host, query.local_slots}}, false, false};
 }
 
 }  // namespace chorus::launch

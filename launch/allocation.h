@@ -19,6 +19,9 @@ struct Allocation {
   std::string source;       ///< "-H", "--hostfile h.txt", "Slurm (SLURM_JOB_NODELIST)", ...
   std::vector<Host> hosts;  ///< in order; slots from the source
   bool slurm = false;       ///< inside a Slurm job (srun can launch)
+  /// The slots are the Slurm job's own task layout (SLURM_TASKS_PER_NODE), which srun
+  /// reproduces by itself when asked for that many tasks, even or not.
+  bool slurm_tasks = false;
 };
 
 struct AllocationQuery {

@@ -24,6 +24,12 @@ StatusOr<std::vector<std::string>> build_command(const Plan& plan, const Command
     if (o.oversubscribe) argv.push_back("--oversubscribe");
     if (o.chorus_binds) argv.insert(argv.end(), {"--bind-to", "none"});
     for (const std::string& var : o.forward_env) argv.insert(argv.end(), {"-x", var});
+  } else if (plan.ppr == 0 && plan.fills_allocation && o.slurm_task_layout) {
+    // Different counts per host that are the job's own layout (sbatch -n 7 over 4 nodes:
+    // SLURM_TASKS_PER_NODE=2(x3),1): srun lays out that many tasks exactly so, as a plain
+    // srun in the job script would, while --ntasks-per-node cannot say it.
+    argv = {"srun", "--ntasks=" + np, "--mpi=pmix"};
+    if (o.chorus_binds) argv.push_back("--cpu-bind=none");
   } else {
     if (plan.ppr == 0) {
       std::string counts;
@@ -32,7 +38,8 @@ StatusOr<std::vector<std::string>> build_command(const Plan& plan, const Command
       }
       return invalid_argument(
           "--launcher srun needs the same number of ranks on every host, but the plan has " +
-          counts + "; give --ppr K or an -np that fills whole hosts");
+          counts + "; give --ppr K, an -np that fills whole hosts, or (inside a Slurm job) " +
+          "no -np, to run the job's own task layout");
     }
     std::string nodes;
     for (const Placement& p : plan.hosts) nodes += (nodes.empty() ? "" : ",") + p.host;

@@ -86,6 +86,7 @@ int run(const std::vector<std::string>& args) {
   }
   options.chorus_binds = *mode != BindMode::kNone;
   options.oversubscribe = cli->oversubscribe;
+  options.slurm_task_layout = allocation->slurm_tasks;
   options.program = cli->program;
   StatusOr<std::vector<std::string>> argv = build_command(*plan, options);
   if (!argv.ok()) return error(argv.status());

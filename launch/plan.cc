@@ -59,6 +59,7 @@ StatusOr<Plan> make_plan(const Allocation& a, const PlanRequest& req) {
       left -= counts[h];
     }
     for (std::size_t h = 0; left > 0; h = (h + 1) % a.hosts.size(), --left) ++counts[h];
+    plan.fills_allocation = plan.np == slots;
   }
   int next = 0;
   for (std::size_t h = 0; h < a.hosts.size(); ++h) {

@@ -20,6 +20,9 @@ struct Placement {
 struct Plan {
   int np = 0;
   int ppr = 0;  ///< ranks per host when every used host has the same number, else 0
+  /// No --ppr, and every slot of the allocation gets one rank: the layout is the
+  /// allocation's own.
+  bool fills_allocation = false;
   std::vector<Placement> hosts;  ///< the hosts used, in order
 };
 

@@ -146,11 +146,11 @@ TEST(AllocationTest, NoAllocationIsThisHost) {
   EXPECT_EQ(a->hosts, (Hosts{{"me", 8}}));
 }
 
-Allocation two_by_four() { return Allocation{"-H", {{"a", 4}, {"b", 4}}, false}; }
+Allocation two_by_four() { return Allocation{"-H", {{"a", 4}, {"b", 4}}, false, false}; }
 
 TEST(PlanTest, PprFillsTheFirstHosts) {
   StatusOr<Plan> p =
-      make_plan(Allocation{"-H", {{"a", 4}, {"b", 4}, {"c", 4}}, false}, {4, 2, false});
+      make_plan(Allocation{"-H", {{"a", 4}, {"b", 4}, {"c", 4}}, false, false}, {4, 2, false});
   ASSERT_TRUE(p.ok()) << error_of(p);
   EXPECT_EQ(p->ppr, 2);
   ASSERT_EQ(p->hosts.size(), 2u);
@@ -212,7 +212,39 @@ TEST(CommandTest, SrunNeedsEvenHosts) {
             "--cpu-bind=none ./train");
   EXPECT_EQ(error_of(build_command(*make_plan(two_by_four(), {6, std::nullopt, false}), o)),
             "--launcher srun needs the same number of ranks on every host, but the plan has a:4, "
-            "b:2; give --ppr K or an -np that fills whole hosts");
+            "b:2; give --ppr K, an -np that fills whole hosts, or (inside a Slurm job) no -np, to "
+            "run the job's own task layout");
+}
+
+TEST(CommandTest, SrunRunsTheSlurmJobsOwnUnevenLayout) {
+  Env env = {{"SLURM_JOB_ID", "99"},
+             {"SLURM_JOB_NODELIST", "cn[7-9],cn12"},
+             {"SLURM_TASKS_PER_NODE", "2(x3),1"}};
+  StatusOr<Allocation> a = find_allocation({}, env, no_files);
+  ASSERT_TRUE(a.ok()) << error_of(a);
+  EXPECT_TRUE(a->slurm_tasks);
+  CommandOptions o;
+  o.launcher = Launcher::kSrun;
+  o.slurm_task_layout = a->slurm_tasks;
+  o.program = {"./train"};
+  StatusOr<Plan> whole = make_plan(*a, {});
+  ASSERT_TRUE(whole.ok());
+  EXPECT_TRUE(whole->fills_allocation);
+  EXPECT_EQ(whole->ppr, 0);
+  EXPECT_EQ(format_command(*build_command(*whole, o)), "srun --ntasks=7 --mpi=pmix ./train");
+  // Fewer ranks than the job's tasks is not its layout: srun's placement would be a guess.
+  StatusOr<Plan> part = make_plan(*a, {5, std::nullopt, false});
+  ASSERT_TRUE(part.ok());
+  EXPECT_FALSE(part->fills_allocation);
+  EXPECT_FALSE(build_command(*part, o).ok());
+  // Slots from SLURM_JOB_CPUS_PER_NODE are CPUs, not the job's tasks.
+  env.erase("SLURM_TASKS_PER_NODE");
+  env["SLURM_JOB_CPUS_PER_NODE"] = "8(x3),4";
+  StatusOr<Allocation> cpus = find_allocation({}, env, no_files);
+  ASSERT_TRUE(cpus.ok());
+  EXPECT_FALSE(cpus->slurm_tasks);
+  o.slurm_task_layout = cpus->slurm_tasks;
+  EXPECT_FALSE(build_command(*make_plan(*cpus, {}), o).ok());
 }
 
 TEST(CommandTest, ShellQuote) {
