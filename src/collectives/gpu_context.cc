@@ -33,23 +33,38 @@ bool mpi_is_cuda_aware() {
 StatusOr<std::unique_ptr<GpuContext>> GpuContext::create(const GpuContextSetup& setup, int device) {
   std::unique_ptr<GpuContext> c(new GpuContext());
   c->device_ = device;
-  CHORUS_CUDA_CHECK(cudaSetDevice(device));
-  cudaStream_t stream = nullptr;
-  CHORUS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  c->stream_ = stream;
-  cudaEvent_t done = nullptr;
-  CHORUS_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
-  c->done_ = done;
-  StatusOr<std::unique_ptr<gpu::BatchedCopy>> copy = gpu::BatchedCopy::create(device);
-  if (!copy.ok()) return copy.status();
-  c->copy_ = std::move(copy).value();
+  c->sync_timeout_ = setup.sync_timeout;
   c->fusion_capacity_ = setup.fusion_threshold;
-  if (Status s = c->choose_backend(setup); !s.ok()) return s;
+  // This rank's own steps may fail here; choose_backend() still takes part in the set's
+  // exchange, so that every member learns of it and fails too.
+  const Status prepared = c->prepare(setup);
+  if (Status s = c->choose_backend(setup, prepared); !s.ok()) return s;
   return c;
 }
 
+Status GpuContext::prepare(const GpuContextSetup& setup) {
+  CHORUS_CUDA_CHECK(cudaSetDevice(device_));
+  cudaStream_t stream = nullptr;
+  CHORUS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  stream_ = stream;
+  cudaEvent_t done = nullptr;
+  CHORUS_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  done_ = done;
+  StatusOr<std::unique_ptr<gpu::BatchedCopy>> copy = gpu::BatchedCopy::create(device_);
+  if (!copy.ok()) return copy.status();
+  copy_ = std::move(copy).value();
+  if (fusion_capacity_ > 0) CHORUS_CUDA_CHECK(cudaMalloc(&fusion_, fusion_capacity_));
+  return {};
+}
+
 GpuContext::~GpuContext() {
-  if (stream_) cudaStreamSynchronize(static_cast<cudaStream_t>(stream_));
+  // A healthy, idle stream: wait for it and let the backends destroy their communicators
+  // normally. Work still queued after a failure may never finish (a peer that left a
+  // collective): abort the communicators first, which ends their kernels, and never
+  // destroy a communicator that is failed or busy.
+  auto stream = static_cast<cudaStream_t>(stream_);
+  if (stream && (failed_ || cudaStreamQuery(stream) != cudaSuccess)) abort_nccl();
+  if (stream && !failed_) cudaStreamSynchronize(stream);
   hierarchical_.reset();
   cross_.reset();
   local_.reset();
@@ -59,43 +74,88 @@ GpuContext::~GpuContext() {
     if (p) cudaFree(p);
   }
   if (done_) cudaEventDestroy(static_cast<cudaEvent_t>(done_));
-  if (stream_) cudaStreamDestroy(static_cast<cudaStream_t>(stream_));
+  if (stream) cudaStreamDestroy(stream);
 }
 
-// Every member contributes its GPU's UUID and whether its MPI is CUDA-aware; all see the
-// same table, so all choose the same path.
-Status GpuContext::choose_backend(const GpuContextSetup& setup) {
+void GpuContext::abort_nccl() {
+#ifdef CHORUS_WITH_NCCL
+  for (NcclBackend* n : nccl_) n->abort("the process set's GPU context was torn down");
+#endif
+}
+
+namespace {
+
+// One member's record in the setup exchange.
+constexpr int kRecord = 19;
+constexpr int kCudaAware = 16;  // 1: this rank's MPI takes device pointers
+constexpr int kOk = 17;         // 1: this rank's own setup succeeded
+constexpr int kRequested = 18;  // 0 auto, 1 nccl, 2 mpi
+
+char requested_code(const std::string& path) {
+  if (path == "nccl") return 1;
+  if (path == "mpi") return 2;
+  return 0;
+}
+
+}  // namespace
+
+// Every member contributes its GPU's UUID, whether its MPI is CUDA-aware, whether its own
+// setup succeeded and which path it was asked for; all see the same table, so all choose
+// the same path, and all fail together when one could not set up.
+Status GpuContext::choose_backend(const GpuContextSetup& setup, const Status& prepared) {
   Backend& host = *setup.host;
-  constexpr int kRecord = 17;
-  cudaDeviceProp prop{};
-  CHORUS_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
   std::vector<char> table(static_cast<std::size_t>(kRecord) * host.size());
   char* mine = table.data() + static_cast<std::size_t>(kRecord) * host.rank();
-  std::memcpy(mine, &prop.uuid, 16);
-  mine[16] = mpi_is_cuda_aware() ? 1 : 0;
+  Status local = prepared;
+  if (local.ok()) {
+    cudaDeviceProp prop{};
+    const cudaError_t rc = cudaGetDeviceProperties(&prop, device_);
+    if (rc == cudaSuccess) {
+      std::memcpy(mine, &prop.uuid, 16);
+    } else {
+      local = cuda_detail::cuda_status(rc, "cudaGetDeviceProperties", __FILE__, __LINE__);
+    }
+  }
+  mine[kCudaAware] = mpi_is_cuda_aware() ? 1 : 0;
+  mine[kOk] = local.ok() ? 1 : 0;
+  mine[kRequested] = requested_code(setup.requested_path);
   if (Status s = host.allgatherv(mine, table.data(), std::vector<int64_t>(host.size(), kRecord));
       !s.ok()) {
     return s;
   }
+  if (!local.ok()) return local;
   GpuPathInputs in;
 #ifdef CHORUS_WITH_NCCL
   in.nccl_built = true;
 #endif
   in.mpi_cuda_aware = true;
+  std::string failed;
+  bool same_request = true;
   for (int r = 0; r < host.size(); ++r) {
     const char* rec = table.data() + static_cast<std::size_t>(kRecord) * r;
-    in.mpi_cuda_aware = in.mpi_cuda_aware && rec[16] == 1;
+    if (rec[kOk] != 1) failed += (failed.empty() ? "" : ", ") + std::to_string(r);
+    in.mpi_cuda_aware = in.mpi_cuda_aware && rec[kCudaAware] == 1;
+    same_request = same_request && rec[kRequested] == table[kRequested];
     for (int q = 0; q < r; ++q) {
       if (std::memcmp(rec, table.data() + static_cast<std::size_t>(kRecord) * q, 16) == 0) {
         in.gpu_shared = true;
       }
     }
   }
-  in.requested = setup.requested_path;
+  if (!failed.empty()) {
+    return internal_error(setup.label + ": the GPU context could not be set up on rank(s) " +
+                          failed + " of the set (their logs say why)");
+  }
+  const char* paths[] = {"auto", "nccl", "mpi"};
+  in.requested = same_request ? paths[static_cast<int>(table[kRequested])] : "auto";
   const GpuPathChoice choice = choose_gpu_path(in);
   log().debug("{}: GPU collectives on cuda:{} use {} ({})", setup.label, device_,
               gpu_path_name(choice.path), choice.reason);
 
+  // Staged copies wait for the stream through synchronize(): asleep between polls, NCCL's
+  // errors polled (the hierarchical cross step waits behind the local NCCL step), and the
+  // same deadline.
+  auto drain = [this] { return synchronize("a staged MPI copy"); };
   // One factory for the set and, when hierarchical, for the local group.
   auto make = [&](Backend& group_host,
                   const std::string& label) -> StatusOr<std::unique_ptr<Backend>> {
@@ -108,10 +168,8 @@ Status GpuContext::choose_backend(const GpuContextSetup& setup) {
       return std::unique_ptr<Backend>(std::move(b).value());
     }
 #endif
-    StatusOr<std::unique_ptr<StagedGpuBackend>> b =
-        StagedGpuBackend::create(group_host, stream_, choice.path == GpuPath::kMpiCudaAware);
-    if (!b.ok()) return b.status();
-    return std::unique_ptr<Backend>(std::move(b).value());
+    return std::unique_ptr<Backend>(std::make_unique<StagedGpuBackend>(
+        group_host, stream_, choice.path == GpuPath::kMpiCudaAware, drain));
   };
   StatusOr<std::unique_ptr<Backend>> flat = make(host, setup.label);
   if (!flat.ok()) return flat.status();
@@ -119,23 +177,24 @@ Status GpuContext::choose_backend(const GpuContextSetup& setup) {
   backend_ = flat_.get();
   description_ = gpu_path_name(choice.path);
 
-  std::string why = "no rank map";
+  // The same inputs on every rank (the map, the groups the runtime built from it, the
+  // agreed path), so every member decides the same.
+  std::string why = "the runtime built no local and cross groups";
   const bool hierarchical =
       setup.map && setup.groups && setup.groups->local && setup.groups->cross &&
-      use_hierarchical_allreduce(setup.hierarchical_requested, setup.global_set, *setup.map, &why);
+      use_hierarchical_allreduce(setup.hierarchical_requested, setup.global_set, choice.path,
+                                 *setup.map, &why);
   if (!hierarchical) {
-    if (setup.hierarchical_requested) log().debug("{}: flat GPU allreduce: {}", setup.label, why);
+    log().debug("{}: flat GPU allreduce: {}", setup.label, why);
     return {};
   }
-  StatusOr<std::unique_ptr<Backend>> local =
+  StatusOr<std::unique_ptr<Backend>> local_backend =
       make(setup.groups->local->backend(), setup.label + "/local");
-  if (!local.ok()) return local.status();
-  local_ = std::move(local).value();
+  if (!local_backend.ok()) return local_backend.status();
+  local_ = std::move(local_backend).value();
   // Across nodes always MPI: each rank moves only its node's shard.
-  StatusOr<std::unique_ptr<StagedGpuBackend>> cross =
-      StagedGpuBackend::create(setup.groups->cross->backend(), stream_, in.mpi_cuda_aware);
-  if (!cross.ok()) return cross.status();
-  cross_ = std::move(cross).value();
+  cross_ = std::make_unique<StagedGpuBackend>(setup.groups->cross->backend(), stream_,
+                                              in.mpi_cuda_aware, drain);
   StatusOr<std::unique_ptr<HierarchicalBackend>> h =
       HierarchicalBackend::create(flat_.get(), local_.get(), cross_.get());
   if (!h.ok()) return h.status();
@@ -169,13 +228,8 @@ StatusOr<char*> GpuContext::grow(void** slot, std::size_t* have, std::size_t byt
   return static_cast<char*>(*slot);
 }
 
-StatusOr<char*> GpuContext::fusion_buffer(std::size_t bytes) {
-  if (bytes > fusion_capacity_) {
-    return internal_error("fusion batch of " + std::to_string(bytes) + " bytes exceeds the " +
-                          std::to_string(fusion_capacity_) + "-byte GPU fusion buffer");
-  }
-  std::size_t have = fusion_ ? fusion_capacity_ : 0;
-  return grow(&fusion_, &have, fusion_capacity_);
+Status GpuContext::zero(void* dst, std::size_t bytes) {
+  return gpu::zero_fill(dst, bytes, stream_);
 }
 
 StatusOr<char*> GpuContext::zeros(std::size_t bytes) {
@@ -191,20 +245,45 @@ StatusOr<char*> GpuContext::staging(std::size_t bytes) {
 
 Status GpuContext::synchronize(const std::string& during) {
   auto event = static_cast<cudaEvent_t>(done_);
-  CHORUS_CUDA_CHECK(cudaEventRecord(event, static_cast<cudaStream_t>(stream_)));
+  const auto fail = [&](Status s) {
+    failed_ = true;
+    return s;
+  };
+  if (cudaError_t rc = cudaEventRecord(event, static_cast<cudaStream_t>(stream_));
+      rc != cudaSuccess) {
+    return fail(cuda_detail::cuda_status(rc, "cudaEventRecord", __FILE__, __LINE__));
+  }
   // Short work finishes within a few polls; longer work is polled with a doubling sleep
   // (up to 100 us), so the wait costs the background thread's core almost nothing and
   // never touches the trainer's streams.
+  const auto deadline = std::chrono::steady_clock::now() + sync_timeout_;
   auto pause = std::chrono::microseconds(0);
   for (int polls = 0;; ++polls) {
     const cudaError_t q = cudaEventQuery(event);
     if (q == cudaSuccess) return {};
-    if (q != cudaErrorNotReady) CHORUS_CUDA_CHECK(q);
+    if (q != cudaErrorNotReady) {
+      return fail(cuda_detail::cuda_status(q, "cudaEventQuery", __FILE__, __LINE__));
+    }
 #ifdef CHORUS_WITH_NCCL
     for (NcclBackend* n : nccl_) {
-      if (Status s = n->poll_async(during); !s.ok()) return s;
+      if (Status s = n->poll_async(during); !s.ok()) {
+        abort_nccl();  // the set's other communicator (hierarchical) may wait on this one
+        return fail(s);
+      }
     }
 #endif
+    if (std::chrono::steady_clock::now() > deadline) {
+      // NCCL does not report a peer that never joined or left: a bounded wait turns it
+      // into a failure. Aborting ends the communicators' kernels, so the stream drains.
+      abort_nccl();
+      return fail(
+          Status(StatusCode::kAborted,
+                 "GPU work of " + during + " did not finish within " +
+                     std::to_string(
+                         std::chrono::duration_cast<std::chrono::seconds>(sync_timeout_).count()) +
+                     " s (a rank of the set left the collective or is stuck); the set's NCCL "
+                     "communicators were aborted"));
+    }
     if (polls < 32) {
       std::this_thread::yield();
       continue;

@@ -35,18 +35,36 @@ GpuPathChoice choose_gpu_path(const GpuPathInputs& in) {
   return c;
 }
 
-bool use_hierarchical_allreduce(bool requested, bool global_set, const RankMap& map,
-                                std::string* reason) {
+bool hierarchical_layout(const RankMap& map, std::string* reason) {
   auto no = [&](const char* why) {
     if (reason) *reason = why;
     return false;
   };
-  if (!requested) return no("CHORUS_HIERARCHICAL_ALLREDUCE is off");
-  if (!global_set) return no("only the global process set has local and cross groups");
   if (map.cross_size < 2) return no("all ranks are on one host");
   if (map.local_size < 2) return no("one rank per host: nothing to reduce inside a node");
   if (!map.uniform) return no("hosts run different numbers of ranks");
-  if (reason) *reason = "hierarchical: " + map.layout();
+  if (reason) *reason = map.layout();
+  return true;
+}
+
+bool use_hierarchical_allreduce(bool requested, bool global_set, GpuPath path, const RankMap& map,
+                                std::string* reason) {
+  auto no = [&](const std::string& why) {
+    if (reason) *reason = why;
+    return false;
+  };
+  if (!global_set) return no("only the global process set has local and cross groups");
+  std::string layout;
+  if (!hierarchical_layout(map, &layout)) return no(layout);
+  if (requested) {
+    if (reason) *reason = "hierarchical, as requested: " + layout;
+    return true;
+  }
+  if (path != GpuPath::kNccl) {
+    return no(
+        "CHORUS_HIERARCHICAL_ALLREDUCE is off and the path is MPI (automatic only with NCCL)");
+  }
+  if (reason) *reason = "hierarchical, automatic on NCCL: " + layout;
   return true;
 }
 

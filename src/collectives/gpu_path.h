@@ -19,15 +19,17 @@ enum class GpuPath {
 const char* gpu_path_name(GpuPath path);
 
 /// What the path depends on. Fields marked "agreed" must be the same on every rank of the
-/// set; the executor agrees on them (an allreduce of flags over the host backend) before
-/// choosing.
+/// set: GpuContext builds them from one allgather over the set's host backend in which
+/// every rank contributes its GPU's UUID, its MPI's CUDA support and its requested path,
+/// so every rank derives the same values before choosing.
 struct GpuPathInputs {
   bool nccl_built = false;  ///< CHORUS_WITH_NCCL
   /// agreed: some GPU is used by two ranks of the set (NCCL refuses that; the MPS pattern).
   bool gpu_shared = false;
   /// agreed: every rank's MPI reports CUDA support (Open MPI's MPIX_Query_cuda_support).
   bool mpi_cuda_aware = false;
-  /// CHORUS_GPU_BACKEND-style override: "" or "auto", "nccl", "mpi".
+  /// agreed: "" or "auto", "nccl", "mpi" (GpuContextSetup::requested_path); ranks that
+  /// asked for different paths get "auto".
   std::string requested;
 };
 
@@ -41,12 +43,19 @@ struct GpuPathChoice {
 /// to MPI and says why in `reason`.
 GpuPathChoice choose_gpu_path(const GpuPathInputs& in);
 
+/// Whether the layout allows the hierarchical allreduce: more than one host, more than
+/// one rank per host, and a uniform layout (every host the same number of ranks, so every
+/// local rank has a partner on every host). The runtime builds the local and cross groups
+/// at init exactly when this holds or CHORUS_HIERARCHICAL_ALLREDUCE is set; the map is the
+/// same on every rank, so all agree. `reason` says why not, for the log.
+bool hierarchical_layout(const RankMap& map, std::string* reason);
+
 /// Whether an allreduce of this set goes local reduce-scatter, cross allreduce, local
-/// allgather. `requested`: CHORUS_HIERARCHICAL_ALLREDUCE. `global_set`: only the global
-/// set has local and cross groups. Needs more than one host, more than one rank per host,
-/// and a uniform layout (every host the same number of ranks, so every local rank has a
-/// partner on every host). `reason` says why not, for the log.
-bool use_hierarchical_allreduce(bool requested, bool global_set, const RankMap& map,
+/// allgather. Only the global set (`global_set`) has local and cross groups, and the layout
+/// must allow it (hierarchical_layout). Then: always when `requested`
+/// (CHORUS_HIERARCHICAL_ALLREDUCE), and automatically when the set's `path` is NCCL (NCCL
+/// inside the node, MPI on each node's shard across nodes). `reason` says why or why not.
+bool use_hierarchical_allreduce(bool requested, bool global_set, GpuPath path, const RankMap& map,
                                 std::string* reason);
 
 }  // namespace chorus

@@ -9,10 +9,16 @@
 // staged the same way.
 //
 // Every call is synchronous: it waits for the stream (its prior work and its own copies)
-// on a blocking-sync event, so the background thread sleeps rather than spins, and it
-// returns with the results in device memory.
+// through the `drain` hook (GpuContext::synchronize: sleeps between polls, polls NCCL's
+// errors, bounded), and returns with the results in device memory.
+//
+// A failed device copy never skips the host collective: the call is still made (with
+// whatever the staging buffer holds) so that the other members are not left waiting in
+// it, and the copy's failure is returned afterwards.
 
+#include <functional>
 #include <memory>
+#include <vector>
 
 #include "collectives/backend.h"
 
@@ -21,8 +27,9 @@ namespace chorus {
 class StagedGpuBackend final : public Backend {
  public:
   /// `host` and `stream` (cudaStream_t) belong to the caller and outlive this backend.
-  static StatusOr<std::unique_ptr<StagedGpuBackend>> create(Backend& host, void* stream,
-                                                            bool cuda_aware);
+  /// `drain` waits until the stream's work is done (or fails trying).
+  StagedGpuBackend(Backend& host, void* stream, bool cuda_aware, std::function<Status()> drain)
+      : host_(host), stream_(stream), cuda_aware_(cuda_aware), drain_(std::move(drain)) {}
   ~StagedGpuBackend() override;
 
   const char* name() const override { return cuda_aware_ ? "mpi-cuda-aware" : "mpi-staged"; }
@@ -41,19 +48,20 @@ class StagedGpuBackend final : public Backend {
   Status barrier() override { return host_.barrier(); }
 
  private:
-  StagedGpuBackend(Backend& host, void* stream, bool cuda_aware)
-      : host_(host), stream_(stream), cuda_aware_(cuda_aware) {}
-  // Two pinned buffers (in and out of an alltoall), grown to the largest need.
-  StatusOr<char*> pinned(int which, std::size_t bytes);
-  Status copy(void* dst, const void* src, std::size_t bytes, bool to_device);
-  Status wait();
+  // Two host buffers (in and out of an alltoall), grown to the largest need: pinned, or
+  // pageable when pinning fails (slower, never a failure).
+  char* pinned(int which, std::size_t bytes);
+  // Copies between device and host on the stream, then drains it.
+  Status to_host(void* dst, const void* src, std::size_t bytes);
+  Status to_device(void* dst, const void* src, std::size_t bytes);
 
   Backend& host_;
   void* stream_;
   bool cuda_aware_;
-  void* done_ = nullptr;  // cudaEvent_t with blocking sync
+  std::function<Status()> drain_;
   char* pinned_[2] = {nullptr, nullptr};
   std::size_t pinned_bytes_[2] = {0, 0};
+  std::vector<char> pageable_[2];
 };
 
 }  // namespace chorus

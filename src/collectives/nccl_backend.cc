@@ -7,6 +7,7 @@
 #include <functional>
 
 #include "collectives/cuda_check.h"
+#include "collectives/gpu_agree.h"
 #include "collectives/nccl_status.h"
 
 namespace chorus {
@@ -74,20 +75,48 @@ StatusOr<std::unique_ptr<NcclBackend>> NcclBackend::create(Backend& host, int de
   std::unique_ptr<NcclBackend> b(new NcclBackend(host, stream, copy, label));
   b->rank_ = host.rank();
   b->size_ = host.size();
-  ncclUniqueId id;
-  if (b->rank_ == 0) CHORUS_NCCL_CHECK(ncclGetUniqueId(&id));
-  // The id travels over MPI in host memory, inside the set: every member calls this at the
-  // same point of the negotiated order.
-  if (Status s = host.broadcast(&id, sizeof id, 0); !s.ok()) return s;
-  CHORUS_CUDA_CHECK(cudaSetDevice(device));
+  // The id travels over MPI in host memory, inside the set, with a flag saying whether rank
+  // 0 could make it: every member calls this at the same point of the negotiated order.
+  struct {
+    ncclUniqueId id;
+    char ok;
+  } msg{};
+  Status made;
+  if (b->rank_ == 0) {
+    const ncclResult_t rc = ncclGetUniqueId(&msg.id);
+    made = nccl_status(rc, "ncclGetUniqueId", ncclGetLastError(nullptr), __FILE__, __LINE__);
+    msg.ok = made.ok() ? 1 : 0;
+  }
+  if (Status s = host.broadcast(&msg, sizeof msg, 0); !s.ok()) return s;
+  if (!made.ok()) return made;
+  if (msg.ok != 1) return internal_error(label + ": rank 0 could not create the NCCL id");
+  // Every rank enters ncclCommInitRank only when all can, and keeps the communicator only
+  // when all got one.
+  Status ready;
+  if (cudaError_t rc = cudaSetDevice(device); rc != cudaSuccess) {
+    ready = cuda_detail::cuda_status(rc, "cudaSetDevice", __FILE__, __LINE__);
+  }
+  if (Status s = agree_on_success(host, ready, label + ": selecting the GPU"); !s.ok()) return s;
   ncclComm_t comm = nullptr;
-  CHORUS_NCCL_CHECK(ncclCommInitRank(&comm, b->size_, id, b->rank_));
-  b->comm_ = comm;
+  const ncclResult_t rc = ncclCommInitRank(&comm, b->size_, msg.id, b->rank_);
+  const Status joined =
+      nccl_status(rc, "ncclCommInitRank", ncclGetLastError(nullptr), __FILE__, __LINE__);
+  b->comm_ = joined.ok() ? comm : nullptr;
+  if (Status s = agree_on_success(host, joined, label + ": ncclCommInitRank"); !s.ok()) {
+    b->abort(s.message());
+    return s;
+  }
   return b;
 }
 
 NcclBackend::~NcclBackend() {
   if (comm_) ncclCommDestroy(static_cast<ncclComm_t>(comm_));
+}
+
+void NcclBackend::abort(const std::string& why) {
+  if (comm_) ncclCommAbort(static_cast<ncclComm_t>(comm_));
+  comm_ = nullptr;
+  if (failed_.ok()) failed_ = Status(StatusCode::kAborted, label_ + ": " + why);
 }
 
 Status NcclBackend::poll_async(const std::string& during) {

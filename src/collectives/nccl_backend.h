@@ -5,9 +5,10 @@
 //
 // Contract: background thread only, every member in the same order (Backend). Calls only
 // enqueue work: the caller (GpuContext::synchronize) waits for the stream and, while it
-// waits, polls poll_async() so that a failed peer or a NCCL error becomes a Status on
-// every rank instead of a hang. After an error the communicator is aborted and every
-// later call fails at once with the same Status.
+// waits, polls poll_async() so that a NCCL error becomes a Status instead of a hang, and
+// aborts the communicator when the wait passes its deadline (NCCL does not report a peer
+// that never joined a collective). After an error or an abort every later call fails at
+// once with the same Status.
 
 #include <memory>
 #include <string>
@@ -24,12 +25,13 @@ class NcclBackend final : public Backend {
  public:
   /// Collective over the members of `host` (the same ranks over MPI): rank 0 creates the
   /// unique id, `host.broadcast` sends it, and every rank joins the communicator on
-  /// `device`. `stream` (cudaStream_t) and `copy` (for result scaling) belong to the caller
-  /// and outlive this backend. `label` names the set in messages ("global", "set 3",
-  /// "global/local").
+  /// `device`. Fails on every member when any member fails a step (agree_on_success). `stream`
+  /// (cudaStream_t) and `copy` (for result scaling) belong to the caller and outlive this backend.
+  /// `label` names the set in messages ("global", "set 3", "global/local").
   static StatusOr<std::unique_ptr<NcclBackend>> create(Backend& host, int device, void* stream,
                                                        gpu::BatchedCopy* copy,
                                                        const std::string& label);
+  /// Destroys a healthy communicator; one that failed was aborted already.
   ~NcclBackend() override;
 
   const char* name() const override { return "nccl"; }
@@ -55,6 +57,9 @@ class NcclBackend final : public Backend {
   /// NCCL's asynchronous error state. On an error: aborts the communicator, latches and
   /// returns the Status (naming `during`). OK while healthy.
   Status poll_async(const std::string& during);
+  /// Aborts the communicator (its kernels end, the stream drains) and latches `why` as the
+  /// failure of every later call. Idempotent.
+  void abort(const std::string& why);
 
  private:
   NcclBackend(Backend& host, void* stream, gpu::BatchedCopy* copy, std::string label)

@@ -47,8 +47,12 @@ Status check_tensor(OpType op, const std::string& name, const char* role, const 
   }
   if (!t.device.is_cpu()) {
 #ifdef CHORUS_WITH_CUDA
+    if (t.device.kind != Device::Kind::kCUDA) {
+      return invalid_argument(what(op, name) + role + " is on " + device_name(t.device) +
+                              ": Chorus runs collectives on host memory and CUDA devices only");
+    }
     const int devices = gpu::device_count();
-    if (t.device.kind != Device::Kind::kCUDA || t.device.index < 0 || t.device.index >= devices) {
+    if (t.device.index < 0 || t.device.index >= devices) {
       return invalid_argument(what(op, name) + role + " is on " + device_name(t.device) +
                               ", but this process sees " + std::to_string(devices) +
                               " CUDA device(s)");
@@ -63,11 +67,21 @@ Status check_tensor(OpType op, const std::string& name, const char* role, const 
 
 // CUDA inputs: the event the background thread waits on before reading (types.h), taken
 // now, on the producer's thread. Outputs whose size is agreed later must come from the
-// caller's allocator: Chorus's own fallback allocates host memory.
-Status attach_ready_event(Entry& e) {
+// caller's allocator: Chorus's own fallback allocates host memory. A rank's collectives
+// run on one GPU (RankDevice): checked here, so that a tensor on another device fails its
+// own handle instead of reaching the background thread, where this rank could not join
+// the collective the others run.
+Status attach_ready_event(Runtime& rt, Entry& e) {
   if (e.input.device.kind != Device::Kind::kCUDA) return {};
 #ifdef CHORUS_WITH_CUDA
   const OpType op = e.request.op;
+  const int pinned = rt.gpu_device().pin(e.input.device.index);
+  if (pinned != e.input.device.index) {
+    return invalid_argument(what(op, e.request.name) + "a tensor on " +
+                            device_name(e.input.device) + " cannot join this rank's collectives," +
+                            " which run on cuda:" + std::to_string(pinned) +
+                            " (the device of its first CUDA tensor; one GPU per rank)");
+  }
   if ((op == OpType::kAllgather || op == OpType::kAlltoall || op == OpType::kReducescatter) &&
       !e.allocate) {
     return invalid_argument(what(op, e.request.name) + "a tensor on " +
@@ -134,7 +148,7 @@ StatusOr<Prepared> prepare(OpType op, const std::string& name, ProcessSet ps) {
 // Hands one entry over by moving it: a braced list would copy the entry (its request,
 // shapes and callback) on every collective.
 Handle submit_one(Prepared& p) {
-  if (Status s = attach_ready_event(p.entry); !s.ok()) return failed(s);
+  if (Status s = attach_ready_event(*p.rt, p.entry); !s.ok()) return failed(s);
   std::vector<Entry> one;
   one.push_back(std::move(p.entry));
   return p.rt->submit(std::move(one));
@@ -248,7 +262,7 @@ Handle grouped_allreduce(const std::vector<std::string>& names,
     if (Status s = fill_allreduce(p->entry, inputs[i], outputs[i], options); !s.ok()) {
       return failed(s);
     }
-    if (Status s = attach_ready_event(p->entry); !s.ok()) return failed(s);
+    if (Status s = attach_ready_event(*p->rt, p->entry); !s.ok()) return failed(s);
     if (inputs.size() > 1) {
       // The group's key is derived from its first name, which every rank shares.
       Request& q = p->entry.request;

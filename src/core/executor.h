@@ -28,9 +28,10 @@ class Executor {
   Executor(Backend* backend, std::size_t fusion_threshold, Timeline* timeline);
   ~Executor();
 
-  /// What the set's GPU context is built from at its first CUDA response (label, topology
-  /// for the hierarchical allreduce, path override). Without it: the set's own backend,
-  /// flat. Call before the first execute().
+  /// What the set's GPU context is built from at its first CUDA response (label, the
+  /// rank's device, topology for the hierarchical allreduce, path override). The runtime
+  /// calls it when it makes the set; without it: the set's own backend, flat, on
+  /// cuda:0. Call before the first execute().
   void set_gpu_setup(const GpuContextSetup& setup);
 
   /// Executes `responses` in order. `entries` maps names to this rank's entries; `finish`
@@ -61,7 +62,7 @@ class Executor {
                        std::unordered_map<std::string, Entry>& entries, Clock::time_point agreed,
                        const Finish& finish);
   Status run_gpu_single(GpuContext& g, const Response& r, Entry* e, const Finish& finish);
-  StatusOr<GpuContext*> gpu_for(const Device& device);
+  StatusOr<GpuContext*> gpu_for();
 
   Backend* backend_;
   FusionBuffer fusion_;

@@ -28,6 +28,27 @@ int64_t row_elements(const std::vector<int64_t>& shape) {
   return n;
 }
 
+// Where each tensor of a fused batch goes in the device fusion buffer; the last element is
+// the end. Slots start on 16 bytes when the padded batch still fits, so that every tensor
+// after an odd-sized one keeps the kernel's 16-byte copies (cuda_kernels.cu); otherwise
+// they are packed. Depends only on the responses, so it is the same on every rank.
+std::vector<std::size_t> gpu_fusion_offsets(const std::vector<const Response*>& batch,
+                                            std::size_t capacity) {
+  const std::size_t esz = dtype_size(batch.front()->dtype);
+  for (std::size_t align : {std::size_t{16}, esz}) {
+    std::vector<std::size_t> offsets;
+    std::size_t at = 0;
+    for (const Response* r : batch) {
+      at = (at + align - 1) / align * align;
+      offsets.push_back(at);
+      at += static_cast<std::size_t>(num_elements(r->shape)) * esz;
+    }
+    offsets.push_back(at);
+    if (at <= capacity || align == esz) return offsets;
+  }
+  return {};
+}
+
 std::string during(const Response& r, std::size_t tensors) {
   std::string s = std::string(op_type_name(r.op)) + " '" + r.name + "'";
   if (tensors > 1) s += " and " + std::to_string(tensors - 1) + " more fused tensors";
@@ -36,17 +57,14 @@ std::string during(const Response& r, std::size_t tensors) {
 
 }  // namespace
 
-StatusOr<GpuContext*> Executor::gpu_for(const Device& device) {
-  if (gpu_) {
-    if (device.index >= 0 && device.index != gpu_->device()) {
-      return invalid_argument("this rank's collectives use cuda:" + std::to_string(gpu_->device()) +
-                              "; a tensor on " + device_name(device) +
-                              " cannot join them (one GPU per rank and process set)");
-    }
-    return gpu_.get();
-  }
-  int index = device.index;
-  if (index < 0 && cudaGetDevice(&index) != cudaSuccess) index = 0;
+StatusOr<GpuContext*> Executor::gpu_for() {
+  if (gpu_) return gpu_.get();
+  // The rank's one GPU (RankDevice): pinned at enqueue by its first CUDA tensor, so a
+  // joined rank with no tensor of its own still builds on the GPU it will use.
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) devices = 1;
+  const int fallback = gpu_setup_.local_rank % devices;
+  const int index = gpu_setup_.device ? gpu_setup_.device->pin(fallback) : fallback;
   StatusOr<std::unique_ptr<GpuContext>> g = GpuContext::create(gpu_setup_, index);
   if (!g.ok()) return g.status();
   gpu_ = std::move(g).value();
@@ -57,19 +75,10 @@ StatusOr<GpuContext*> Executor::gpu_for(const Device& device) {
 Status Executor::run_gpu_batch(const std::vector<const Response*>& batch,
                                std::unordered_map<std::string, Entry>& entries,
                                Clock::time_point agreed, const Finish& finish) {
-  // This rank's device: from its own entries (a joined rank has none: the context's).
-  Device device = batch.front()->device;
-  device.index = -1;
-  for (const Response* r : batch) {
-    if (Entry* e = find(entries, r->name)) {
-      device = e->input.device;
-      break;
-    }
-  }
-  // A context that cannot be built, or a tensor on a second GPU, leaves this rank unable
-  // to take part: the error stops the runtime (and fails every handle) rather than letting
-  // the other ranks wait in a collective this rank never joins.
-  StatusOr<GpuContext*> g = gpu_for(device);
+  // GpuContext::create fails on every member together, so returning its error (which
+  // stops the runtime and fails every handle) leaves no member waiting. A tensor on
+  // another GPU than the rank's was refused at enqueue (api.cc).
+  StatusOr<GpuContext*> g = gpu_for();
   if (!g.ok()) return g.status();
   if (batch.size() > 1) return run_gpu_fused(**g, batch, entries, agreed, finish);
   Entry* e = find(entries, batch.front()->name);
@@ -77,56 +86,57 @@ Status Executor::run_gpu_batch(const std::vector<const Response*>& batch,
   return run_gpu_single(**g, *batch.front(), e, finish);
 }
 
+// Failures follow executor.cc: this rank's own failure (an event it cannot wait on, a
+// kernel it cannot launch) is kept in `local` and the backend call is still made, so the
+// other members never wait for this rank; only the backend's failure (the ranks are out of
+// step) or a failed wait for the stream is returned.
 Status Executor::run_gpu_fused(GpuContext& g, const std::vector<const Response*>& batch,
                                std::unordered_map<std::string, Entry>& entries,
                                Clock::time_point agreed, const Finish& finish) {
   const Response& first = *batch.front();
   const std::size_t esz = dtype_size(first.dtype);
-  std::size_t total = 0;
-  for (const Response* r : batch) total += static_cast<std::size_t>(num_elements(r->shape)) * esz;
-  StatusOr<char*> buffer = g.fusion_buffer(total);
-  if (!buffer.ok()) return buffer.status();
-  StatusOr<char*> zero = g.zeros(0);
+  const std::vector<std::size_t> offsets = gpu_fusion_offsets(batch, g.fusion_capacity());
+  const std::size_t total = offsets.back();
+  if (total > g.fusion_capacity()) {
+    // The plan is the same on every rank, so every rank returns here.
+    return internal_error("fusion batch of " + std::to_string(total) + " bytes exceeds the " +
+                          std::to_string(g.fusion_capacity()) + "-byte GPU fusion buffer");
+  }
+  char* buffer = g.fusion_buffer();
   const Clock::time_point t0 = Clock::now();
+  Status local;
+  auto keep = [&](Status s) {
+    if (local.ok() && !s.ok()) local = std::move(s);
+  };
   std::vector<gpu::CopyItem> in, out;
-  std::size_t offset = 0;
-  std::size_t missing = 0;
-  for (const Response* r : batch) {
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const Response* r = batch[i];
     const int64_t count = num_elements(r->shape);
     if (Entry* e = find(entries, r->name)) {
-      if (Status s = g.wait_ready(e->ready_event.get()); !s.ok()) return s;
-      in.push_back({e->input.data, *buffer + offset, count});
-      out.push_back({*buffer + offset, e->output.data, count});
+      keep(g.wait_ready(e->ready_event.get()));
+      in.push_back({e->input.data, buffer + offsets[i], count});
+      out.push_back({buffer + offsets[i], e->output.data, count});
     } else {
-      missing = std::max(missing, static_cast<std::size_t>(count) * esz);
-    }
-    offset += static_cast<std::size_t>(count) * esz;
-  }
-  if (missing > 0) {
-    // A joined rank contributes zeros for the tensors it does not have.
-    zero = g.zeros(missing);
-    if (!zero.ok()) return zero.status();
-    offset = 0;
-    for (const Response* r : batch) {
-      const int64_t count = num_elements(r->shape);
-      if (!find(entries, r->name)) in.push_back({*zero, *buffer + offset, count});
-      offset += static_cast<std::size_t>(count) * esz;
+      // A joined rank contributes zeros for the tensors it does not have.
+      keep(g.zero(buffer + offsets[i], static_cast<std::size_t>(count) * esz));
     }
   }
-  Status s = g.copy(in, first.dtype, kernels::Scale{1, first.prescale});
-  if (s.ok()) {
-    // Unscaled: the average and postscale are folded into the unpack.
-    s = g.backend().allreduce(*buffer, *buffer, static_cast<int64_t>(total / esz), first.dtype,
-                              wire_op(first.reduce_op), kernels::Scale{});
-  }
-  if (s.ok()) s = g.copy(out, first.dtype, result_scale(first, g.backend().size()));
+  keep(g.copy(in, first.dtype, kernels::Scale{1, first.prescale}));
+  // Unscaled: the average and postscale are folded into the unpack. Padding between the
+  // slots is reduced with the rest and never read.
+  Status s = g.backend().allreduce(buffer, buffer, static_cast<int64_t>(total / esz), first.dtype,
+                                   wire_op(first.reduce_op), kernels::Scale{});
+  if (s.ok() && local.ok()) keep(g.copy(out, first.dtype, result_scale(first, g.backend().size())));
   if (s.ok()) s = g.synchronize(during(first, batch.size()));
+  // A joined rank has no handle to carry its own failure: its contribution may be wrong,
+  // so it stops (the collective itself completed on every member).
+  if (s.ok() && !local.ok() && in.empty()) s = local;
   const Clock::time_point t1 = Clock::now();
   for (const Response* r : batch) {
     if (Entry* e = find(entries, r->name)) {
       trace(r->name, TimelinePhase::kQueue, agreed, t0);
       trace(r->name, TimelinePhase::kCollective, t0, t1);
-      finish(*e, s);
+      finish(*e, s.ok() ? local : s);
     }
   }
   return s;
@@ -138,108 +148,112 @@ Status Executor::run_gpu_single(GpuContext& g, const Response& r, Entry* e, cons
   const int me = be.rank();
   const std::size_t esz = dtype_size(r.dtype);
   const Clock::time_point t0 = Clock::now();
-  Status s;
-  Status local;  // this rank's own failure; the collective call is still made (executor.cc)
-  if (e) s = g.wait_ready(e->ready_event.get());
-  auto scratch = [&](StatusOr<char*> p) -> void* {
-    if (!p.ok()) {
-      if (s.ok()) s = p.status();
-      return nullptr;
-    }
-    return *p;
+  Status s;      // the backend's failure or the stream's: returned, stops the runtime
+  Status local;  // this rank's own failure: goes to its handle; the call is still made
+  auto keep = [&](Status st) {
+    if (local.ok() && !st.ok()) local = std::move(st);
   };
-  if (s.ok()) {
-    switch (r.op) {
-      case OpType::kAllreduce: {
-        const int64_t count = num_elements(r.shape);
-        const void* in = nullptr;
-        void* out = nullptr;
-        if (e) {
-          in = e->input.data;
-          out = e->output.data;
-          if (r.prescale != 1.0) {
-            s = g.copy({{in, out, count}}, r.dtype, kernels::Scale{1, r.prescale});
-            in = out;
-          }
-        } else {
-          out = scratch(g.zeros(static_cast<std::size_t>(count) * esz));
+  // Device scratch that this rank cannot allocate leaves it nothing to pass to the call: it
+  // is then returned as the collective failure, and the other members' waits end at their
+  // synchronize() deadline (NCCL) instead of hanging.
+  auto scratch = [&](StatusOr<char*> p) -> char* {
+    if (p.ok()) return *p;
+    if (s.ok()) s = p.status();
+    return nullptr;
+  };
+  if (e) keep(g.wait_ready(e->ready_event.get()));
+  switch (r.op) {
+    case OpType::kAllreduce: {
+      const int64_t count = num_elements(r.shape);
+      const void* in = nullptr;
+      void* out = nullptr;
+      if (e) {
+        in = e->input.data;
+        out = e->output.data;
+        if (r.prescale != 1.0) {
+          keep(g.copy({{in, out, count}}, r.dtype, kernels::Scale{1, r.prescale}));
           in = out;
         }
-        if (s.ok()) {
-          s = be.allreduce(in, out, count, r.dtype, wire_op(r.reduce_op), result_scale(r, n));
-        }
-        break;
+      } else {
+        out = scratch(g.zeros(static_cast<std::size_t>(count) * esz));
+        in = out;
       }
-      case OpType::kBroadcast:
-        s = be.broadcast(e->output.data, num_elements(r.shape) * static_cast<int64_t>(esz), r.root);
-        break;
-      case OpType::kAllgather: {
-        const int64_t row_bytes = row_elements(r.shape) * static_cast<int64_t>(esz);
-        std::vector<int64_t> bytes(n);
-        std::vector<int64_t> shape = r.shape;
-        shape[0] = 0;
-        for (int i = 0; i < n; ++i) {
-          bytes[i] = r.first_dims[i] * row_bytes;
-          shape[0] += r.first_dims[i];
-        }
-        StatusOr<TensorRef> out = output_for(*e, shape);
-        if (!out.ok()) local = out.status();
-        void* dst = out.ok() ? out->data
-                             : scratch(g.staging(static_cast<std::size_t>(shape[0] * row_bytes)));
-        if (s.ok()) s = be.allgatherv(e->input.data, dst, bytes);
-        break;
+      if (s.ok()) {
+        s = be.allreduce(in, out, count, r.dtype, wire_op(r.reduce_op), result_scale(r, n));
       }
-      case OpType::kAlltoall: {
-        const int64_t row_bytes = row_elements(e->request.shape) * static_cast<int64_t>(esz);
-        std::vector<int64_t> send(n), recv(n), received(n);
-        std::vector<int64_t> shape = e->request.shape;
-        shape[0] = 0;
-        for (int i = 0; i < n; ++i) {
-          send[i] = r.splits[static_cast<std::size_t>(me) * n + i] * row_bytes;
-          received[i] = r.splits[static_cast<std::size_t>(i) * n + me];
-          recv[i] = received[i] * row_bytes;
-          shape[0] += received[i];
-        }
-        StatusOr<TensorRef> out = output_for(*e, shape);
-        if (!out.ok()) local = out.status();
-        void* dst = out.ok() ? out->data
-                             : scratch(g.staging(static_cast<std::size_t>(shape[0] * row_bytes)));
-        e->handle->received_splits = received;
-        if (s.ok()) s = be.alltoallv(e->input.data, send, dst, recv);
-        break;
-      }
-      case OpType::kReducescatter: {
-        const int64_t rows = r.shape[0];
-        const int64_t row = row_elements(r.shape);
-        auto rows_of = [&](int i) { return rows / n + (i < rows % n ? 1 : 0); };
-        std::vector<int64_t> counts(n);
-        for (int i = 0; i < n; ++i) counts[i] = rows_of(i) * row;
-        std::vector<int64_t> shape = r.shape;
-        shape[0] = rows_of(me);
-        StatusOr<TensorRef> out = output_for(*e, shape);
-        if (!out.ok()) local = out.status();
-        const int64_t count = num_elements(r.shape);
-        // The prescaled input and, when the output failed, the place to receive into share
-        // one scratch buffer: input first, this rank's block after it.
-        const std::size_t in_bytes = r.prescale != 1.0 ? static_cast<std::size_t>(count) * esz : 0;
-        char* tmp = static_cast<char*>(
-            scratch(g.staging(in_bytes + static_cast<std::size_t>(counts[me]) * esz)));
-        const void* in = e->input.data;
-        if (s.ok() && r.prescale != 1.0) {
-          s = g.copy({{in, tmp, count}}, r.dtype, kernels::Scale{1, r.prescale});
-          in = tmp;
-        }
-        void* dst = out.ok() ? out->data : tmp + in_bytes;
-        if (s.ok()) {
-          s = be.reducescatter(in, dst, counts, r.dtype, wire_op(r.reduce_op), result_scale(r, n));
-        }
-        break;
-      }
-      case OpType::kBarrier: s = be.barrier(); break;
-      case OpType::kJoin:
-      case OpType::kAddProcessSet:
-      case OpType::kRemoveProcessSet: break;
+      break;
     }
+    case OpType::kBroadcast:
+      s = be.broadcast(e->output.data, num_elements(r.shape) * static_cast<int64_t>(esz), r.root);
+      break;
+    case OpType::kAllgather: {
+      const int64_t row_bytes = row_elements(r.shape) * static_cast<int64_t>(esz);
+      std::vector<int64_t> bytes(n);
+      std::vector<int64_t> shape = r.shape;
+      shape[0] = 0;
+      for (int i = 0; i < n; ++i) {
+        bytes[i] = r.first_dims[i] * row_bytes;
+        shape[0] += r.first_dims[i];
+      }
+      StatusOr<TensorRef> out = output_for(*e, shape);
+      if (!out.ok()) keep(out.status());
+      void* dst =
+          out.ok() ? out->data : scratch(g.staging(static_cast<std::size_t>(shape[0] * row_bytes)));
+      if (s.ok()) s = be.allgatherv(e->input.data, dst, bytes);
+      break;
+    }
+    case OpType::kAlltoall: {
+      const int64_t row_bytes = row_elements(e->request.shape) * static_cast<int64_t>(esz);
+      std::vector<int64_t> send(n), recv(n), received(n);
+      std::vector<int64_t> shape = e->request.shape;
+      shape[0] = 0;
+      for (int i = 0; i < n; ++i) {
+        send[i] = r.splits[static_cast<std::size_t>(me) * n + i] * row_bytes;
+        received[i] = r.splits[static_cast<std::size_t>(i) * n + me];
+        recv[i] = received[i] * row_bytes;
+        shape[0] += received[i];
+      }
+      StatusOr<TensorRef> out = output_for(*e, shape);
+      if (!out.ok()) keep(out.status());
+      void* dst =
+          out.ok() ? out->data : scratch(g.staging(static_cast<std::size_t>(shape[0] * row_bytes)));
+      e->handle->received_splits = received;
+      if (s.ok()) s = be.alltoallv(e->input.data, send, dst, recv);
+      break;
+    }
+    case OpType::kReducescatter: {
+      const int64_t rows = r.shape[0];
+      const int64_t row = row_elements(r.shape);
+      auto rows_of = [&](int i) { return rows / n + (i < rows % n ? 1 : 0); };
+      std::vector<int64_t> counts(n);
+      for (int i = 0; i < n; ++i) counts[i] = rows_of(i) * row;
+      std::vector<int64_t> shape = r.shape;
+      shape[0] = rows_of(me);
+      StatusOr<TensorRef> out = output_for(*e, shape);
+      if (!out.ok()) keep(out.status());
+      const int64_t count = num_elements(r.shape);
+      // The prescaled input and, when the output failed, the place to receive into share
+      // one scratch buffer: input first, this rank's block after it.
+      const std::size_t in_bytes = r.prescale != 1.0 ? static_cast<std::size_t>(count) * esz : 0;
+      const std::size_t out_bytes = out.ok() ? 0 : static_cast<std::size_t>(counts[me]) * esz;
+      char* tmp = in_bytes + out_bytes > 0 ? scratch(g.staging(in_bytes + out_bytes)) : nullptr;
+      const void* in = e->input.data;
+      if (s.ok() && r.prescale != 1.0) {
+        keep(g.copy({{in, tmp, count}}, r.dtype, kernels::Scale{1, r.prescale}));
+        in = tmp;
+      }
+      void* dst = out.ok() ? out->data : tmp + in_bytes;
+      if (s.ok()) {
+        s = be.reducescatter(in, dst, counts, r.dtype, wire_op(r.reduce_op), result_scale(r, n));
+      }
+      break;
+    }
+    case OpType::kBarrier: s = be.barrier(); break;
+    case OpType::kJoin:
+      if (e) e->handle->value = r.value;
+      break;
+    case OpType::kAddProcessSet:
+    case OpType::kRemoveProcessSet: break;
   }
   if (s.ok()) s = g.synchronize(during(r, 1));
   const Clock::time_point t1 = Clock::now();

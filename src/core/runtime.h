@@ -54,9 +54,8 @@ class Runtime {
   bool running() const;
 
   const RankMap& rank_map() const { return map_; }
-  /// This rank's local and cross groups; empty unless CHORUS_HIERARCHICAL_ALLREDUCE is set.
-  /// Background thread only.
-  const TopologyGroups& topology_groups() const { return topology_groups_; }
+  /// The GPU this rank's collectives use (pinned by its first CUDA tensor). Any thread.
+  RankDevice& gpu_device() { return gpu_device_; }
   int rank() const { return rank_; }
   int size() const { return size_; }
   const Config& config() const { return config_; }
@@ -94,7 +93,10 @@ class Runtime {
 
   const Config config_;
   RankMap map_;
-  TopologyGroups topology_groups_;  // background thread; destroyed before MPI is finalized
+  // Background thread; built when the hierarchical allreduce may use them (setup_topology),
+  // handed to the global set's executor; destroyed before MPI is finalized.
+  TopologyGroups topology_groups_;
+  RankDevice gpu_device_;
   int rank_ = -1;
   int size_ = -1;
   std::unique_ptr<MpiWorld> world_;  // background thread

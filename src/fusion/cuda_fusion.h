@@ -32,28 +32,31 @@ struct CopyItem {
 
 class BatchedCopy {
  public:
-  /// Allocates the descriptor staging (pinned host memory and a device array) on `device`;
-  /// they grow with the largest batch and are reused.
+  /// Prepares launches on `device`. Small batches pass their descriptors in the kernel's
+  /// parameters; larger ones use a ring of pinned descriptor slots, allocated on first use,
+  /// grown to the largest batch and reused.
   static StatusOr<std::unique_ptr<BatchedCopy>> create(int device);
   ~BatchedCopy();
   BatchedCopy(const BatchedCopy&) = delete;
   BatchedCopy& operator=(const BatchedCopy&) = delete;
 
   /// Enqueues one kernel on `stream` (a cudaStream_t) that copies and scales every item.
-  /// Returns once enqueued; the copies run in stream order. The descriptors are uploaded
-  /// from pinned memory on the same stream, so `items` may be reused at once.
+  /// Returns once enqueued; the copies run in stream order, and `items` may be reused at
+  /// once. Never waits for the GPU except, for a large batch, for the upload of the batch
+  /// that used the same slot several launches ago (a sleeping wait, not a spin).
   Status launch(const std::vector<CopyItem>& items, DataType dtype, kernels::Scale scale,
                 void* stream);
 
  private:
+  struct Slot;  // pinned and device descriptors with the event of their last upload
+  static constexpr std::size_t kSlots = 4;
+
   BatchedCopy() = default;
-  Status reserve(std::size_t items);
+  StatusOr<Slot*> next_slot(std::size_t items);
 
   int device_ = 0;
-  std::size_t capacity_ = 0;
-  void* host_ = nullptr;  // pinned descriptors
-  void* device_descriptors_ = nullptr;
-  void* uploaded_ = nullptr;  // cudaEvent_t: the last upload finished reading host_
+  std::vector<Slot> slots_;
+  std::size_t next_ = 0;
 };
 
 /// Fills `bytes` bytes at `dst` (device) with zeros on `stream`.

@@ -29,7 +29,24 @@ struct Descriptor {
   int64_t first_block;  // the item's first block in the grid
 };
 
-__device__ int find_item(const Descriptor* d, int n, int64_t block) {
+// Where a kernel finds its descriptors. A batch of up to kInline items travels inside the
+// kernel's parameters (no upload, nothing for the host to wait on); a larger one is read
+// from a device slot uploaded just before the launch. Both are __grid_constant__ so that
+// indexing them does not copy the parameter block into every thread's local memory.
+constexpr int kInline = 64;  // 64 x 32 bytes: well inside the 4 KiB parameter limit
+struct InlineItems {
+  Descriptor d[kInline];
+  int n;
+  __device__ const Descriptor& operator[](int i) const { return d[i]; }
+};
+struct DeviceItems {
+  const Descriptor* d;
+  int n;
+  __device__ const Descriptor& operator[](int i) const { return d[i]; }
+};
+
+template <class Items>
+__device__ int find_item(const Items& d, int n, int64_t block) {
   int lo = 0, hi = n - 1;
   while (lo < hi) {
     const int mid = (lo + hi + 1) / 2;
@@ -54,9 +71,10 @@ __device__ void copy_words(const char* src, char* dst, int64_t begin, int64_t en
   }
 }
 
-__global__ void batched_copy_kernel(const Descriptor* items, int n) {
+template <class Items>
+__global__ void batched_copy_kernel(const __grid_constant__ Items items) {
   const int64_t block = blockIdx.x;
-  const Descriptor d = items[find_item(items, n, block)];
+  const Descriptor d = items[find_item(items, items.n, block)];
   const int64_t begin = (block - d.first_block) * kCopyChunk;
   const int64_t end = begin + kCopyChunk < d.count ? begin + kCopyChunk : d.count;
   const char* src = static_cast<const char*>(d.src);
@@ -112,10 +130,10 @@ struct Scaler<T, false> {
   }
 };
 
-template <class T, class S>
-__global__ void batched_scale_kernel(const Descriptor* items, int n, S scale) {
+template <class T, class S, class Items>
+__global__ void batched_scale_kernel(const __grid_constant__ Items items, S scale) {
   const int64_t block = blockIdx.x;
-  const Descriptor d = items[find_item(items, n, block)];
+  const Descriptor d = items[find_item(items, items.n, block)];
   const int64_t begin = (block - d.first_block) * kScaleChunk;
   const int64_t end = begin + kScaleChunk < d.count ? begin + kScaleChunk : d.count;
   const T* src = static_cast<const T*>(d.src);
@@ -123,8 +141,8 @@ __global__ void batched_scale_kernel(const Descriptor* items, int n, S scale) {
   for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) dst[i] = scale(src[i]);
 }
 
-template <class T>
-Status launch_scaled(const Descriptor* items, int n, int64_t blocks, kernels::Scale scale,
+template <class T, class Items>
+Status launch_scaled(const Items& items, int64_t blocks, kernels::Scale scale,
                      cudaStream_t stream) {
   constexpr bool kFloating = !std::is_integral_v<T>;
   Scaler<T, kFloating> s;
@@ -135,60 +153,115 @@ Status launch_scaled(const Descriptor* items, int n, int64_t blocks, kernels::Sc
     s.divisor = scale.divisor;
     s.factor = scale.factor;
   }
-  batched_scale_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(items, n, s);
+  batched_scale_kernel<T><<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(items, s);
   CHORUS_CUDA_CHECK(cudaGetLastError());
   return {};
 }
 
+template <class Items>
+Status launch_kernel(const Items& items, int64_t blocks, bool plain, DataType dtype,
+                     kernels::Scale scale, cudaStream_t stream) {
+  if (plain) {
+    batched_copy_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(items);
+    CHORUS_CUDA_CHECK(cudaGetLastError());
+    return {};
+  }
+  switch (dtype) {
+    case DataType::kUInt8: return launch_scaled<uint8_t>(items, blocks, scale, stream);
+    case DataType::kInt8: return launch_scaled<int8_t>(items, blocks, scale, stream);
+    case DataType::kInt32: return launch_scaled<int32_t>(items, blocks, scale, stream);
+    case DataType::kInt64: return launch_scaled<int64_t>(items, blocks, scale, stream);
+    case DataType::kFloat16: return launch_scaled<__half>(items, blocks, scale, stream);
+    case DataType::kBFloat16: return launch_scaled<__nv_bfloat16>(items, blocks, scale, stream);
+    case DataType::kFloat32: return launch_scaled<float>(items, blocks, scale, stream);
+    case DataType::kFloat64: return launch_scaled<double>(items, blocks, scale, stream);
+  }
+  return invalid_argument("batched copy: unknown dtype");
+}
+
 }  // namespace
+
+// The slot ring: a batch too large for the parameters writes its descriptors into the next
+// slot's pinned memory, uploads them on the stream and records the slot's event. Before a
+// slot is rewritten its previous upload must have finished; with kSlots slots that upload
+// is kSlots batches old, so the wait is normally already over, and when it is not, the
+// event's blocking sync puts the background thread to sleep instead of spinning a core.
+struct BatchedCopy::Slot {
+  Descriptor* host = nullptr;    // pinned
+  Descriptor* device = nullptr;  // device copy the kernel reads
+  std::size_t capacity = 0;      // descriptors
+  cudaEvent_t uploaded = nullptr;
+  bool pending = false;  // an upload was recorded on `uploaded`
+};
 
 StatusOr<std::unique_ptr<BatchedCopy>> BatchedCopy::create(int device) {
   std::unique_ptr<BatchedCopy> c(new BatchedCopy());
   c->device_ = device;
   CHORUS_CUDA_CHECK(cudaSetDevice(device));
-  cudaEvent_t ev = nullptr;
-  CHORUS_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
-  c->uploaded_ = ev;
-  if (Status s = c->reserve(256); !s.ok()) return s;
+  c->slots_.resize(kSlots);
+  for (Slot& slot : c->slots_) {
+    CHORUS_CUDA_CHECK(
+        cudaEventCreateWithFlags(&slot.uploaded, cudaEventBlockingSync | cudaEventDisableTiming));
+  }
   return std::move(c);
 }
 
 BatchedCopy::~BatchedCopy() {
-  if (uploaded_) {
-    cudaEventSynchronize(static_cast<cudaEvent_t>(uploaded_));
-    cudaEventDestroy(static_cast<cudaEvent_t>(uploaded_));
+  // Called with the stream idle or abandoned (GpuContext); an upload still queued would
+  // read the pinned memory, so the events are waited for only when the device is healthy.
+  for (Slot& slot : slots_) {
+    if (slot.uploaded) {
+      if (slot.pending && cudaEventQuery(slot.uploaded) == cudaErrorNotReady) {
+        cudaEventSynchronize(slot.uploaded);
+      }
+      cudaEventDestroy(slot.uploaded);
+    }
+    if (slot.host) cudaFreeHost(slot.host);
+    if (slot.device) cudaFree(slot.device);
   }
-  if (host_) cudaFreeHost(host_);
-  if (device_descriptors_) cudaFree(device_descriptors_);
 }
 
-Status BatchedCopy::reserve(std::size_t items) {
-  if (items <= capacity_) return {};
-  std::size_t want = capacity_ == 0 ? items : capacity_;
-  while (want < items) want *= 2;
-  // The previous upload may still read the old staging.
-  CHORUS_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(uploaded_)));
-  if (host_) CHORUS_CUDA_CHECK(cudaFreeHost(host_));
-  if (device_descriptors_) CHORUS_CUDA_CHECK(cudaFree(device_descriptors_));
-  host_ = nullptr;
-  device_descriptors_ = nullptr;
-  capacity_ = 0;
-  CHORUS_CUDA_CHECK(cudaMallocHost(&host_, want * sizeof(Descriptor)));
-  CHORUS_CUDA_CHECK(cudaMalloc(&device_descriptors_, want * sizeof(Descriptor)));
-  capacity_ = want;
-  return {};
+StatusOr<BatchedCopy::Slot*> BatchedCopy::next_slot(std::size_t items) {
+  Slot& slot = slots_[next_];
+  next_ = (next_ + 1) % slots_.size();
+  if (slot.pending) CHORUS_CUDA_CHECK(cudaEventSynchronize(slot.uploaded));
+  slot.pending = false;
+  if (items > slot.capacity) {
+    std::size_t want = slot.capacity == 0 ? 2 * kInline : slot.capacity;
+    while (want < items) want *= 2;
+    if (slot.host) CHORUS_CUDA_CHECK(cudaFreeHost(slot.host));
+    if (slot.device) CHORUS_CUDA_CHECK(cudaFree(slot.device));
+    slot.host = nullptr;
+    slot.device = nullptr;
+    slot.capacity = 0;
+    CHORUS_CUDA_CHECK(
+        cudaMallocHost(reinterpret_cast<void**>(&slot.host), want * sizeof(Descriptor)));
+    CHORUS_CUDA_CHECK(
+        cudaMalloc(reinterpret_cast<void**>(&slot.device), want * sizeof(Descriptor)));
+    slot.capacity = want;
+  }
+  return &slot;
 }
 
 Status BatchedCopy::launch(const std::vector<CopyItem>& items, DataType dtype, kernels::Scale scale,
                            void* stream_ptr) {
   auto stream = static_cast<cudaStream_t>(stream_ptr);
   if (items.empty()) return {};
-  if (Status s = reserve(items.size()); !s.ok()) return s;
-  // The pinned descriptors are rewritten below: the last upload must have read them.
-  CHORUS_CUDA_CHECK(cudaEventSynchronize(static_cast<cudaEvent_t>(uploaded_)));
   const bool plain = scale.is_identity();
   const int64_t esz = static_cast<int64_t>(dtype_size(dtype));
-  auto* d = static_cast<Descriptor*>(host_);
+  std::size_t live = 0;
+  for (const CopyItem& it : items) live += it.count > 0 && !(plain && it.src == it.dst) ? 1 : 0;
+  if (live == 0) return {};
+  // Fill either the inline block or a slot's pinned memory, in item order.
+  InlineItems in{};
+  Slot* slot = nullptr;
+  Descriptor* d = in.d;
+  if (live > static_cast<std::size_t>(kInline)) {
+    StatusOr<Slot*> got = next_slot(live);
+    if (!got.ok()) return got.status();
+    slot = *got;
+    d = slot->host;
+  }
   int n = 0;
   int64_t blocks = 0;
   for (const CopyItem& it : items) {
@@ -198,28 +271,16 @@ Status BatchedCopy::launch(const std::vector<CopyItem>& items, DataType dtype, k
     d[n++] = Descriptor{it.src, it.dst, count, blocks};
     blocks += (count + chunk - 1) / chunk;
   }
-  if (n == 0) return {};
-  CHORUS_CUDA_CHECK(cudaMemcpyAsync(device_descriptors_, host_,
+  if (!slot) {
+    in.n = n;
+    return launch_kernel(in, blocks, plain, dtype, scale, stream);
+  }
+  CHORUS_CUDA_CHECK(cudaMemcpyAsync(slot->device, slot->host,
                                     static_cast<std::size_t>(n) * sizeof(Descriptor),
                                     cudaMemcpyHostToDevice, stream));
-  CHORUS_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(uploaded_), stream));
-  auto* dev = static_cast<const Descriptor*>(device_descriptors_);
-  if (plain) {
-    batched_copy_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(dev, n);
-    CHORUS_CUDA_CHECK(cudaGetLastError());
-    return {};
-  }
-  switch (dtype) {
-    case DataType::kUInt8: return launch_scaled<uint8_t>(dev, n, blocks, scale, stream);
-    case DataType::kInt8: return launch_scaled<int8_t>(dev, n, blocks, scale, stream);
-    case DataType::kInt32: return launch_scaled<int32_t>(dev, n, blocks, scale, stream);
-    case DataType::kInt64: return launch_scaled<int64_t>(dev, n, blocks, scale, stream);
-    case DataType::kFloat16: return launch_scaled<__half>(dev, n, blocks, scale, stream);
-    case DataType::kBFloat16: return launch_scaled<__nv_bfloat16>(dev, n, blocks, scale, stream);
-    case DataType::kFloat32: return launch_scaled<float>(dev, n, blocks, scale, stream);
-    case DataType::kFloat64: return launch_scaled<double>(dev, n, blocks, scale, stream);
-  }
-  return invalid_argument("batched copy: unknown dtype");
+  CHORUS_CUDA_CHECK(cudaEventRecord(slot->uploaded, stream));
+  slot->pending = true;
+  return launch_kernel(DeviceItems{slot->device, n}, blocks, plain, dtype, scale, stream);
 }
 
 Status zero_fill(void* dst, std::size_t bytes, void* stream) {

@@ -69,22 +69,34 @@ RankMap hosts_of(int hosts, int per_host, int rank) {
 
 TEST(Hierarchical, OnForUniformMultiHostLayouts) {
   std::string why;
-  EXPECT_TRUE(use_hierarchical_allreduce(true, true, hosts_of(2, 4, 5), &why));
+  EXPECT_TRUE(use_hierarchical_allreduce(true, true, GpuPath::kMpiStaged, hosts_of(2, 4, 5), &why));
   EXPECT_NE(why.find("ppr:4:node"), std::string::npos) << why;
+}
+
+TEST(Hierarchical, AutomaticOnNcclForUniformMultiHostLayouts) {
+  std::string why;
+  EXPECT_TRUE(use_hierarchical_allreduce(false, true, GpuPath::kNccl, hosts_of(2, 4, 1), &why));
+  EXPECT_NE(why.find("automatic"), std::string::npos) << why;
+  EXPECT_TRUE(hierarchical_layout(hosts_of(3, 2, 0), &why));
+  EXPECT_FALSE(hierarchical_layout(hosts_of(1, 8, 0), &why));
+  EXPECT_FALSE(use_hierarchical_allreduce(false, true, GpuPath::kNccl, hosts_of(1, 8, 0), &why));
 }
 
 TEST(Hierarchical, OffWithReasons) {
   std::string why;
-  EXPECT_FALSE(use_hierarchical_allreduce(false, true, hosts_of(2, 4, 0), &why));
+  EXPECT_FALSE(
+      use_hierarchical_allreduce(false, true, GpuPath::kMpiStaged, hosts_of(2, 4, 0), &why));
   EXPECT_NE(why.find("CHORUS_HIERARCHICAL_ALLREDUCE"), std::string::npos);
-  EXPECT_FALSE(use_hierarchical_allreduce(true, false, hosts_of(2, 4, 0), &why));
+  EXPECT_FALSE(
+      use_hierarchical_allreduce(false, true, GpuPath::kMpiCudaAware, hosts_of(2, 4, 0), &why));
+  EXPECT_FALSE(use_hierarchical_allreduce(true, false, GpuPath::kNccl, hosts_of(2, 4, 0), &why));
   EXPECT_NE(why.find("global process set"), std::string::npos);
-  EXPECT_FALSE(use_hierarchical_allreduce(true, true, hosts_of(1, 4, 0), &why));
+  EXPECT_FALSE(use_hierarchical_allreduce(true, true, GpuPath::kNccl, hosts_of(1, 4, 0), &why));
   EXPECT_NE(why.find("one host"), std::string::npos);
-  EXPECT_FALSE(use_hierarchical_allreduce(true, true, hosts_of(3, 1, 0), &why));
+  EXPECT_FALSE(use_hierarchical_allreduce(true, true, GpuPath::kNccl, hosts_of(3, 1, 0), &why));
   EXPECT_NE(why.find("one rank per host"), std::string::npos);
   RankMap uneven = compute_rank_map({"a", "a", "b"}, 0);
-  EXPECT_FALSE(use_hierarchical_allreduce(true, true, uneven, &why));
+  EXPECT_FALSE(use_hierarchical_allreduce(true, true, GpuPath::kNccl, uneven, &why));
   EXPECT_NE(why.find("different numbers"), std::string::npos);
 }
 
