@@ -17,19 +17,37 @@ using chorus::gpu::CopyItem;
 
 namespace {
 
+// A failed CUDA call ends the run: figures measured after one would mean nothing.
+#define BENCH_CUDA(call)                                                                     \
+  do {                                                                                       \
+    cudaError_t bench_rc_ = (call);                                                          \
+    if (bench_rc_ != cudaSuccess) {                                                          \
+      std::fprintf(stderr, "%s failed: %s at %s:%d\n", #call, cudaGetErrorString(bench_rc_), \
+                   __FILE__, __LINE__);                                                      \
+      std::exit(1);                                                                          \
+    }                                                                                        \
+  } while (0)
+
+void check(const chorus::Status& s) {
+  if (!s.ok()) {
+    std::fprintf(stderr, "%s\n", s.to_string().c_str());
+    std::exit(1);
+  }
+}
+
 float time_ms(cudaStream_t s, int reps, const std::function<void()>& body) {
   cudaEvent_t a, b;
-  cudaEventCreate(&a);
-  cudaEventCreate(&b);
+  BENCH_CUDA(cudaEventCreate(&a));
+  BENCH_CUDA(cudaEventCreate(&b));
   body();  // warm-up
-  cudaEventRecord(a, s);
+  BENCH_CUDA(cudaEventRecord(a, s));
   for (int i = 0; i < reps; ++i) body();
-  cudaEventRecord(b, s);
-  cudaEventSynchronize(b);
+  BENCH_CUDA(cudaEventRecord(b, s));
+  BENCH_CUDA(cudaEventSynchronize(b));
   float ms = 0;
-  cudaEventElapsedTime(&ms, a, b);
-  cudaEventDestroy(a);
-  cudaEventDestroy(b);
+  BENCH_CUDA(cudaEventElapsedTime(&ms, a, b));
+  BENCH_CUDA(cudaEventDestroy(a));
+  BENCH_CUDA(cudaEventDestroy(b));
   return ms / reps;
 }
 
@@ -46,11 +64,14 @@ int main(int argc, char** argv) {
   const int reps = argc > 3 ? std::atoi(argv[3]) : 50;
   const std::size_t bytes = static_cast<std::size_t>(count) * 4;
   std::vector<void*> srcs(tensors);
-  for (void*& p : srcs) cudaMalloc(&p, bytes);
+  for (void*& p : srcs) BENCH_CUDA(cudaMalloc(&p, bytes));
   void* fusion = nullptr;
-  cudaMalloc(&fusion, bytes * tensors);
+  BENCH_CUDA(cudaMalloc(&fusion, bytes * tensors));
+  // The span copy's source: as many bytes as the fusion buffer (a tensor holds only `bytes`).
+  void* span = nullptr;
+  BENCH_CUDA(cudaMalloc(&span, bytes * tensors));
   cudaStream_t s;
-  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  BENCH_CUDA(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
   auto copy = chorus::gpu::BatchedCopy::create(0);
   if (!copy.ok()) {
     std::printf("%s\n", copy.status().to_string().c_str());
@@ -64,25 +85,25 @@ int main(int argc, char** argv) {
   }
   const double gb = 2.0 * bytes * tensors / 1e9;  // pack + unpack
   const float chorus_ms = time_ms(s, reps, [&] {
-    (*copy)->launch(pack, DataType::kFloat32, {}, s);
-    (*copy)->launch(unpack, DataType::kFloat32, {}, s);
+    check((*copy)->launch(pack, DataType::kFloat32, {}, s));
+    check((*copy)->launch(unpack, DataType::kFloat32, {}, s));
   });
   const float scaled_ms = time_ms(s, reps, [&] {
-    (*copy)->launch(pack, DataType::kFloat32, {1, 0.5}, s);
-    (*copy)->launch(unpack, DataType::kFloat32, {4, 1.0}, s);
+    check((*copy)->launch(pack, DataType::kFloat32, {1, 0.5}, s));
+    check((*copy)->launch(unpack, DataType::kFloat32, {4, 1.0}, s));
   });
   const float memcpy_ms = time_ms(s, reps, [&] {
     for (int i = 0; i < tensors; ++i) {
-      cudaMemcpyAsync(pack[i].dst, pack[i].src, bytes, cudaMemcpyDeviceToDevice, s);
+      BENCH_CUDA(cudaMemcpyAsync(pack[i].dst, pack[i].src, bytes, cudaMemcpyDeviceToDevice, s));
     }
     for (int i = 0; i < tensors; ++i) {
-      cudaMemcpyAsync(unpack[i].dst, unpack[i].src, bytes, cudaMemcpyDeviceToDevice, s);
+      BENCH_CUDA(cudaMemcpyAsync(unpack[i].dst, unpack[i].src, bytes, cudaMemcpyDeviceToDevice, s));
     }
   });
   const float span_ms = time_ms(s, reps, [&] {
-    cudaMemcpyAsync(fusion, srcs[0], bytes * tensors / 2, cudaMemcpyDeviceToDevice, s);
-    cudaMemcpyAsync(static_cast<char*>(fusion) + bytes * tensors / 2, srcs[0], bytes * tensors / 2,
-                    cudaMemcpyDeviceToDevice, s);
+    // Pack and unpack as one copy each: the whole span in, the whole span back.
+    BENCH_CUDA(cudaMemcpyAsync(fusion, span, bytes * tensors, cudaMemcpyDeviceToDevice, s));
+    BENCH_CUDA(cudaMemcpyAsync(span, fusion, bytes * tensors, cudaMemcpyDeviceToDevice, s));
   });
   std::printf("%d tensors x %lld floats, pack+unpack %.1f MB\n", tensors,
               static_cast<long long>(count), gb * 1e3);
@@ -93,5 +114,9 @@ int main(int argc, char** argv) {
   std::printf("cudaMemcpyAsync span    %8.3f ms  %7.1f GB/s\n", span_ms, gb / span_ms * 1e3);
   std::printf("ratio chorus / per-tensor memcpy bandwidth: %.2f (target >= 0.8)\n",
               memcpy_ms / chorus_ms);
+  for (void* p : srcs) BENCH_CUDA(cudaFree(p));
+  BENCH_CUDA(cudaFree(fusion));
+  BENCH_CUDA(cudaFree(span));
+  BENCH_CUDA(cudaStreamDestroy(s));
   return 0;
 }

@@ -120,6 +120,13 @@ TEST(GpuCollectives, FusedAverageOfManyTensors) {
   }
 }
 
+// The elements of a device output, read back.
+Buffer read_back(const TensorRef& t) {
+  Buffer b(t.dtype, t.shape);
+  cudaMemcpy(b.bytes.data(), t.data, b.bytes.size(), cudaMemcpyDeviceToHost);
+  return b;
+}
+
 TEST(GpuCollectives, BroadcastAllgatherAlltoallReducescatter) {
   CHORUS_REQUIRE_GPU();
   const int n = size(), me = rank();
@@ -128,26 +135,129 @@ TEST(GpuCollectives, BroadcastAllgatherAlltoallReducescatter) {
   ASSERT_TRUE(broadcast("gpu.bcast", b.ref(), n - 1).wait().ok());
   EXPECT_EQ(b.back().bytes, make_buffer(t, {10}, n - 1).bytes);
 
+  // Allgather, uneven first dimension: rank r gives r + 1 rows of make_buffer(t, ., r).
   DeviceAllocator alloc;
   GpuTensor ag(make_buffer(t, {me + 1, 2}, me));
   AllgatherOptions go;
   go.allocate = alloc.make(t);
   Handle h = allgather("gpu.allgather", ag.ref(), go);
-  ASSERT_TRUE(h.wait().ok());
-  ASSERT_EQ(h.output().shape[0], n * (n + 1) / 2);
+  ASSERT_TRUE(h.wait().ok()) << h.status().to_string();
+  ASSERT_EQ(h.output().shape, (std::vector<int64_t>{n * (n + 1) / 2, 2}));
+  Buffer gathered = read_back(h.output());
+  int64_t at = 0;
+  for (int r = 0; r < n; ++r) {
+    for (int64_t i = 0; i < 2 * (r + 1); ++i, ++at) {
+      ASSERT_EQ(gathered.at(at), value(t, r, i)) << "from rank " << r << " element " << i;
+    }
+  }
 
+  // Alltoall, equal splits: rank q's row me comes to this rank as row q.
   GpuTensor a2a(make_buffer(t, {n, 3}, me));
   AlltoallOptions ao;
   ao.allocate = alloc.make(t);
-  ASSERT_TRUE(alltoall("gpu.alltoall", a2a.ref(), {}, ao).wait().ok());
+  Handle ah = alltoall("gpu.alltoall", a2a.ref(), {}, ao);
+  ASSERT_TRUE(ah.wait().ok()) << ah.status().to_string();
+  ASSERT_EQ(ah.output().shape, (std::vector<int64_t>{n, 3}));
+  Buffer swapped = read_back(ah.output());
+  for (int q = 0; q < n; ++q) {
+    for (int64_t j = 0; j < 3; ++j) {
+      ASSERT_EQ(swapped.at(q * 3 + j), value(t, q, me * 3 + j)) << "from rank " << q;
+    }
+  }
 
+  // Reducescatter of 2n + 1 rows: rank 0 gets 3 rows, the others 2; each the sum.
   GpuTensor rs(make_buffer(t, {2 * n + 1, 2}, me));
   ReducescatterOptions ro;
   ro.op = ReduceOp::kSum;
   ro.allocate = alloc.make(t);
   Handle rh = reducescatter("gpu.reducescatter", rs.ref(), ro);
-  ASSERT_TRUE(rh.wait().ok());
-  EXPECT_EQ(rh.output().shape[0], 2 + (me < 1 ? 1 : 0));
+  ASSERT_TRUE(rh.wait().ok()) << rh.status().to_string();
+  const int64_t rows = 2 + (me < 1 ? 1 : 0);
+  ASSERT_EQ(rh.output().shape, (std::vector<int64_t>{rows, 2}));
+  const int64_t first_row = me == 0 ? 0 : 3 + 2 * (me - 1);
+  Buffer mine = read_back(rh.output());
+  for (int64_t i = 0; i < rows * 2; ++i) {
+    double want = 0;
+    for (int q = 0; q < n; ++q) want += value(t, q, first_row * 2 + i);
+    ASSERT_EQ(mine.at(i), want) << "element " << i;
+  }
+}
+
+// Average with a prescale, fused (many tensors) and alone, on float32 and int32: the
+// scaling folded into the kernels must match the CPU semantics (float: times
+// postscale / size in float; integers: truncating division).
+TEST(GpuCollectives, AveragePrescaleFusedAndAlone) {
+  CHORUS_REQUIRE_GPU();
+  const int n = size();
+  for (DataType t : {DataType::kFloat32, DataType::kInt32}) {
+    for (int tensors : {1, 9}) {
+      std::vector<std::unique_ptr<GpuTensor>> ts;
+      std::vector<TensorRef> refs;
+      std::vector<std::string> names;
+      for (int i = 0; i < tensors; ++i) {
+        ts.push_back(std::make_unique<GpuTensor>(make_buffer(t, {3 + i}, rank())));
+        refs.push_back(ts.back()->ref());
+        names.push_back("gpu.avg." + std::string(dtype_name(t)) + "." + std::to_string(tensors) +
+                        "." + std::to_string(i));
+      }
+      AllreduceOptions o;
+      o.op = ReduceOp::kAverage;
+      o.prescale = 2.0;
+      Status st = tensors == 1 ? allreduce(names[0], refs[0], refs[0], o).wait()
+                               : grouped_allreduce(names, refs, refs, o).wait();
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      for (auto& g : ts) {
+        Buffer out = g->back();
+        for (int64_t i = 0; i < out.count(); ++i) {
+          double sum = 0;
+          for (int r = 0; r < n; ++r) sum += 2.0 * value(t, r, i);
+          const double want =
+              t == DataType::kInt32
+                  ? static_cast<double>(static_cast<int64_t>(sum) / n)
+                  : static_cast<double>(static_cast<float>(sum) * static_cast<float>(1.0 / n));
+          ASSERT_EQ(out.at(i), want) << dtype_name(t) << " tensors " << tensors << " i " << i;
+        }
+      }
+    }
+  }
+}
+
+// The last rank joins at once; the others allreduce a CUDA tensor (alone, then fused) to
+// which the joined rank contributes zeros from its own GPU.
+TEST(GpuCollectives, JoinedRankContributesZeros) {
+  CHORUS_REQUIRE_GPU();
+  const int n = size();
+  if (n < 2) GTEST_SKIP() << "needs two ranks";
+  const bool joined = rank() == n - 1;
+  Handle j;
+  if (joined) j = join();
+  if (!joined) {
+    for (int tensors : {1, 4}) {
+      std::vector<std::unique_ptr<GpuTensor>> ts;
+      std::vector<TensorRef> refs;
+      std::vector<std::string> names;
+      for (int i = 0; i < tensors; ++i) {
+        ts.push_back(std::make_unique<GpuTensor>(make_buffer(DataType::kFloat32, {5}, rank())));
+        refs.push_back(ts.back()->ref());
+        names.push_back("gpu.join." + std::to_string(tensors) + "." + std::to_string(i));
+      }
+      AllreduceOptions o;
+      o.op = ReduceOp::kSum;
+      Status st = tensors == 1 ? allreduce(names[0], refs[0], refs[0], o).wait()
+                               : grouped_allreduce(names, refs, refs, o).wait();
+      ASSERT_TRUE(st.ok()) << st.to_string();
+      for (auto& g : ts) {
+        Buffer out = g->back();
+        for (int64_t i = 0; i < out.count(); ++i) {
+          double want = 0;
+          for (int r = 0; r < n - 1; ++r) want += value(DataType::kFloat32, r, i);
+          ASSERT_EQ(out.at(i), want);
+        }
+      }
+    }
+    j = join();
+  }
+  ASSERT_TRUE(j.wait().ok()) << j.status().to_string();
 }
 
 TEST(GpuCollectives, CallerEventIsHonoured) {
