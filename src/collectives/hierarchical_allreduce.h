@@ -9,10 +9,13 @@
 // runs every other collective. It owns none of them. Like every Backend it is called only
 // from the background thread, in the same order on every member.
 //
-// Bits: every element is reduced inside its node in local rank order, then across nodes in
-// host order, and the result scale is applied once, at the end (in the cross allreduce).
-// That order does not depend on the element's place in the buffer, so fused and unfused
-// allreduces agree; it differs from the flat backend's plain rank order for floating types.
+// Bits: the result scale is applied once, at the end (in the cross allreduce), and the
+// order is node first, then across nodes in host order. Inside the node the order is the
+// local backend's: with MPI (staged) it is local rank order and independent of the
+// element's place in the buffer, so fused and unfused allreduces agree bit for bit (what
+// the unit test checks over fake transports); with NCCL as the local backend it is
+// whatever NCCL's reduce-scatter algorithm does for that message size, so floating results
+// may differ between fused and unfused calls and from the flat backend's rank order.
 
 #include <cstdint>
 #include <memory>
