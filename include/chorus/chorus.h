@@ -7,9 +7,10 @@
 /// thread, which is the only thread that talks to MPI.
 ///
 /// Names: a tensor's name identifies it across ranks, so every rank must use the same name
-/// for the same collective. An empty name gets a generated one ("chorus.<op>.<n>", counted
-/// per op on each rank), which matches across ranks only when every rank issues unnamed
-/// collectives of that op in the same order. Two collectives with the same name in flight
+/// for the same collective. An empty name gets a generated one ("chorus.<op>.<n>", or
+/// "chorus.set<id>.<op>.<n>" in process set <id>, counted per op and set on each rank), which
+/// matches across ranks only when every member issues unnamed collectives of that op in that
+/// set in the same order. Two collectives with the same name in flight
 /// on one rank is an error on the second.
 
 #include <string>

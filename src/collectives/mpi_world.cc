@@ -194,6 +194,18 @@ class MpiWorldImpl final : public MpiWorld {
     CHORUS_MPI_CHECK(MPI_Comm_split(world_, member ? 0 : MPI_UNDEFINED,
                                     member ? static_cast<int>(it - ranks.begin()) : 0, &data));
     if (!member) return std::unique_ptr<MpiGroup>();
+    return make_group(data);
+  }
+
+  StatusOr<std::unique_ptr<MpiGroup>> split(int color, int key) override {
+    if (color < 0) return invalid_argument("MpiWorld::split: negative color");
+    MPI_Comm data = MPI_COMM_NULL;
+    CHORUS_MPI_CHECK(MPI_Comm_split(world_, color, key, &data));
+    return make_group(data);
+  }
+
+  // The group over `data`, with a duplicate of it for control traffic.
+  StatusOr<std::unique_ptr<MpiGroup>> make_group(MPI_Comm data) {
     MPI_Comm control = MPI_COMM_NULL;
     CHORUS_MPI_CHECK(MPI_Comm_dup(data, &control));
     CHORUS_MPI_CHECK(MPI_Comm_set_errhandler(data, MPI_ERRORS_RETURN));

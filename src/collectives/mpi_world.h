@@ -41,6 +41,11 @@ class MpiWorld {
   /// Creates the communicators of a set of global ranks. Collective over every rank, in the
   /// same order everywhere; returns nullptr on ranks outside the set.
   virtual StatusOr<std::unique_ptr<MpiGroup>> create_group(const std::vector<int>& ranks) = 0;
+  /// Partitions the world (MPI_Comm_split): the ranks that pass the same `color` (>= 0) form
+  /// one group, ordered by `key`, and each rank gets its own. Collective over every rank.
+  /// One call builds a whole partition (every host's ranks, say), where create_group
+  /// builds one set per call.
+  virtual StatusOr<std::unique_ptr<MpiGroup>> split(int color, int key) = 0;
   /// Finalizes MPI if init() initialized it. Every group must be destroyed first.
   virtual Status finalize() = 0;
 };

@@ -140,7 +140,7 @@ StatusOr<Prepared> prepare(OpType op, const std::string& name, ProcessSet ps) {
   p.set = *info;
   p.entry.set_id = ps.id;
   p.entry.request.op = op;
-  p.entry.request.name = name.empty() ? p.rt->generate_name(op) : name;
+  p.entry.request.name = name.empty() ? p.rt->generate_name(op, ps.id) : name;
   p.entry.handle = std::make_shared<detail::HandleState>(1);
   return p;
 }

@@ -85,9 +85,17 @@ bool Runtime::running_set_info(int32_t id, std::optional<SetInfo>* info) const {
   return true;
 }
 
-std::string Runtime::generate_name(OpType op) {
-  uint64_t n = name_counters_[static_cast<int>(op)].fetch_add(1);
-  return std::string("chorus.") + op_type_name(op) + "." + std::to_string(n);
+std::string Runtime::generate_name(OpType op, int32_t set_id) {
+  if (set_id == 0) {
+    const uint64_t n = name_counters_[static_cast<int>(op)].fetch_add(1);
+    return std::string("chorus.") + op_type_name(op) + "." + std::to_string(n);
+  }
+  uint64_t n;
+  {
+    std::lock_guard<std::mutex> lock(set_names_mu_);
+    n = set_name_counters_[set_id][static_cast<int>(op)]++;
+  }
+  return "chorus.set" + std::to_string(set_id) + "." + op_type_name(op) + "." + std::to_string(n);
 }
 
 Handle Runtime::submit(std::vector<Entry> entries) {

@@ -66,8 +66,10 @@ class Runtime {
   std::optional<SetInfo> set_info(int32_t id) const;
   /// running() and set_info(id) under one lock (the enqueue path); false if not running.
   bool running_set_info(int32_t id, std::optional<SetInfo>* info) const;
-  /// "chorus.allreduce.7": the op's own counter on this rank.
-  std::string generate_name(OpType op);
+  /// "chorus.allreduce.7" in the global set, "chorus.set3.allreduce.7" in set 3: a counter per
+  /// op and process set on this rank, so that a set's unnamed collectives match across its
+  /// members whatever the other sets do.
+  std::string generate_name(OpType op, int32_t set_id);
 
  private:
   struct SetState {
@@ -114,7 +116,9 @@ class Runtime {
   std::thread thread_;
   std::atomic<bool> work_queued_{false};  // set by submit(), cleared when the queue is taken
 
-  std::array<std::atomic<uint64_t>, kNumOpTypes> name_counters_{};
+  std::array<std::atomic<uint64_t>, kNumOpTypes> name_counters_{};  // the global set's
+  std::mutex set_names_mu_;
+  std::unordered_map<int32_t, std::array<uint64_t, kNumOpTypes>> set_name_counters_;
 };
 
 }  // namespace chorus

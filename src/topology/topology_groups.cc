@@ -3,21 +3,19 @@
 namespace chorus {
 
 StatusOr<TopologyGroups> create_topology_groups(MpiWorld& world, const RankMap& map) {
+  // Two splits of the whole world: by host (color: the host's index, cross_rank; order:
+  // local_rank) and by local rank index (color: local_rank; order: cross_rank). Every rank
+  // computed the same map, so ranks agree on colors and keys.
   TopologyGroups groups;
-  // Every rank walks the same lists in the same order; create_group returns a group only
-  // on the members, so each rank keeps exactly one of each kind.
-  for (const std::vector<int>& host : map.hosts) {
-    StatusOr<std::unique_ptr<MpiGroup>> g = world.create_group(host);
-    if (!g.ok()) return g.status();
-    if (*g) groups.local = std::move(g).value();
-  }
-  for (const std::vector<int>& cross : map.cross_sets) {
-    StatusOr<std::unique_ptr<MpiGroup>> g = world.create_group(cross);
-    if (!g.ok()) return g.status();
-    if (*g) groups.cross = std::move(g).value();
-  }
-  if (!groups.local || !groups.cross) {
-    return internal_error("create_topology_groups: this rank is missing from its own sets");
+  StatusOr<std::unique_ptr<MpiGroup>> local = world.split(map.cross_rank, map.local_rank);
+  if (!local.ok()) return local.status();
+  groups.local = std::move(local).value();
+  StatusOr<std::unique_ptr<MpiGroup>> cross = world.split(map.local_rank, map.cross_rank);
+  if (!cross.ok()) return cross.status();
+  groups.cross = std::move(cross).value();
+  if (groups.local->size() != map.local_size || groups.local->rank() != map.local_rank ||
+      groups.cross->size() != static_cast<int>(map.cross_set().size())) {
+    return internal_error("create_topology_groups: the groups MPI built disagree with the map");
   }
   return groups;
 }

@@ -16,9 +16,8 @@ struct TopologyGroups {
   std::unique_ptr<MpiGroup> cross;  ///< one rank per host, ordered by cross_rank
 };
 
-/// Collective over every rank of `world`, with the same `map` tables everywhere (all ranks
-/// compute them from the same names). Costs one communicator split per host and per local
-/// rank index, so the runtime builds them only when a hierarchical collective may need them.
+/// Collective over every rank of `world`, with `map` computed on every rank from the same
+/// names. Costs two communicator splits (and a dup each), whatever the number of hosts.
 StatusOr<TopologyGroups> create_topology_groups(MpiWorld& world, const RankMap& map);
 
 }  // namespace chorus

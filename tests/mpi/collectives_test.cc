@@ -349,6 +349,32 @@ TEST(ProcessSets, CollectivesWithinASubset) {
   EXPECT_EQ(process_set_size(*ps), -1);
 }
 
+TEST(ProcessSets, UnnamedCollectivesAreCountedPerSet) {
+  // Only the set's members issue unnamed allreduces in it; an unnamed global allreduce that
+  // follows must still get the same generated name on every rank.
+  if (size() < 2) GTEST_SKIP() << "needs two ranks for a set smaller than the world";
+  std::vector<int> all_but_last;
+  for (int r = 0; r + 1 < size(); ++r) all_but_last.push_back(r);
+  StatusOr<ProcessSet> set = add_process_set(all_but_last);
+  ASSERT_TRUE(set.ok()) << set.status().to_string();
+  AllreduceOptions in_set, global;
+  in_set.op = global.op = ReduceOp::kSum;
+  in_set.process_set = *set;
+  Buffer x(DataType::kInt32, {1});
+  if (process_set_rank(*set) >= 0) {
+    for (int i = 0; i < 2; ++i) {
+      x.set(0, 1);
+      ASSERT_TRUE(allreduce("", x.ref(), x.ref(), in_set).wait().ok());
+      EXPECT_EQ(x.at(0), static_cast<double>(all_but_last.size()));
+    }
+  }
+  x.set(0, 1);
+  Status s = allreduce("", x.ref(), x.ref(), global).wait(std::chrono::seconds(60));
+  ASSERT_TRUE(s.ok()) << s.to_string();
+  EXPECT_EQ(x.at(0), static_cast<double>(size()));
+  ASSERT_TRUE(remove_process_set(*set).ok());
+}
+
 TEST(ProcessSets, OverlappingSetsBusyAtOnce) {
   // Ranks in two sets negotiate both in every cycle; their rounds must finish in one order
   // on every rank, or two ranks could each wait for the other in a different set.
