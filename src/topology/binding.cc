@@ -1,11 +1,21 @@
 #include "topology/binding.h"
 
+#include <cstdlib>
+
 #include "core/logging.h"
 #include "topology/hwloc_binding.h"
 
 namespace chorus {
 
 StatusOr<BindingResult> apply_binding(BindMode mode, const RankMap& map) {
+  // CUDA's own variable, read where it is used, like the launcher variables of
+  // launcher_view.cc: it is not a Chorus setting, so it is not in Config.
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  return apply_binding(mode, map, visible ? std::optional<std::string>(visible) : std::nullopt);
+}
+
+StatusOr<BindingResult> apply_binding(BindMode mode, const RankMap& map,
+                                      const std::optional<std::string>& cuda_visible_devices) {
   BindingResult result;
   const std::string who =
       "local rank " + std::to_string(map.local_rank) + "/" + std::to_string(map.local_size);
@@ -23,20 +33,25 @@ StatusOr<BindingResult> apply_binding(BindMode mode, const RankMap& map) {
   }
   StatusOr<HwlocTopology> topo = HwlocTopology::load();
   if (!topo.ok()) return topo.status();
-  StatusOr<CpuLayout> layout = topo->cpu_layout();
-  if (!layout.ok()) return layout.status();
-  StatusOr<CpuPlan> plan = plan_cpus(*layout, mode, map.local_rank, map.local_size);
+  StatusOr<CpuLayout> host = topo->cpu_layout();
+  if (!host.ok()) return host.status();
+  const VisibleGpus visible =
+      visible_gpus(cuda_visible_devices, static_cast<int>(host->gpus.size()));
+  if (!visible.note.empty() && !host->gpus.empty()) log().warn("binding: {}", visible.note);
+  const CpuLayout layout = select_gpus(*host, visible.order);
+  StatusOr<CpuPlan> plan = plan_cpus(layout, mode, map.local_rank, map.local_size);
   if (!plan.ok()) {
     if (plan.status().code() != StatusCode::kFailedPrecondition) return plan.status();
     result.warning = true;
     result.message = plan.status().message() + "; not binding " + who;
     return result;
   }
+  const std::string gpu = plan->gpu >= 0 ? ", GPU " + describe_gpu(layout, plan->gpu) : "";
   if (Status s = topo->bind_process(plan->pus); !s.ok()) return s;
   if (Status s = topo->bind_this_thread(plan->thread_pus); !s.ok()) return s;
   result.bound = true;
   result.message = std::string("binding: CHORUS_BIND=") + bind_mode_name(mode) + ", " + who +
-                   " -> " + plan->describe + ", background thread chorus-bg -> PUs " +
+                   " -> " + plan->describe + gpu + ", background thread chorus-bg -> PUs " +
                    format_cpu_list(plan->thread_pus);
   return result;
 }

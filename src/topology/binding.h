@@ -3,6 +3,7 @@
 // CPUs of its own. Off by default, because mpirun and srun may bind already and two
 // binders fight; turn it on together with `--bind-to none` / `--cpu-bind=none`.
 
+#include <optional>
 #include <string>
 
 #include "chorus/status.h"
@@ -23,6 +24,14 @@ struct BindingResult {
 /// leaves the binding alone; a failing hwloc call is an error naming the call. With kNone
 /// nothing is loaded unless Chorus's logger is at debug level, where `message` then
 /// describes the launcher's binding (an empty message otherwise).
+/// With NVIDIA GPUs on the host (read by hwloc from the PCI bus), the CPUs are those near the
+/// rank's GPU (plan_cpus), the GPUs being those CUDA_VISIBLE_DEVICES keeps, and `message`
+/// names the GPU. Reads CUDA_VISIBLE_DEVICES from the environment.
 StatusOr<BindingResult> apply_binding(BindMode mode, const RankMap& map);
+
+/// apply_binding with CUDA_VISIBLE_DEVICES given (nullopt: unset), for tests. A value that
+/// cannot be followed (UUIDs, a bad index) is logged as a warning.
+StatusOr<BindingResult> apply_binding(BindMode mode, const RankMap& map,
+                                      const std::optional<std::string>& cuda_visible_devices);
 
 }  // namespace chorus

@@ -2,9 +2,12 @@
 
 #include <hwloc.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <string>
+#include <tuple>
 
 namespace chorus {
 namespace {
@@ -68,6 +71,31 @@ StatusOr<int> count(hwloc_topology_t t, hwloc_obj_type_t type, const char* type_
   return n;
 }
 
+constexpr unsigned kNvidiaVendor = 0x10de;
+constexpr unsigned kClassVga = 0x0300;  // PCI class 03 (display), subclass 00 (VGA)
+constexpr unsigned kClass3d = 0x0302;   // subclass 02: 3D controller (data-centre GPUs)
+
+bool is_nvidia_gpu(hwloc_obj_t dev) {
+  const auto& pci = dev->attr->pcidev;
+  return pci.vendor_id == kNvidiaVendor && (pci.class_id == kClassVga || pci.class_id == kClass3d);
+}
+
+std::string bus_id(hwloc_obj_t dev) {
+  const auto& pci = dev->attr->pcidev;
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%04x:%02x:%02x.%x", static_cast<unsigned>(pci.domain),
+                static_cast<unsigned>(pci.bus), static_cast<unsigned>(pci.dev),
+                static_cast<unsigned>(pci.func));
+  return buf;
+}
+
+// I/O objects are filtered out by default; GPUs, NICs and the bridges above them are what
+// "important" keeps (not every PCI device), enough to place each GPU.
+Status keep_io(hwloc_topology_t t) {
+  CHORUS_HWLOC_CHECK(hwloc_topology_set_io_types_filter(t, HWLOC_TYPE_FILTER_KEEP_IMPORTANT));
+  return {};
+}
+
 }  // namespace
 
 void HwlocTopology::Destroy::operator()(hwloc_topology* t) const { hwloc_topology_destroy(t); }
@@ -76,6 +104,19 @@ StatusOr<HwlocTopology> HwlocTopology::load() {
   hwloc_topology_t raw = nullptr;
   CHORUS_HWLOC_CHECK(hwloc_topology_init(&raw));
   HwlocTopology topo(raw);
+  if (Status s = keep_io(raw); !s.ok()) return s;
+  CHORUS_HWLOC_CHECK(hwloc_topology_load(raw));
+  return topo;
+}
+
+StatusOr<HwlocTopology> HwlocTopology::load_xml(const std::string& xml) {
+  hwloc_topology_t raw = nullptr;
+  CHORUS_HWLOC_CHECK(hwloc_topology_init(&raw));
+  HwlocTopology topo(raw);
+  if (Status s = keep_io(raw); !s.ok()) return s;
+  // hwloc wants the terminating NUL counted in the length.
+  CHORUS_HWLOC_CHECK(
+      hwloc_topology_set_xmlbuffer(raw, xml.c_str(), static_cast<int>(xml.size() + 1)));
   CHORUS_HWLOC_CHECK(hwloc_topology_load(raw));
   return topo;
 }
@@ -93,6 +134,7 @@ StatusOr<CpuLayout> HwlocTopology::cpu_layout() const {
     nodes.push_back(*node);
   }
   CpuLayout layout;
+  std::vector<hwloc_const_cpuset_t> core_sets;  // parallel to layout.cores
   for (int i = 0; i < *ncores; ++i) {
     StatusOr<hwloc_obj_t> core = object(t, HWLOC_OBJ_CORE, i, "HWLOC_OBJ_CORE");
     if (!core.ok()) return core.status();
@@ -104,9 +146,43 @@ StatusOr<CpuLayout> HwlocTopology::cpu_layout() const {
       }
     }
     c.pus = to_list((*core)->cpuset);
-    if (!c.pus.empty()) layout.cores.push_back(std::move(c));
+    if (c.pus.empty()) continue;
+    layout.cores.push_back(std::move(c));
+    core_sets.push_back((*core)->cpuset);
   }
   if (layout.cores.empty()) return internal_error("hwloc: the topology lists no cores");
+
+  std::vector<hwloc_obj_t> gpus;
+  for (hwloc_obj_t dev = hwloc_get_next_pcidev(t, nullptr); dev;
+       dev = hwloc_get_next_pcidev(t, dev)) {
+    if (is_nvidia_gpu(dev)) gpus.push_back(dev);
+  }
+  auto bus_order = [](hwloc_obj_t a, hwloc_obj_t b) {
+    const auto& x = a->attr->pcidev;
+    const auto& y = b->attr->pcidev;
+    return std::tie(x.domain, x.bus, x.dev, x.func) < std::tie(y.domain, y.bus, y.dev, y.func);
+  };
+  std::sort(gpus.begin(), gpus.end(), bus_order);
+  for (hwloc_obj_t dev : gpus) {
+    GpuLocality g;
+    g.index = static_cast<int>(layout.gpus.size());
+    g.pci_bus_id = bus_id(dev);
+    // The package or NUMA-level group the PCI bus hangs off; its cpuset is the GPU's locality.
+    hwloc_obj_t near = hwloc_get_non_io_ancestor_obj(t, dev);
+    if (near && near->cpuset) {
+      for (int c = 0; c < static_cast<int>(core_sets.size()); ++c) {
+        if (hwloc_bitmap_isincluded(core_sets[c], near->cpuset)) g.cores.push_back(c);
+      }
+    }
+    if (near && near->nodeset) {
+      for (hwloc_obj_t node : nodes) {
+        if (hwloc_bitmap_isset(near->nodeset, node->os_index)) {
+          g.numa.push_back(static_cast<int>(node->os_index));
+        }
+      }
+    }
+    layout.gpus.push_back(std::move(g));
+  }
   return layout;
 }
 

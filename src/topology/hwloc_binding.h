@@ -1,10 +1,12 @@
 #pragma once
 // hwloc behind a small seam: read the host's cores (for cpu_plan.h) and bind the process or
 // the calling thread to a list of processing units. The topology is loaded once per
-// HwlocTopology (a few milliseconds: it walks sysfs), so one object serves a whole binding.
+// HwlocTopology (a few milliseconds: it walks sysfs, PCI devices included, to find the
+// GPUs), so one object serves a whole binding.
 // Every hwloc call is checked and a failure names the call (and errno where hwloc sets it).
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "chorus/status.h"
@@ -18,9 +20,15 @@ namespace chorus {
 /// one thread at a time; binding calls act on the process or on the calling thread.
 class HwlocTopology {
  public:
+  /// This host, with its PCI devices (hwloc's "important" I/O objects: GPUs, NICs, bridges).
   static StatusOr<HwlocTopology> load();
+  /// A topology described by hwloc XML (`lstopo foo.xml`), I/O objects kept the same way; for
+  /// tests and for planning another machine's layout. Binding calls on it fail.
+  static StatusOr<HwlocTopology> load_xml(const std::string& xml);
 
-  /// The cores this process is allowed to use (its cgroup/cpuset), in topology order.
+  /// The cores this process is allowed to use (its cgroup/cpuset), in topology order, and
+  /// the NVIDIA GPUs (PCI vendor 0x10de, class VGA or 3D controller) in PCI bus order, each
+  /// with the cores and NUMA nodes of its first non-I/O ancestor. No CUDA is involved.
   StatusOr<CpuLayout> cpu_layout() const;
   /// Binds every thread of the process to `pus` (OS indices).
   Status bind_process(const std::vector<int>& pus) const;
