@@ -94,7 +94,11 @@ int run(const std::vector<std::string>& args) {
   if (cli->explain) {
     std::optional<CpuLayout> layout;
     if (cores.ok()) layout = *cores;
-    std::fputs(format_explain(*plan, *mode, layout, allocation->source).c_str(), stdout);
+    auto visible = env.find("CUDA_VISIBLE_DEVICES");
+    std::optional<std::string> cuda_visible;
+    if (visible != env.end()) cuda_visible = visible->second;
+    std::fputs(format_explain(*plan, *mode, layout, allocation->source, cuda_visible).c_str(),
+               stdout);
   }
   if (cli->dry_run) {
     std::printf("%s\n", format_command(*argv).c_str());
