@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -62,49 +64,19 @@ TEST(HwlocTopologyTest, BadProcessingUnitsAreStatuses) {
   EXPECT_EQ(negative.message(), "hwloc: negative PU index -1");
 }
 
-// Two packages of two single-PU cores, a NUMA node each. PCI devices, not in bus order in the
-// tree: package 0 holds an NVIDIA 3D controller at 0000:86:00.0 and a Mellanox NIC; package 1
-// an NVIDIA VGA GPU at 0000:07:00.0 and an AMD display controller (not NVIDIA); a third
-// NVIDIA GPU at 0000:c1:00.0 hangs off the machine itself (no locality).
-constexpr char kTwoPackagesThreeGpus[] = R"(<?xml version="1.0" encoding="UTF-8"?>
-<!DOCTYPE topology SYSTEM "hwloc2.dtd">
-<topology version="2.0">
-  <object type="Machine" os_index="0" cpuset="0x0000000f" complete_cpuset="0x0000000f" allowed_cpuset="0x0000000f" nodeset="0x00000003" complete_nodeset="0x00000003" allowed_nodeset="0x00000003" gp_index="1">
-    <object type="Package" os_index="0" cpuset="0x00000003" complete_cpuset="0x00000003" nodeset="0x00000001" complete_nodeset="0x00000001" gp_index="2">
-      <object type="NUMANode" os_index="0" cpuset="0x00000003" complete_cpuset="0x00000003" nodeset="0x00000001" complete_nodeset="0x00000001" gp_index="3" local_memory="1073741824"/>
-      <object type="Core" os_index="0" cpuset="0x00000001" complete_cpuset="0x00000001" nodeset="0x00000001" complete_nodeset="0x00000001" gp_index="4">
-        <object type="PU" os_index="0" cpuset="0x00000001" complete_cpuset="0x00000001" nodeset="0x00000001" complete_nodeset="0x00000001" gp_index="5"/>
-      </object>
-      <object type="Core" os_index="1" cpuset="0x00000002" complete_cpuset="0x00000002" nodeset="0x00000001" complete_nodeset="0x00000001" gp_index="6">
-        <object type="PU" os_index="1" cpuset="0x00000002" complete_cpuset="0x00000002" nodeset="0x00000001" complete_nodeset="0x00000001" gp_index="7"/>
-      </object>
-      <object type="Bridge" gp_index="8" bridge_type="0-1" depth="0" bridge_pci="0000:[80-8f]">
-        <object type="PCIDev" gp_index="9" pci_busid="0000:86:00.0" pci_type="0302 [10de:20b0] [10de:134f] a1" pci_link_speed="0.000000"/>
-        <object type="PCIDev" gp_index="10" pci_busid="0000:87:00.0" pci_type="0207 [15b3:101b] [15b3:0007] 00" pci_link_speed="0.000000"/>
-      </object>
-    </object>
-    <object type="Package" os_index="1" cpuset="0x0000000c" complete_cpuset="0x0000000c" nodeset="0x00000002" complete_nodeset="0x00000002" gp_index="11">
-      <object type="NUMANode" os_index="1" cpuset="0x0000000c" complete_cpuset="0x0000000c" nodeset="0x00000002" complete_nodeset="0x00000002" gp_index="12" local_memory="1073741824"/>
-      <object type="Core" os_index="2" cpuset="0x00000004" complete_cpuset="0x00000004" nodeset="0x00000002" complete_nodeset="0x00000002" gp_index="13">
-        <object type="PU" os_index="2" cpuset="0x00000004" complete_cpuset="0x00000004" nodeset="0x00000002" complete_nodeset="0x00000002" gp_index="14"/>
-      </object>
-      <object type="Core" os_index="3" cpuset="0x00000008" complete_cpuset="0x00000008" nodeset="0x00000002" complete_nodeset="0x00000002" gp_index="15">
-        <object type="PU" os_index="3" cpuset="0x00000008" complete_cpuset="0x00000008" nodeset="0x00000002" complete_nodeset="0x00000002" gp_index="16"/>
-      </object>
-      <object type="Bridge" gp_index="17" bridge_type="0-1" depth="0" bridge_pci="0000:[00-0f]">
-        <object type="PCIDev" gp_index="18" pci_busid="0000:07:00.0" pci_type="0300 [10de:1db6] [10de:12a2] a1" pci_link_speed="0.000000"/>
-        <object type="PCIDev" gp_index="19" pci_busid="0000:08:00.0" pci_type="0300 [1002:740f] [1002:0c34] 00" pci_link_speed="0.000000"/>
-      </object>
-    </object>
-    <object type="Bridge" gp_index="20" bridge_type="0-1" depth="0" bridge_pci="0000:[c0-cf]">
-      <object type="PCIDev" gp_index="21" pci_busid="0000:c1:00.0" pci_type="0302 [10de:2330] [10de:16c1] a1" pci_link_speed="0.000000"/>
-    </object>
-  </object>
-</topology>
-)";
+// tests/unit/data/two_packages_three_gpus.xml (its comment describes it): two packages, three
+// NVIDIA GPUs among other PCI devices, out of bus order in the tree.
+std::string read_topology_xml() {
+  const std::string path = std::string(CHORUS_TEST_DATA_DIR) + "/two_packages_three_gpus.xml";
+  std::ifstream in(path);
+  EXPECT_TRUE(in.good()) << "cannot read " << path;
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
 
 TEST(HwlocTopologyTest, XmlGpusComeInPciOrderWithTheirCores) {
-  StatusOr<HwlocTopology> topo = HwlocTopology::load_xml(kTwoPackagesThreeGpus);
+  StatusOr<HwlocTopology> topo = HwlocTopology::load_xml(read_topology_xml());
   ASSERT_TRUE(topo.ok()) << topo.status().to_string();
   StatusOr<CpuLayout> layout = topo->cpu_layout();
   ASSERT_TRUE(layout.ok()) << layout.status().to_string();
@@ -142,7 +114,7 @@ TEST(HwlocTopologyTest, XmlGpusComeInPciOrderWithTheirCores) {
 }
 
 TEST(HwlocTopologyTest, XmlWithoutPciDevicesHasNoGpus) {
-  std::string xml = kTwoPackagesThreeGpus;
+  std::string xml = read_topology_xml();
   // Drop every Bridge element (each spans from "<object type=\"Bridge\"" to its "</object>").
   for (std::size_t at; (at = xml.find("<object type=\"Bridge\"")) != std::string::npos;) {
     const std::string close = "</object>";
