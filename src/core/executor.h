@@ -33,6 +33,9 @@ class Executor {
   /// calls it when it makes the set; without it: the set's own backend, flat, on
   /// cuda:0. Call before the first execute().
   void set_gpu_setup(const GpuContextSetup& setup);
+  /// Where the phases of later responses are recorded (null: nowhere). Background thread,
+  /// between execute() calls: start_timeline/stop_timeline switch it there.
+  void set_timeline(Timeline* timeline) { timeline_ = timeline; }
 
   /// Executes `responses` in order. `entries` maps names to this rank's entries; `finish`
   /// is called once for every entry a response names (then the caller drops it).
@@ -70,7 +73,9 @@ class Executor {
   std::vector<char> zeros_;    // a joined rank's contribution; grows, stays zero
   std::vector<char> staging_;  // prescaled input of a reducescatter; grows
   GpuContextSetup gpu_setup_;
-  std::unique_ptr<GpuContext> gpu_;  // created at the first CUDA response
+  // Created at the first CUDA response. A shared_ptr because its deleter is bound where the
+  // context is made (CUDA builds only): a build without CUDA never needs ~GpuContext.
+  std::shared_ptr<GpuContext> gpu_;
 };
 
 }  // namespace chorus
