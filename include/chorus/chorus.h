@@ -84,6 +84,21 @@ Handle barrier(ProcessSet process_set = {});
 /// Other collectives started by the remaining ranks while some rank joined fail.
 Handle join();
 
+/// Starts writing a Chrome-trace timeline (the CHORUS_TIMELINE format) to `path`, as
+/// CHORUS_TIMELINE does at init. Not collective: call it on any rank, from any thread after
+/// init(); rank 0 writes the file, the other ranks return OK and write nothing. Returns once
+/// the background thread switched, so a collective submitted after the call is recorded. A
+/// timeline already active (from CHORUS_TIMELINE or an earlier call) is closed first, a
+/// complete file, and the new one replaces it; if `path` cannot be opened, the call fails
+/// with kInvalidArgument and no timeline is active. `mark_cycles`: also mark the start of
+/// every background cycle that ran a collective (a global "CYCLE_START" instant).
+/// Fails with kNotInitialized before init() and after shutdown().
+Status start_timeline(const std::string& path, bool mark_cycles = false);
+/// Stops the active timeline and closes its file, a complete JSON array: nothing recorded
+/// after the call returns goes there. With no timeline active it does nothing and returns
+/// OK (as Horovod's stop_timeline). Same threads and ranks as start_timeline.
+Status stop_timeline();
+
 /// Creates a process set from global ranks. Collective: every rank calls it with the same
 /// list, in the same order relative to other add/remove calls. Blocks until created.
 StatusOr<ProcessSet> add_process_set(const std::vector<int>& ranks);

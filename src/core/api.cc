@@ -398,6 +398,26 @@ Status remove_process_set(ProcessSet process_set) {
   return submit_one(*p).wait();
 }
 
+Status start_timeline(const std::string& path, bool mark_cycles) {
+  std::shared_ptr<Runtime> rt = runtime();
+  if (!rt) {
+    return Status(StatusCode::kNotInitialized,
+                  "start_timeline called while Chorus is not initialized (call chorus::init() "
+                  "first)");
+  }
+  return rt->start_timeline(path, mark_cycles);
+}
+
+Status stop_timeline() {
+  std::shared_ptr<Runtime> rt = runtime();
+  if (!rt) {
+    return Status(StatusCode::kNotInitialized,
+                  "stop_timeline called while Chorus is not initialized (call chorus::init() "
+                  "first)");
+  }
+  return rt->stop_timeline();
+}
+
 int process_set_rank(ProcessSet process_set) {
   auto rt = runtime();
   if (!rt) return -1;

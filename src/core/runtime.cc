@@ -123,8 +123,42 @@ Handle Runtime::submit(std::vector<Entry> entries) {
   return Handle(std::move(handle));
 }
 
+Status Runtime::start_timeline(const std::string& path, bool mark_cycles) {
+  if (path.empty()) return invalid_argument("start_timeline: the file path is empty");
+  return request_timeline(path, mark_cycles);
+}
+
+Status Runtime::stop_timeline() { return request_timeline({}, false); }
+
+// Only rank 0 writes a timeline, so the other ranks answer at once; like rank 0, they refuse
+// when Chorus is not running.
+Status Runtime::request_timeline(std::string path, bool mark_cycles) {
+  const std::string what = path.empty() ? "stop_timeline: " : "start_timeline: ";
+  if (std::this_thread::get_id() == bg_thread_id_) {
+    return failed_precondition(what + "called on Chorus's background thread");
+  }
+  std::future<Status> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (state_ != State::kRunning) {
+      return stopped_because_.ok()
+                 ? Status(StatusCode::kNotInitialized, what + "Chorus is not running")
+                 : Status(stopped_because_.code(), what + stopped_because_.message());
+    }
+    if (rank_ != 0) return {};
+    TimelineRequest request;
+    request.path = std::move(path);
+    request.mark_cycles = mark_cycles;
+    done = request.done.get_future();
+    timeline_requests_.push_back(std::move(request));
+  }
+  cv_.notify_one();
+  return done.get();
+}
+
 void Runtime::run(std::promise<Status> started) {
   pthread_setname_np(pthread_self(), "chorus-bg");
+  bg_thread_id_ = std::this_thread::get_id();
   // Short sleeps in the poll loop should last what they ask for, not the default 50 us slack.
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
   Status s = setup();
@@ -250,6 +284,7 @@ void Runtime::loop() {
     bool pending = false;
     for (auto& [id, set] : sets_) pending = pending || set->negotiator->pending() > 0;
     std::vector<Entry> fresh;
+    std::vector<TimelineRequest> timeline_requests;
     bool stop_asked;
     if (productive && !pending) {
       const Clock::time_point until = Clock::now() + kWatchAfterWork;
@@ -261,15 +296,20 @@ void Runtime::loop() {
       std::unique_lock<std::mutex> lock(mu_);
       // Idle: take part in a round every cycle time. Waiting on peers after a round that
       // ran nothing: back off up to the cycle time. New work or a stop wakes us at once.
-      if (queue_.empty() && !stop_requested_ && !(pending && productive)) {
-        cv_.wait_for(lock, pending ? backoff : cycle_time,
-                     [&] { return !queue_.empty() || stop_requested_; });
+      if (queue_.empty() && timeline_requests_.empty() && !stop_requested_ &&
+          !(pending && productive)) {
+        cv_.wait_for(lock, pending ? backoff : cycle_time, [&] {
+          return !queue_.empty() || !timeline_requests_.empty() || stop_requested_;
+        });
       }
       fresh.swap(queue_);
+      timeline_requests.swap(timeline_requests_);
       work_queued_.store(false, std::memory_order_relaxed);
       stop_asked = stop_requested_;
     }
     backoff = fresh.empty() && !productive ? std::min(backoff * 2, cycle_time) : min_backoff;
+    // Before the fresh entries: what was submitted after start_timeline returned is recorded.
+    apply_timeline_requests(std::move(timeline_requests));
     accept(std::move(fresh));
     bool shutdown = false;
     Status s = cycle(stop_asked, &shutdown, &productive);
@@ -287,13 +327,18 @@ void Runtime::loop() {
     }
   }
   fail_all(ended);
+  std::vector<TimelineRequest> unanswered;
+  Status stopped;
   {
     std::lock_guard<std::mutex> lock(mu_);
     state_ = State::kStopped;
     stopped_because_ = ended.code() == StatusCode::kAborted && !stop_requested_
                            ? ended
                            : Status(StatusCode::kNotInitialized, "Chorus has been shut down");
+    stopped = stopped_because_;
+    unanswered.swap(timeline_requests_);
   }
+  for (TimelineRequest& q : unanswered) q.done.set_value(stopped);
   if (timeline_) timeline_->stop();
   sets_.clear();
   topology_groups_ = {};
@@ -387,6 +432,7 @@ Status Runtime::cycle(bool stop_asked, bool* shutdown, bool* productive) {
                                       [&](Entry& e, const Status& st) { finish(*state, e, st); });
     if (!s.ok()) return s;
   }
+  if (*productive && mark_cycles_) timeline_->mark_cycle(start);
   return apply_set_changes(changes);
 }
 
@@ -423,6 +469,36 @@ Status Runtime::apply_set_changes(const std::vector<Response>& changes) {
     }
   }
   return {};
+}
+
+// Requests in the order they came. The active timeline is closed before the next one opens,
+// also when that then fails: the new path may name the same file, which must not have two
+// writers. A failed start thus leaves no timeline.
+void Runtime::apply_timeline_requests(std::vector<TimelineRequest> requests) {
+  for (TimelineRequest& q : requests) {
+    set_timeline(nullptr, false);
+    Status s;
+    if (!q.path.empty()) {
+      StatusOr<std::unique_ptr<Timeline>> tl =
+          Timeline::open(q.path, rank_, "start_timeline(" + q.path + ")");
+      if (tl.ok()) {
+        set_timeline(std::move(tl).value(), q.mark_cycles);
+        log().info("timeline started: {}{}", q.path, q.mark_cycles ? " (marking cycles)" : "");
+      } else {
+        s = tl.status();
+      }
+    }
+    q.done.set_value(s);
+  }
+}
+
+// Hands `timeline` (may be null) to every executor, then stops the old one: stop() writes
+// what it holds and closes the file, so the file is complete when the caller learns of it.
+void Runtime::set_timeline(std::unique_ptr<Timeline> timeline, bool mark_cycles) {
+  for (auto& [id, set] : sets_) set->executor->set_timeline(timeline.get());
+  if (timeline_) timeline_->stop();
+  timeline_ = std::move(timeline);
+  mark_cycles_ = timeline_ != nullptr && mark_cycles;
 }
 
 void Runtime::finish(SetState& set, Entry& entry, const Status& status) {

@@ -71,6 +71,13 @@ class Runtime {
   /// members whatever the other sets do.
   std::string generate_name(OpType op, int32_t set_id);
 
+  /// Starts a timeline in `path` on rank 0 (other ranks: nothing to do, returns OK), closing
+  /// the active one first, or stops the active one (OK when none is). Any thread but the
+  /// background thread; returns once the background thread made the change, so a collective
+  /// submitted afterwards is recorded (or not). Not collective.
+  Status start_timeline(const std::string& path, bool mark_cycles);
+  Status stop_timeline();
+
  private:
   struct SetState {
     int32_t id = 0;
@@ -80,6 +87,13 @@ class Runtime {
     std::unordered_map<std::string, Entry> entries;
   };
   enum class State { kStarting, kRunning, kStopped };
+  // A start_timeline (path set) or stop_timeline (path empty) waiting for the background
+  // thread, which takes them at the top of a cycle and answers through `done`.
+  struct TimelineRequest {
+    std::string path;
+    bool mark_cycles = false;
+    std::promise<Status> done;
+  };
 
   explicit Runtime(Config config) : config_(std::move(config)) {}
   void run(std::promise<Status> started);
@@ -92,6 +106,9 @@ class Runtime {
   Status apply_set_changes(const std::vector<Response>& changes);
   void finish(SetState& set, Entry& entry, const Status& status);
   void fail_all(const Status& status);
+  Status request_timeline(std::string path, bool mark_cycles);
+  void apply_timeline_requests(std::vector<TimelineRequest> requests);
+  void set_timeline(std::unique_ptr<Timeline> timeline, bool mark_cycles);
 
   const Config config_;
   RankMap map_;
@@ -101,19 +118,23 @@ class Runtime {
   RankDevice gpu_device_;
   int rank_ = -1;
   int size_ = -1;
-  std::unique_ptr<MpiWorld> world_;  // background thread
-  std::unique_ptr<Timeline> timeline_;
+  std::unique_ptr<MpiWorld> world_;     // background thread
+  std::unique_ptr<Timeline> timeline_;  // background thread (after setup); rank 0 only
+  bool mark_cycles_ = false;            // background thread: timeline_ gets CYCLE_START marks
   std::map<int32_t, std::unique_ptr<SetState>> sets_;  // background thread
 
   mutable std::mutex mu_;  // guards everything below
   std::condition_variable cv_;
   std::vector<Entry> queue_;
+  std::vector<TimelineRequest> timeline_requests_;
   std::map<int32_t, SetInfo> set_info_;
   State state_ = State::kStarting;
   bool stop_requested_ = false;
   Status stopped_because_;
   Status shutdown_status_;
   std::thread thread_;
+  // Written by the background thread before start() returns; read by request_timeline.
+  std::thread::id bg_thread_id_;
   std::atomic<bool> work_queued_{false};  // set by submit(), cleared when the queue is taken
 
   std::array<std::atomic<uint64_t>, kNumOpTypes> name_counters_{};  // the global set's

@@ -115,24 +115,24 @@ const char* timeline_phase_name(TimelinePhase phase) {
   return "UNKNOWN";
 }
 
-StatusOr<std::unique_ptr<Timeline>> Timeline::open(const std::string& path, int rank) {
+StatusOr<std::unique_ptr<Timeline>> Timeline::open(const std::string& path, int rank,
+                                                   std::string label) {
+  if (label.empty()) label = "CHORUS_TIMELINE=" + path;
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) {
-    return invalid_argument("CHORUS_TIMELINE=" + path + ": cannot open: " + std::strerror(errno));
-  }
+  if (fd < 0) return invalid_argument(label + ": cannot open: " + std::strerror(errno));
   // The file is a complete JSON array from the start: a run that dies before the first
   // batch still leaves a trace that loads.
   const std::string head = "[\n" + process_name_event(rank) + std::string(kTail);
   if (int err = pwrite_all(fd, head, 0); err != 0) {
     ::close(fd);
-    return invalid_argument("CHORUS_TIMELINE=" + path + ": cannot write: " + std::strerror(err));
+    return invalid_argument(label + ": cannot write: " + std::strerror(err));
   }
   const auto offset = static_cast<int64_t>(head.size() - kTail.size());
-  return std::unique_ptr<Timeline>(new Timeline(fd, rank, path, offset));
+  return std::unique_ptr<Timeline>(new Timeline(fd, rank, std::move(label), offset));
 }
 
-Timeline::Timeline(int fd, int rank, std::string path, int64_t offset)
-    : fd_(fd), rank_(rank), path_(std::move(path)), origin_(Clock::now()), offset_(offset) {
+Timeline::Timeline(int fd, int rank, std::string label, int64_t offset)
+    : fd_(fd), rank_(rank), label_(std::move(label)), origin_(Clock::now()), offset_(offset) {
   writer_ = std::thread([this] { writer_loop(); });
 }
 
@@ -144,9 +144,19 @@ void Timeline::record(std::string_view tensor, TimelinePhase phase, Clock::time_
   using std::chrono::microseconds;
   // Copy the strings before taking the lock, so that the lock covers only a move: the
   // background thread records too, and must not wait behind another producer's allocations.
-  Event event{std::string(tensor), phase, duration_cast<microseconds>(start - origin_).count(),
-              std::max<int64_t>(0, duration_cast<microseconds>(end - start).count()),
-              std::string(detail)};
+  push(Event{std::string(tensor), phase, duration_cast<microseconds>(start - origin_).count(),
+             std::max<int64_t>(0, duration_cast<microseconds>(end - start).count()),
+             std::string(detail)});
+}
+
+void Timeline::mark_cycle(Clock::time_point at) {
+  Event event{};
+  event.start_us = std::chrono::duration_cast<std::chrono::microseconds>(at - origin_).count();
+  event.cycle = true;
+  push(std::move(event));
+}
+
+void Timeline::push(Event event) {
   bool wake = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -222,6 +232,12 @@ void Timeline::write_events(const std::vector<Event>& events, uint64_t dropped) 
   const std::string pid = std::to_string(rank_);
   // Every event, the first included, follows a separator: process_name is already there.
   for (const Event& e : events) {
+    if (e.cycle) {
+      out += ",\n";
+      out += R"({"name":"CYCLE_START","ph":"i","s":"g","pid":)" + pid + R"(,"tid":0,"ts":)" +
+             std::to_string(e.start_us) + "}";
+      continue;
+    }
     auto [it, inserted] = rows_.try_emplace(e.tensor, static_cast<int>(rows_.size()) + 1);
     const std::string tid = std::to_string(it->second);
     if (inserted) {
@@ -260,8 +276,8 @@ void Timeline::write_events(const std::vector<Event>& events, uint64_t dropped) 
   // a prefix without its "]" (short of the kernel splitting a write to a regular file).
   if (int err = pwrite_all(fd_, out, offset_); err != 0) {
     write_failed_ = true;
-    std::fprintf(stderr, "chorus: CHORUS_TIMELINE=%s: write failed: %s; the timeline stops here\n",
-                 path_.c_str(), std::strerror(err));
+    std::fprintf(stderr, "chorus: %s: write failed: %s; the timeline stops here\n", label_.c_str(),
+                 std::strerror(err));
     return;
   }
   offset_ += static_cast<int64_t>(body);

@@ -1,8 +1,9 @@
 #pragma once
-// Chrome-trace timeline (CHORUS_TIMELINE=path): one row per tensor, one complete event per
-// phase. Producers (the background thread, trainer threads) append under a short lock; a
-// writer thread owned by the Timeline drains and writes. The file is valid JSON after
-// every flush: each write puts the closing "]" back at the end, so a job that dies early
+// Chrome-trace timeline (CHORUS_TIMELINE=path, or chorus::start_timeline at run time): one
+// row per tensor, one complete event per phase, and optionally a CYCLE_START marker per
+// background cycle that ran something. Producers (the background thread, trainer threads) append
+// under a short lock; a writer thread owned by the Timeline drains and writes. The file is valid
+// JSON after every flush: each write puts the closing "]" back at the end, so a job that dies early
 // still leaves a file that Perfetto and chrome://tracing load.
 
 #include <chrono>
@@ -35,8 +36,10 @@ class Timeline {
   using Clock = std::chrono::steady_clock;
 
   /// Creates (truncates) `path` and starts the writer thread. `rank` becomes the trace's pid.
-  /// Fails with kInvalidArgument naming CHORUS_TIMELINE, the path and the OS error.
-  static StatusOr<std::unique_ptr<Timeline>> open(const std::string& path, int rank);
+  /// `label` names the file in messages: "CHORUS_TIMELINE=<path>" when empty. Fails with
+  /// kInvalidArgument naming the label and the OS error.
+  static StatusOr<std::unique_ptr<Timeline>> open(const std::string& path, int rank,
+                                                  std::string label = {});
   ~Timeline();  // stop()
   Timeline(const Timeline&) = delete;
   Timeline& operator=(const Timeline&) = delete;
@@ -46,6 +49,9 @@ class Timeline {
   /// ones are dropped and counted, and the count is written as a "dropped events" marker.
   void record(std::string_view tensor, TimelinePhase phase, Clock::time_point start,
               Clock::time_point end, std::string_view detail = {});
+  /// Records a global "CYCLE_START" instant at `at` (a line across every row, as Horovod's
+  /// mark_cycles draws). Thread-safe, same rules as record().
+  void mark_cycle(Clock::time_point at);
   /// Writes everything recorded before the call (the file stays valid JSON). Any thread;
   /// returns at once after stop().
   void flush();
@@ -64,14 +70,16 @@ class Timeline {
     int64_t start_us;
     int64_t dur_us;
     std::string detail;
+    bool cycle = false;  // a CYCLE_START marker: no tensor, no phase, no duration
   };
-  Timeline(int fd, int rank, std::string path, int64_t offset);
+  Timeline(int fd, int rank, std::string label, int64_t offset);
+  void push(Event event);
   void writer_loop();
   void write_events(const std::vector<Event>& events, uint64_t dropped);
 
   const int fd_;
   const int rank_;
-  const std::string path_;
+  const std::string label_;  // names the file in messages
   const Clock::time_point origin_;
   // Where the tail "\n]\n" starts, just past the last event: each batch is written here in
   // one pwrite that ends with a new tail (writer thread only).

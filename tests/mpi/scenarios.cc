@@ -154,6 +154,84 @@ int timeline() {
   return 0;
 }
 
+std::string read_file(const std::string& path) {
+  std::string text;
+  std::FILE* f = std::fopen(path.c_str(), "r");
+  if (!f) return text;
+  char buf[4096];
+  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
+  std::fclose(f);
+  return text;
+}
+
+bool has(const std::string& text, const std::string& what) {
+  return text.find(what) != std::string::npos;
+}
+
+Status allreduce_named(const std::string& name) {
+  std::vector<float> v(256, 1.0f);
+  return allreduce(name, ref(v), ref(v)).wait();
+}
+
+// start_timeline/stop_timeline at run time, on every rank (rank 0 writes): a timeline in
+// $RT_TL_A, switched to $RT_TL_B with mark_cycles, then stopped. Each file holds exactly the
+// collectives run while it was active, only B has CYCLE_START marks, neither changes after
+// it was closed; a second stop is a no-op, a bad path fails on rank 0, an empty one
+// everywhere, and both calls fail after shutdown. expect.sh checks both files are JSON.
+int runtime_timeline() {
+  const char* a_env = std::getenv("RT_TL_A");
+  const char* b_env = std::getenv("RT_TL_B");
+  if (!a_env || !b_env) return fail("RT_TL_A and RT_TL_B must name the files");
+  const std::string a = a_env, b = b_env;
+  const bool writer = rank() == 0;
+
+  if (Status s = stop_timeline(); !s.ok()) return fail("stop with none active: " + s.to_string());
+  if (Status s = start_timeline(a); !s.ok()) return fail("start A: " + s.to_string());
+  if (Status s = allreduce_named("rt.first"); !s.ok()) return fail(s.to_string());
+  if (Status s = start_timeline(b, /*mark_cycles=*/true); !s.ok())
+    return fail("switch to B: " + s.to_string());
+  const std::string a_closed = read_file(a);  // A was closed before start_timeline returned
+  if (Status s = allreduce_named("rt.second"); !s.ok()) return fail(s.to_string());
+  if (Status s = stop_timeline(); !s.ok()) return fail("stop B: " + s.to_string());
+  const std::string b_closed = read_file(b);
+  if (Status s = allreduce_named("rt.after"); !s.ok()) return fail(s.to_string());
+  if (Status s = stop_timeline(); !s.ok()) return fail("second stop: " + s.to_string());
+  // Give a stray writer (there should be none) time to show itself.
+  std::this_thread::sleep_for(300ms);
+
+  if (Status s = start_timeline(""); s.code() != StatusCode::kInvalidArgument)
+    return fail("empty path: expected INVALID_ARGUMENT, got " + s.to_string());
+  Status bad = start_timeline("/nonexistent-chorus-dir/t.json");
+  if (writer ? bad.code() != StatusCode::kInvalidArgument || !has(bad.message(), "nonexistent")
+             : !bad.ok())
+    return fail("unwritable path: got " + bad.to_string());
+  // A rank that reached shutdown() would stop the others' runtime under their calls above.
+  if (Status s = barrier().wait(); !s.ok()) return fail("barrier: " + s.to_string());
+
+  if (writer) {
+    const std::string a_end = read_file(a), b_end = read_file(b);
+    if (a_end != a_closed) return fail("timeline A changed after the switch");
+    if (b_end != b_closed) return fail("timeline B changed after stop_timeline");
+    if (!has(a_end, "\"rt.first\"") || !has(a_end, "COLLECTIVE"))
+      return fail("timeline A lacks rt.first");
+    if (has(a_end, "rt.second") || has(a_end, "rt.after") || has(a_end, "CYCLE_START"))
+      return fail("timeline A holds events from after the switch: " + a_end);
+    if (!has(b_end, "\"rt.second\"") || !has(b_end, "CYCLE_START"))
+      return fail("timeline B lacks rt.second or its CYCLE_START marks: " + b_end);
+    if (has(b_end, "rt.first") || has(b_end, "rt.after"))
+      return fail("timeline B holds events from outside its start and stop: " + b_end);
+  }
+
+  if (Status s = shutdown(); !s.ok()) return fail(s.to_string());
+  if (Status s = start_timeline(b); s.code() != StatusCode::kNotInitialized)
+    return fail("start after shutdown: expected NOT_INITIALIZED, got " + s.to_string());
+  if (Status s = stop_timeline(); s.code() != StatusCode::kNotInitialized)
+    return fail("stop after shutdown: expected NOT_INITIALIZED, got " + s.to_string());
+  if (writer && read_file(b) != b_closed) return fail("timeline B changed at shutdown");
+  say(std::string("runtime timeline ok") + (writer ? " (rank 0 checked the files)" : ""));
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -190,6 +268,8 @@ int main(int argc, char** argv) {
     rc = killed_rank();
   else if (name == "timeline")
     rc = timeline();
+  else if (name == "runtime_timeline")
+    rc = runtime_timeline();
   else
     std::fprintf(stderr, "unknown scenario %s\n", name.c_str());
   Status down = shutdown();
