@@ -136,6 +136,18 @@ PYBIND11_MODULE(_ext, m) {
     py::gil_scoped_release release;
     throw_if_error(chorus::remove_process_set(to_set(id)));
   });
+  // Not collective; they wait for the background thread (a cycle at most), GIL released.
+  m.def(
+      "start_timeline",
+      [](const std::string& path, bool mark_cycles) {
+        py::gil_scoped_release release;
+        throw_if_error(chorus::start_timeline(path, mark_cycles));
+      },
+      py::arg("path"), py::arg("mark_cycles") = false);
+  m.def("stop_timeline", [] {
+    py::gil_scoped_release release;
+    throw_if_error(chorus::stop_timeline());
+  });
   m.def("process_set_rank", [](int id) { return chorus::process_set_rank(to_set(id)); });
   m.def("process_set_size", [](int id) { return chorus::process_set_size(to_set(id)); });
 

@@ -76,7 +76,6 @@ _lock = threading.Lock()
 _handles = {}  # int -> (TensorHandle, finish(TensorHandle) -> result)
 _handle_ids = itertools.count(1)
 _registered_sets = {}  # id -> ProcessSet
-_timeline_path = None
 
 # HOROVOD_* variables of existing job scripts, used where the CHORUS_* one is not set.
 _HOROVOD_ENV = [
@@ -114,7 +113,6 @@ def init(comm=None, process_sets=None):
     order, on every rank. HOROVOD_* tuning variables are honoured when the CHORUS_* variable
     of the same meaning is unset. Calling init() again while initialized does nothing.
     """
-    global _timeline_path
     if comm is not None:
         raise NotSupportedError("hvd.init(comm=...) is not supported: Chorus runs on every rank "
                                 "that mpirun or srun started (MPI_COMM_WORLD)")
@@ -124,7 +122,6 @@ def init(comm=None, process_sets=None):
         return
     options = _options_from_horovod_env()
     _ext.init(options)
-    _timeline_path = options.get("timeline_path", os.environ.get("CHORUS_TIMELINE")) or None
     global_process_set.ranks = list(range(_ext.size()))
     _registered_sets.clear()
     _registered_sets[0] = global_process_set
@@ -489,22 +486,20 @@ def join(device=-1):
 
 
 def start_timeline(file_path, mark_cycles=False):
-    """Chorus writes its timeline from init() to shutdown(), to the file named by
-    CHORUS_TIMELINE (or HOROVOD_TIMELINE) when init() ran; it cannot start one later.
+    """Starts writing a Chrome-trace timeline to ``file_path`` (rank 0 writes; on the other
+    ranks it does nothing). Not collective: any rank, any thread, any time after init().
 
-    Calling this with the file that is already being written does nothing; anything else
-    raises NotSupportedError."""
+    Returns once the change took effect, so collectives started afterwards are recorded. An
+    active timeline (HOROVOD_TIMELINE / CHORUS_TIMELINE, or an earlier call) is closed first,
+    a complete file, and replaced. ``mark_cycles`` adds a CYCLE_START mark for every
+    background cycle that ran a collective. A path rank 0 cannot create raises
+    CollectiveError (a RuntimeError), and then no timeline is active."""
     _checked(None)
-    if _timeline_path is not None and os.path.abspath(file_path) == os.path.abspath(
-            _timeline_path):
-        return
-    raise NotSupportedError(
-        "hvd.start_timeline(): Chorus cannot start a timeline at run time; set "
-        f"CHORUS_TIMELINE={file_path} (or HOROVOD_TIMELINE) in the environment before "
-        "hvd.init() instead")
+    _ext.start_timeline(os.fspath(file_path), bool(mark_cycles))
 
 
 def stop_timeline():
-    """Not supported: the timeline, if any, is closed by shutdown()."""
-    raise NotSupportedError("hvd.stop_timeline(): Chorus closes its timeline (CHORUS_TIMELINE) "
-                            "at hvd.shutdown() and cannot stop it earlier")
+    """Stops the active timeline and closes its file; nothing recorded after the call goes
+    there. Does nothing when no timeline is active."""
+    _checked(None)
+    _ext.stop_timeline()
