@@ -21,8 +21,11 @@ struct Config {
   int64_t fusion_threshold_bytes = 512 << 10;
   /// CHORUS_CYCLE_TIME, milliseconds: how often an idle background thread takes part in a
   /// negotiation round so that peers waiting on it (join, stall reports, shutdown) progress.
-  /// A thread with fresh work never waits for it.
-  double cycle_time_ms = 1.0;
+  /// A thread with fresh work never waits for it. Default 5 ms: each idle round costs CPU
+  /// that the trainer needs (bench/run_torch_bench.sh, 2 ranks on 2 cores: the background
+  /// thread took 42 ms per cnn step at 1 ms and 25 ms at 5 ms, and Chorus/DDP went from 0.91
+  /// to 0.99), while only join, stall reports and shutdown wait on idle rounds.
+  double cycle_time_ms = 5.0;
   /// CHORUS_CACHE_CAPACITY: responses remembered per process set; 0 turns the cache off.
   int64_t cache_capacity = 1024;
   /// CHORUS_TIMELINE: path of a Chrome-trace file to write; empty: no timeline.

@@ -48,7 +48,7 @@ TEST(ConfigTest, DefaultsWithEmptyEnvironment) {
   StatusOr<Config> c = load_env({});
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_EQ(c->fusion_threshold_bytes, 512 << 10);
-  EXPECT_EQ(c->cycle_time_ms, 1.0);
+  EXPECT_EQ(c->cycle_time_ms, 5.0);
   EXPECT_EQ(c->cache_capacity, 1024);
   EXPECT_EQ(c->timeline_path, "");
   EXPECT_EQ(c->stall_check_seconds, 60.0);
@@ -73,7 +73,7 @@ TEST(ConfigTest, EmptyValuesKeepDefaults) {
                                  {"CHORUS_LOG_LEVEL", ""}});
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_EQ(c->fusion_threshold_bytes, 512 << 10);
-  EXPECT_EQ(c->cycle_time_ms, 1.0);
+  EXPECT_EQ(c->cycle_time_ms, 5.0);
   EXPECT_EQ(c->cache_capacity, 1024);
   EXPECT_EQ(c->stall_check_seconds, 60.0);
   EXPECT_EQ(c->stall_shutdown_seconds, 0.0);
@@ -184,7 +184,7 @@ TEST(ConfigTest, UnsetOptionsFallBackToEnvironment) {
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_EQ(c->cache_capacity, 5);
   EXPECT_EQ(c->fusion_threshold_bytes, 999);
-  EXPECT_EQ(c->cycle_time_ms, 1.0);
+  EXPECT_EQ(c->cycle_time_ms, 5.0);
 }
 
 TEST(ConfigTest, OptionsAloneWithoutEnvironment) {
@@ -345,7 +345,7 @@ TEST(ConfigTest, DescribeNamesEverySetting) {
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   const std::string d = c->describe();
   for (const char* want :
-       {"CHORUS_FUSION_THRESHOLD=4096", "CHORUS_CYCLE_TIME=1", "CHORUS_CACHE_CAPACITY=33",
+       {"CHORUS_FUSION_THRESHOLD=4096", "CHORUS_CYCLE_TIME=5", "CHORUS_CACHE_CAPACITY=33",
         "CHORUS_TIMELINE=/tmp/t.json", "CHORUS_STALL_CHECK_SECONDS=60",
         "CHORUS_STALL_SHUTDOWN_SECONDS=0", "CHORUS_HIERARCHICAL_ALLREDUCE=1",
         "CHORUS_LOG_LEVEL=info", "CHORUS_BIND=none"}) {
