@@ -1,6 +1,7 @@
 #include "collectives/mpi_backend.h"
 
 #include <algorithm>
+#include <chrono>
 #include <climits>
 
 #include "collectives/backoff.h"
@@ -34,13 +35,18 @@ Status int_counts(const std::vector<int64_t>& bytes, const char* what, std::vect
   return {};
 }
 
-// Waits for `n` requests, testing them (which drives MPI's progress) between pauses.
+// Waits for `n` requests, testing them (which drives MPI's progress). Between peers that
+// are both here a transfer moves only while MPI is polled (shared-memory fragments), so
+// the first kSpinFor is spent polling without pause; a wait that outlasts it is for a peer
+// still busy elsewhere, and sleeps between tests so as not to take the trainer's core.
 Status wait_all(int n, MPI_Request* requests) {
-  Backoff backoff(std::chrono::microseconds(50));
+  constexpr auto kSpinFor = std::chrono::milliseconds(1);
+  const auto spin_until = std::chrono::steady_clock::now() + kSpinFor;
+  Backoff backoff(std::chrono::microseconds(50), /*eager=*/false);
   for (int done = 0;;) {
     CHORUS_MPI_CHECK(MPI_Testall(n, requests, &done, MPI_STATUSES_IGNORE));
     if (done) return {};
-    backoff.pause();
+    if (std::chrono::steady_clock::now() >= spin_until) backoff.pause();
   }
 }
 
