@@ -131,10 +131,11 @@ int killed_rank() {
 // file has a row per tensor and every phase (expect.sh checks that it is valid JSON).
 int timeline() {
   std::vector<float> a(1000, 1.0f), b(5000, 2.0f);
+  // Grouped, so that the two are always fused and every phase (MEMCPY_IN/OUT included)
+  // appears whatever the timing; separately submitted they may run in different cycles.
   for (int step = 0; step < 3; ++step) {
-    Handle ha = allreduce("tl.a", ref(a), ref(a));
-    Handle hb = allreduce("tl.b", ref(b), ref(b));
-    if (!ha.wait().ok() || !hb.wait().ok()) return fail("allreduce failed");
+    Handle h = grouped_allreduce({"tl.a", "tl.b"}, {ref(a), ref(b)}, {ref(a), ref(b)});
+    if (!h.wait().ok()) return fail("grouped allreduce failed");
   }
   const int me = rank();
   if (Status s = shutdown(); !s.ok()) return fail(s.to_string());
