@@ -16,7 +16,6 @@ drives collectives itself; DistributedOptimizer's per-gradient path never enters
 
 import argparse
 import os
-import resource
 import statistics
 import sys
 import time
@@ -25,7 +24,8 @@ import torch
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from ddp_synthetic import CLASSES, IMAGE_SHAPE, SyntheticCnn, SyntheticMlp  # noqa: E402
+from ddp_synthetic import (CLASSES, IMAGE_SHAPE, SyntheticCnn, SyntheticMlp,  # noqa: E402
+                           process_cpu_ns)
 
 import chorus.torch as hvd  # noqa: E402
 
@@ -50,11 +50,6 @@ def find_thread(name):
         except OSError:
             pass
     return None
-
-
-def process_cpu_ns():
-    u = resource.getrusage(resource.RUSAGE_SELF)
-    return (u.ru_utime + u.ru_stime) * 1e9
 
 
 def enqueue_overhead_us(count=2000):
