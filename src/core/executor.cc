@@ -41,18 +41,12 @@ void Executor::set_gpu_setup(const GpuContextSetup& setup) {
 
 #ifndef CHORUS_WITH_CUDA
 // The API refuses CUDA tensors in a build without CUDA, so no CUDA response reaches here.
-Status Executor::run_gpu_batch(const std::vector<const Response*>& batch,
-                               std::unordered_map<std::string, Entry>&, Clock::time_point,
-                               const Finish&) {
-  return internal_error("'" + batch.front()->name + "' is on " +
-                        device_name(batch.front()->device) + " in a build without CUDA");
+Status Executor::run_gpu_batch(const std::vector<Job>& batch, Clock::time_point, const Finish&) {
+  const Response& r = *batch.front().response;
+  return internal_error("'" + r.name + "' is on " + device_name(r.device) +
+                        " in a build without CUDA");
 }
 #endif
-
-Entry* Executor::find(std::unordered_map<std::string, Entry>& entries, const std::string& name) {
-  auto it = entries.find(name);
-  return it == entries.end() ? nullptr : &it->second;
-}
 
 void Executor::trace(const std::string& name, TimelinePhase phase, Clock::time_point start,
                      Clock::time_point end) {
@@ -86,12 +80,13 @@ StatusOr<TensorRef> Executor::output_for(Entry& e, const std::vector<int64_t>& s
 Status Executor::execute(const std::vector<Response>& responses,
                          std::unordered_map<std::string, Entry>& entries, Clock::time_point agreed,
                          const Finish& finish) {
-  std::vector<const Response*> runnable;
+  std::vector<Job> runnable;
   std::vector<FusionItem> items;
   // Allreduces fuse only with identical reduction parameters: keys index this list.
   std::vector<std::tuple<DataType, ReduceOp, Device::Kind, int, double, double>> keys;
   for (const Response& r : responses) {
-    Entry* e = find(entries, r.name);
+    auto found = entries.find(r.name);
+    Entry* e = found == entries.end() ? nullptr : &found->second;
     if (!r.status.ok()) {
       if (e) finish(*e, r.status);
       continue;
@@ -109,45 +104,44 @@ Status Executor::execute(const std::vector<Response>& responses,
       if (k == keys.size()) keys.push_back(key);
       item.key = k;
     }
-    runnable.push_back(&r);
+    runnable.push_back({&r, e});
     items.push_back(item);
   }
+  std::vector<Job> members;
   for (const FusionBatch& batch : plan_fusion(items, fusion_.capacity())) {
+    members.clear();
+    for (std::size_t i : batch.items) members.push_back(runnable[i]);
+    const Job& front = members.front();
     Status s;
-    if (runnable[batch.items[0]]->device.kind == Device::Kind::kCUDA) {
-      std::vector<const Response*> members;
-      for (std::size_t i : batch.items) members.push_back(runnable[i]);
-      s = run_gpu_batch(members, entries, agreed, finish);
-    } else if (batch.items.size() == 1) {
-      const Response& r = *runnable[batch.items[0]];
-      Entry* e = find(entries, r.name);
-      if (e) trace(r.name, TimelinePhase::kQueue, agreed, Clock::now());
-      s = run_single(r, e, finish);
+    if (front.response->device.kind == Device::Kind::kCUDA) {
+      s = run_gpu_batch(members, agreed, finish);
+    } else if (members.size() == 1) {
+      if (front.entry) trace(front.response->name, TimelinePhase::kQueue, agreed, Clock::now());
+      s = run_single(*front.response, front.entry, finish);
     } else {
-      std::vector<const Response*> members;
-      for (std::size_t i : batch.items) members.push_back(runnable[i]);
-      s = run_allreduce_batch(members, entries, agreed, finish);
+      s = run_allreduce_batch(members, agreed, finish);
     }
     if (!s.ok()) return s;
   }
   return {};
 }
 
-Status Executor::run_allreduce_batch(const std::vector<const Response*>& batch,
-                                     std::unordered_map<std::string, Entry>& entries,
-                                     Clock::time_point agreed, const Finish& finish) {
-  const Response& first = *batch.front();
+Status Executor::run_allreduce_batch(const std::vector<Job>& batch, Clock::time_point agreed,
+                                     const Finish& finish) {
+  const Response& first = *batch.front().response;
   const std::size_t esz = dtype_size(first.dtype);
   std::size_t total = 0;
-  for (const Response* r : batch) total += static_cast<std::size_t>(num_elements(r->shape)) * esz;
+  for (const Job& j : batch) {
+    total += static_cast<std::size_t>(num_elements(j.response->shape)) * esz;
+  }
   char* buffer = fusion_.get(total);
 
   const Clock::time_point t0 = Clock::now();
   std::size_t offset = 0;
-  for (const Response* r : batch) {
+  for (const Job& j : batch) {
+    const Response* r = j.response;
     const int64_t count = num_elements(r->shape);
-    Entry* e = find(entries, r->name);
-    if (e) {
+    if (Entry* e = j.entry) {
       kernels::scale_copy(buffer + offset, e->input.data, count, r->dtype, r->prescale);
     } else {
       std::memset(buffer + offset, 0, static_cast<std::size_t>(count) * esz);
@@ -159,9 +153,10 @@ Status Executor::run_allreduce_batch(const std::vector<const Response*>& batch,
                                  wire_op(first.reduce_op), result_scale(first, backend_->size()));
   const Clock::time_point t2 = Clock::now();
   offset = 0;
-  for (const Response* r : batch) {
+  for (const Job& j : batch) {
+    const Response* r = j.response;
     const std::size_t bytes = static_cast<std::size_t>(num_elements(r->shape)) * esz;
-    if (Entry* e = find(entries, r->name)) {
+    if (Entry* e = j.entry) {
       if (s.ok()) std::memcpy(e->output.data, buffer + offset, bytes);
       trace(r->name, TimelinePhase::kQueue, agreed, t0);
       trace(r->name, TimelinePhase::kMemcpyIn, t0, t1);

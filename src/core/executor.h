@@ -23,6 +23,12 @@ class Executor {
  public:
   using Finish = std::function<void(Entry&, const Status&)>;
   using Clock = std::chrono::steady_clock;
+  /// One agreed response and this rank's entry for it (null: this rank has none; it joined
+  /// and contributes zeros), looked up once per round.
+  struct Job {
+    const Response* response;
+    Entry* entry;
+  };
 
   /// `fusion_threshold`: bytes per fusion buffer (0: no fusion). `timeline` may be null.
   Executor(Backend* backend, std::size_t fusion_threshold, Timeline* timeline);
@@ -47,10 +53,8 @@ class Executor {
                  const Finish& finish);
 
  private:
-  Entry* find(std::unordered_map<std::string, Entry>& entries, const std::string& name);
-  Status run_allreduce_batch(const std::vector<const Response*>& batch,
-                             std::unordered_map<std::string, Entry>& entries,
-                             Clock::time_point agreed, const Finish& finish);
+  Status run_allreduce_batch(const std::vector<Job>& batch, Clock::time_point agreed,
+                             const Finish& finish);
   Status run_single(const Response& r, Entry* e, const Finish& finish);
   StatusOr<TensorRef> output_for(Entry& e, const std::vector<int64_t>& shape);
   char* zeros(std::size_t bytes);
@@ -58,11 +62,9 @@ class Executor {
              Clock::time_point end);
   // CUDA responses (executor_gpu.cc): one batch of the plan, fused or alone, on the set's
   // GPU context, synchronized before the entries finish.
-  Status run_gpu_batch(const std::vector<const Response*>& batch,
-                       std::unordered_map<std::string, Entry>& entries, Clock::time_point agreed,
+  Status run_gpu_batch(const std::vector<Job>& batch, Clock::time_point agreed,
                        const Finish& finish);
-  Status run_gpu_fused(GpuContext& g, const std::vector<const Response*>& batch,
-                       std::unordered_map<std::string, Entry>& entries, Clock::time_point agreed,
+  Status run_gpu_fused(GpuContext& g, const std::vector<Job>& batch, Clock::time_point agreed,
                        const Finish& finish);
   Status run_gpu_single(GpuContext& g, const Response& r, Entry* e, const Finish& finish);
   StatusOr<GpuContext*> gpu_for();

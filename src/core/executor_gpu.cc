@@ -32,16 +32,16 @@ int64_t row_elements(const std::vector<int64_t>& shape) {
 // the end. Slots start on 16 bytes when the padded batch still fits, so that every tensor
 // after an odd-sized one keeps the kernel's 16-byte copies (cuda_kernels.cu); otherwise
 // they are packed. Depends only on the responses, so it is the same on every rank.
-std::vector<std::size_t> gpu_fusion_offsets(const std::vector<const Response*>& batch,
+std::vector<std::size_t> gpu_fusion_offsets(const std::vector<Executor::Job>& batch,
                                             std::size_t capacity) {
-  const std::size_t esz = dtype_size(batch.front()->dtype);
+  const std::size_t esz = dtype_size(batch.front().response->dtype);
   for (std::size_t align : {std::size_t{16}, esz}) {
     std::vector<std::size_t> offsets;
     std::size_t at = 0;
-    for (const Response* r : batch) {
+    for (const Executor::Job& j : batch) {
       at = (at + align - 1) / align * align;
       offsets.push_back(at);
-      at += static_cast<std::size_t>(num_elements(r->shape)) * esz;
+      at += static_cast<std::size_t>(num_elements(j.response->shape)) * esz;
     }
     offsets.push_back(at);
     if (at <= capacity || align == esz) return offsets;
@@ -72,28 +72,26 @@ StatusOr<GpuContext*> Executor::gpu_for() {
   return gpu_.get();
 }
 
-Status Executor::run_gpu_batch(const std::vector<const Response*>& batch,
-                               std::unordered_map<std::string, Entry>& entries,
-                               Clock::time_point agreed, const Finish& finish) {
+Status Executor::run_gpu_batch(const std::vector<Job>& batch, Clock::time_point agreed,
+                               const Finish& finish) {
   // GpuContext::create fails on every member together, so returning its error (which
   // stops the runtime and fails every handle) leaves no member waiting. A tensor on
   // another GPU than the rank's was refused at enqueue (api.cc).
   StatusOr<GpuContext*> g = gpu_for();
   if (!g.ok()) return g.status();
-  if (batch.size() > 1) return run_gpu_fused(**g, batch, entries, agreed, finish);
-  Entry* e = find(entries, batch.front()->name);
-  if (e) trace(batch.front()->name, TimelinePhase::kQueue, agreed, Clock::now());
-  return run_gpu_single(**g, *batch.front(), e, finish);
+  if (batch.size() > 1) return run_gpu_fused(**g, batch, agreed, finish);
+  const Job& j = batch.front();
+  if (j.entry) trace(j.response->name, TimelinePhase::kQueue, agreed, Clock::now());
+  return run_gpu_single(**g, *j.response, j.entry, finish);
 }
 
 // Failures follow executor.cc: this rank's own failure (an event it cannot wait on, a
 // kernel it cannot launch) is kept in `local` and the backend call is still made, so the
 // other members never wait for this rank; only the backend's failure (the ranks are out of
 // step) or a failed wait for the stream is returned.
-Status Executor::run_gpu_fused(GpuContext& g, const std::vector<const Response*>& batch,
-                               std::unordered_map<std::string, Entry>& entries,
+Status Executor::run_gpu_fused(GpuContext& g, const std::vector<Job>& batch,
                                Clock::time_point agreed, const Finish& finish) {
-  const Response& first = *batch.front();
+  const Response& first = *batch.front().response;
   const std::size_t esz = dtype_size(first.dtype);
   const std::vector<std::size_t> offsets = gpu_fusion_offsets(batch, g.fusion_capacity());
   const std::size_t total = offsets.back();
@@ -110,9 +108,9 @@ Status Executor::run_gpu_fused(GpuContext& g, const std::vector<const Response*>
   };
   std::vector<gpu::CopyItem> in, out;
   for (std::size_t i = 0; i < batch.size(); ++i) {
-    const Response* r = batch[i];
+    const Response* r = batch[i].response;
     const int64_t count = num_elements(r->shape);
-    if (Entry* e = find(entries, r->name)) {
+    if (Entry* e = batch[i].entry) {
       keep(g.wait_ready(e->ready_event.get()));
       in.push_back({e->input.data, buffer + offsets[i], count});
       out.push_back({buffer + offsets[i], e->output.data, count});
@@ -132,10 +130,10 @@ Status Executor::run_gpu_fused(GpuContext& g, const std::vector<const Response*>
   // so it stops (the collective itself completed on every member).
   if (s.ok() && !local.ok() && in.empty()) s = local;
   const Clock::time_point t1 = Clock::now();
-  for (const Response* r : batch) {
-    if (Entry* e = find(entries, r->name)) {
-      trace(r->name, TimelinePhase::kQueue, agreed, t0);
-      trace(r->name, TimelinePhase::kCollective, t0, t1);
+  for (const Job& j : batch) {
+    if (Entry* e = j.entry) {
+      trace(j.response->name, TimelinePhase::kQueue, agreed, t0);
+      trace(j.response->name, TimelinePhase::kCollective, t0, t1);
       finish(*e, s.ok() ? local : s);
     }
   }

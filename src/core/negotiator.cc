@@ -30,6 +30,7 @@ void Negotiator::submit(Request request, Clock::time_point now) {
   Pending p;
   p.request = std::move(request);
   p.submitted = now;
+  p.order = submitted_++;
   pending_.emplace(std::move(name), std::move(p));
 }
 
@@ -53,8 +54,8 @@ Status Negotiator::start(bool shutdown, Clock::time_point now) {
   // Cached tensors are reported to the stall inspector once one waited this long.
   const double stall_after = options_.stall_check_seconds > 0 ? options_.stall_check_seconds
                                                               : options_.stall_shutdown_seconds;
-  bool has_new = false;
   bool stalled = false;
+  std::vector<Pending*> misses;
   std::vector<WaitingSlot> waiting;
   std::set<int> conflicts;
   auto classify = [&](Pending* const* unit, std::size_t count) {
@@ -84,11 +85,7 @@ Status Negotiator::start(bool shutdown, Clock::time_point now) {
       }
       return;
     }
-    for (std::size_t i = 0; i < count; ++i) {
-      outgoing_.requests.push_back(unit[i]->request);
-      outgoing_names_.push_back(unit[i]->request.name);
-    }
-    has_new = true;
+    misses.insert(misses.end(), unit, unit + count);
   };
   std::map<std::string, std::vector<Pending*>> groups;
   for (auto& [name, p] : pending_) {
@@ -101,6 +98,13 @@ Status Negotiator::start(bool shutdown, Clock::time_point now) {
     }
   }
   for (auto& [key, members] : groups) classify(members.data(), members.size());
+  const bool has_new = !misses.empty();
+  std::sort(misses.begin(), misses.end(),
+            [](const Pending* a, const Pending* b) { return a->order < b->order; });
+  for (const Pending* p : misses) {
+    outgoing_.requests.push_back(p->request);
+    outgoing_names_.push_back(p->request.name);
+  }
   // A joined rank has no more data: it is ready for every cached allreduce, with zeros
   // (unless its own request under that name conflicts: that must become a mismatch). A
   // slot runs only if some rank holds the tensor (kNoTensor), so ranks that all joined do

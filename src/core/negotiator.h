@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/control_transport.h"
@@ -77,6 +78,7 @@ class Negotiator {
   struct Pending {
     Request request;
     Clock::time_point submitted;
+    uint64_t order = 0;          // submission order: new requests go to the coordinator in it
     bool sent = false;           // handed to the coordinator; wait for its response
     ResponseCache::Found found;  // the cache lookup, valid while the cache's generation is
     uint64_t cache_generation = ~uint64_t{0};  // this one
@@ -100,7 +102,8 @@ class Negotiator {
   const std::string label_;
   ResponseCache cache_;
   std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
-  std::map<std::string, Pending> pending_;
+  std::unordered_map<std::string, Pending> pending_;
+  uint64_t submitted_ = 0;  // requests submitted so far (the next one's order)
   bool joined_ = false;
 
   // The round in flight.
