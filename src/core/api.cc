@@ -145,13 +145,9 @@ StatusOr<Prepared> prepare(OpType op, const std::string& name, ProcessSet ps) {
   return p;
 }
 
-// Hands one entry over by moving it: a braced list would copy the entry (its request,
-// shapes and callback) on every collective.
 Handle submit_one(Prepared& p) {
   if (Status s = attach_ready_event(*p.rt, p.entry); !s.ok()) return failed(s);
-  std::vector<Entry> one;
-  one.push_back(std::move(p.entry));
-  return p.rt->submit(std::move(one));
+  return p.rt->submit({&p.entry, 1});
 }
 
 void describe_tensor(Request& q, const TensorRef& t) {
@@ -277,7 +273,7 @@ Handle grouped_allreduce(const std::vector<std::string>& names,
   // One handle for the whole group.
   auto handle = std::make_shared<detail::HandleState>(static_cast<int>(entries.size()));
   for (Entry& e : entries) e.handle = handle;
-  return rt->submit(std::move(entries));
+  return rt->submit(entries);
 }
 
 Handle allreduce(const std::string& name, const TensorRef& input, const TensorRef& output,

@@ -211,9 +211,15 @@ void Negotiator::finish(std::vector<Response> coordinated) {
       if (s < slot_bound_) f(s);
     }
   };
+  auto ready_word = [&](std::size_t w) {
+    return bits_[plane_word(kReady) + w] & ~bits_[plane_word(kNoTensor) + w];
+  };
+  std::size_t ready_count = coordinated.size();
+  for (std::size_t w = 0; w < plane_words_; ++w) ready_count += __builtin_popcountll(ready_word(w));
+  round_.responses.reserve(ready_count);
   std::vector<int> ready_slots;
   for (std::size_t w = 0; w < plane_words_; ++w) {
-    const uint64_t ready = bits_[plane_word(kReady) + w] & ~bits_[plane_word(kNoTensor) + w];
+    const uint64_t ready = ready_word(w);
     each_slot(ready, w, [&](int s) {
       if (!cache_.occupied(s)) return;
       round_.responses.push_back(cache_.at(s));

@@ -98,7 +98,7 @@ std::string Runtime::generate_name(OpType op, int32_t set_id) {
   return "chorus.set" + std::to_string(set_id) + "." + op_type_name(op) + "." + std::to_string(n);
 }
 
-Handle Runtime::submit(std::vector<Entry> entries) {
+Handle Runtime::submit(std::span<Entry> entries) {
   std::shared_ptr<detail::HandleState> handle = entries.front().handle;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -280,10 +280,12 @@ void Runtime::loop() {
   // False after a failed round: MPI may then hold requests that never complete, and
   // finalizing could hang, so MPI is left to the process's exit.
   bool mpi_usable = true;
+  // Swapped with the queue each cycle and emptied after use, so that both keep their
+  // capacity: no reallocation as a step's tensors arrive.
+  std::vector<Entry> fresh;
   while (true) {
     bool pending = false;
     for (auto& [id, set] : sets_) pending = pending || set->negotiator->pending() > 0;
-    std::vector<Entry> fresh;
     std::vector<TimelineRequest> timeline_requests;
     bool stop_asked;
     if (productive && !pending) {
@@ -310,7 +312,8 @@ void Runtime::loop() {
     backoff = fresh.empty() && !productive ? std::min(backoff * 2, cycle_time) : min_backoff;
     // Before the fresh entries: what was submitted after start_timeline returned is recorded.
     apply_timeline_requests(std::move(timeline_requests));
-    accept(std::move(fresh));
+    accept(fresh);
+    fresh.clear();
     bool shutdown = false;
     Status s = cycle(stop_asked, &shutdown, &productive);
     if (!s.ok()) {
@@ -351,7 +354,7 @@ void Runtime::loop() {
 // allreduce's members share a handle) are checked and taken all or nothing. Duplicate
 // names are caught here, on the background thread, which owns the table of what is in
 // flight: the trainer's enqueue stays free of it.
-void Runtime::accept(std::vector<Entry> fresh) {
+void Runtime::accept(std::vector<Entry>& fresh) {
   const Clock::time_point now = Clock::now();
   for (std::size_t begin = 0; begin < fresh.size();) {
     std::size_t end = begin + 1;
@@ -379,9 +382,9 @@ void Runtime::accept(std::vector<Entry> fresh) {
         e.handle->finish(refused);
         continue;
       }
-      it->second->negotiator->submit(e.request, now);
-      std::string name = e.request.name;
-      it->second->entries.emplace(std::move(name), std::move(e));
+      // The key is built from the name before the entry is moved into the node.
+      auto placed = it->second->entries.try_emplace(e.request.name, std::move(e));
+      it->second->negotiator->submit(placed.first->second.request, now);
     }
     begin = end;
   }

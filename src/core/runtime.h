@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -61,8 +62,8 @@ class Runtime {
   const Config& config() const { return config_; }
 
   /// Hands the entries of one collective (several for a grouped allreduce, sharing one
-  /// handle state) to the background thread. Fails the handle at once on a duplicate name.
-  Handle submit(std::vector<Entry> entries);
+  /// handle state) to the background thread, moving them out of `entries`.
+  Handle submit(std::span<Entry> entries);
   std::optional<SetInfo> set_info(int32_t id) const;
   /// running() and set_info(id) under one lock (the enqueue path); false if not running.
   bool running_set_info(int32_t id, std::optional<SetInfo>* info) const;
@@ -102,7 +103,7 @@ class Runtime {
   StatusOr<std::unique_ptr<SetState>> make_set(int32_t id, const std::vector<int>& ranks);
   void loop();
   Status cycle(bool stop_asked, bool* shutdown, bool* productive);
-  void accept(std::vector<Entry> fresh);
+  void accept(std::vector<Entry>& fresh);
   Status apply_set_changes(const std::vector<Response>& changes);
   void finish(SetState& set, Entry& entry, const Status& status);
   void fail_all(const Status& status);
