@@ -4,25 +4,10 @@
 #include <tuple>
 
 #include "collectives/reduce_kernels.h"
+#include "core/op_plan.h"
 #include "fusion/planner.h"
 
 namespace chorus {
-namespace {
-
-// kAverage is a sum whose result is divided by the set size.
-ReduceOp wire_op(ReduceOp op) { return op == ReduceOp::kAverage ? ReduceOp::kSum : op; }
-
-kernels::Scale result_scale(const Response& r, int size) {
-  return {r.reduce_op == ReduceOp::kAverage ? size : 1, r.postscale};
-}
-
-int64_t row_elements(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (std::size_t i = 1; i < shape.size(); ++i) n *= shape[i];
-  return n;
-}
-
-}  // namespace
 
 Executor::Executor(Backend* backend, std::size_t fusion_threshold, Timeline* timeline)
     : backend_(backend), fusion_(fusion_threshold), timeline_(timeline) {
@@ -130,41 +115,39 @@ Status Executor::run_allreduce_batch(const std::vector<Job>& batch, Clock::time_
                                      const Finish& finish) {
   const Response& first = *batch.front().response;
   const std::size_t esz = dtype_size(first.dtype);
-  std::size_t total = 0;
-  for (const Job& j : batch) {
-    total += static_cast<std::size_t>(num_elements(j.response->shape)) * esz;
-  }
+  std::vector<const Response*> responses;
+  responses.reserve(batch.size());
+  for (const Job& j : batch) responses.push_back(j.response);
+  // Packed back to back: the host kernels need no alignment beyond the element's.
+  const FusionLayout layout = plan_fused_allreduce(responses, esz, fusion_.capacity());
+  const std::size_t total = layout.bytes;
   char* buffer = fusion_.get(total);
 
   const Clock::time_point t0 = Clock::now();
-  std::size_t offset = 0;
-  for (const Job& j : batch) {
-    const Response* r = j.response;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const Response* r = batch[i].response;
     const int64_t count = num_elements(r->shape);
-    if (Entry* e = j.entry) {
-      kernels::scale_copy(buffer + offset, e->input.data, count, r->dtype, r->prescale);
+    if (Entry* e = batch[i].entry) {
+      kernels::scale_copy(buffer + layout.offsets[i], e->input.data, count, r->dtype, r->prescale);
     } else {
-      std::memset(buffer + offset, 0, static_cast<std::size_t>(count) * esz);
+      std::memset(buffer + layout.offsets[i], 0, static_cast<std::size_t>(count) * esz);
     }
-    offset += static_cast<std::size_t>(count) * esz;
   }
   const Clock::time_point t1 = Clock::now();
   Status s = backend_->allreduce(buffer, buffer, static_cast<int64_t>(total / esz), first.dtype,
                                  wire_op(first.reduce_op), result_scale(first, backend_->size()));
   const Clock::time_point t2 = Clock::now();
-  offset = 0;
-  for (const Job& j : batch) {
-    const Response* r = j.response;
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    const Response* r = batch[i].response;
     const std::size_t bytes = static_cast<std::size_t>(num_elements(r->shape)) * esz;
-    if (Entry* e = j.entry) {
-      if (s.ok()) std::memcpy(e->output.data, buffer + offset, bytes);
+    if (Entry* e = batch[i].entry) {
+      if (s.ok()) std::memcpy(e->output.data, buffer + layout.offsets[i], bytes);
       trace(r->name, TimelinePhase::kQueue, agreed, t0);
       trace(r->name, TimelinePhase::kMemcpyIn, t0, t1);
       trace(r->name, TimelinePhase::kCollective, t1, t2);
       trace(r->name, TimelinePhase::kMemcpyOut, t2, Clock::now());
       finish(*e, s);
     }
-    offset += bytes;
   }
   return s;
 }
@@ -204,51 +187,29 @@ Status Executor::run_single(const Response& r, Entry* e, const Finish& finish) {
                               r.root);
       break;
     case OpType::kAllgather: {
-      const int64_t row_bytes = row_elements(r.shape) * static_cast<int64_t>(esz);
-      std::vector<int64_t> bytes(n);
-      std::vector<int64_t> shape = r.shape;
-      shape[0] = 0;
-      for (int i = 0; i < n; ++i) {
-        bytes[i] = r.first_dims[i] * row_bytes;
-        shape[0] += r.first_dims[i];
-      }
-      StatusOr<TensorRef> out = output_for(*e, shape);
-      void* dst = out.ok() ? out->data : zeros(static_cast<std::size_t>(shape[0] * row_bytes));
+      const AllgatherPlan plan = plan_allgather(r, n);
+      StatusOr<TensorRef> out = output_for(*e, plan.output_shape);
+      void* dst = out.ok() ? out->data : zeros(static_cast<std::size_t>(plan.output_bytes));
       if (!out.ok()) local = out.status();
       t1 = Clock::now();
-      s = backend_->allgatherv(e->input.data, dst, bytes);
+      s = backend_->allgatherv(e->input.data, dst, plan.bytes);
       break;
     }
     case OpType::kAlltoall: {
-      const int64_t row_bytes = row_elements(e->request.shape) * static_cast<int64_t>(esz);
-      std::vector<int64_t> send(n), recv(n), received(n);
-      std::vector<int64_t> shape = e->request.shape;
-      shape[0] = 0;
-      for (int i = 0; i < n; ++i) {
-        send[i] = r.splits[static_cast<std::size_t>(me) * n + i] * row_bytes;
-        received[i] = r.splits[static_cast<std::size_t>(i) * n + me];
-        recv[i] = received[i] * row_bytes;
-        shape[0] += received[i];
-      }
-      StatusOr<TensorRef> out = output_for(*e, shape);
-      void* dst = out.ok() ? out->data : zeros(static_cast<std::size_t>(shape[0] * row_bytes));
+      AlltoallPlan plan = plan_alltoall(r, me, n);
+      StatusOr<TensorRef> out = output_for(*e, plan.output_shape);
+      void* dst = out.ok() ? out->data : zeros(static_cast<std::size_t>(plan.output_bytes));
       if (!out.ok()) local = out.status();
-      e->handle->received_splits = received;
+      e->handle->received_splits = std::move(plan.received_splits);
       t1 = Clock::now();
-      s = backend_->alltoallv(e->input.data, send, dst, recv);
+      s = backend_->alltoallv(e->input.data, plan.send_bytes, dst, plan.recv_bytes);
       break;
     }
     case OpType::kReducescatter: {
-      const int64_t rows = r.shape[0];
-      const int64_t row = row_elements(r.shape);
-      // Rank i gets rows / n rows, the first rows % n ranks one more.
-      auto rows_of = [&](int i) { return rows / n + (i < rows % n ? 1 : 0); };
-      std::vector<int64_t> counts(n);
-      for (int i = 0; i < n; ++i) counts[i] = rows_of(i) * row;
-      std::vector<int64_t> shape = r.shape;
-      shape[0] = rows_of(me);
-      StatusOr<TensorRef> out = output_for(*e, shape);
-      void* dst = out.ok() ? out->data : zeros(static_cast<std::size_t>(counts[me]) * esz);
+      const ReducescatterPlan plan = plan_reducescatter(r, me, n);
+      StatusOr<TensorRef> out = output_for(*e, plan.output_shape);
+      void* dst =
+          out.ok() ? out->data : zeros(static_cast<std::size_t>(plan.output_elements) * esz);
       if (!out.ok()) local = out.status();
       const void* in = e->input.data;
       if (r.prescale != 1.0) {
@@ -258,7 +219,7 @@ Status Executor::run_single(const Response& r, Entry* e, const Finish& finish) {
         in = staging_.data();
       }
       t1 = Clock::now();
-      s = backend_->reducescatter(in, dst, counts, r.dtype, wire_op(r.reduce_op),
+      s = backend_->reducescatter(in, dst, plan.counts, r.dtype, wire_op(r.reduce_op),
                                   result_scale(r, n));
       break;
     }

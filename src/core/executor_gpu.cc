@@ -12,42 +12,10 @@
 
 #include "core/executor.h"
 #include "core/logging.h"
+#include "core/op_plan.h"
 
 namespace chorus {
 namespace {
-
-ReduceOp wire_op(ReduceOp op) { return op == ReduceOp::kAverage ? ReduceOp::kSum : op; }
-
-kernels::Scale result_scale(const Response& r, int size) {
-  return {r.reduce_op == ReduceOp::kAverage ? size : 1, r.postscale};
-}
-
-int64_t row_elements(const std::vector<int64_t>& shape) {
-  int64_t n = 1;
-  for (std::size_t i = 1; i < shape.size(); ++i) n *= shape[i];
-  return n;
-}
-
-// Where each tensor of a fused batch goes in the device fusion buffer; the last element is
-// the end. Slots start on 16 bytes when the padded batch still fits, so that every tensor
-// after an odd-sized one keeps the kernel's 16-byte copies (cuda_kernels.cu); otherwise
-// they are packed. Depends only on the responses, so it is the same on every rank.
-std::vector<std::size_t> gpu_fusion_offsets(const std::vector<Executor::Job>& batch,
-                                            std::size_t capacity) {
-  const std::size_t esz = dtype_size(batch.front().response->dtype);
-  for (std::size_t align : {std::size_t{16}, esz}) {
-    std::vector<std::size_t> offsets;
-    std::size_t at = 0;
-    for (const Executor::Job& j : batch) {
-      at = (at + align - 1) / align * align;
-      offsets.push_back(at);
-      at += static_cast<std::size_t>(num_elements(j.response->shape)) * esz;
-    }
-    offsets.push_back(at);
-    if (at <= capacity || align == esz) return offsets;
-  }
-  return {};
-}
 
 std::string during(const Response& r, std::size_t tensors) {
   std::string s = std::string(op_type_name(r.op)) + " '" + r.name + "'";
@@ -93,8 +61,14 @@ Status Executor::run_gpu_fused(GpuContext& g, const std::vector<Job>& batch,
                                Clock::time_point agreed, const Finish& finish) {
   const Response& first = *batch.front().response;
   const std::size_t esz = dtype_size(first.dtype);
-  const std::vector<std::size_t> offsets = gpu_fusion_offsets(batch, g.fusion_capacity());
-  const std::size_t total = offsets.back();
+  std::vector<const Response*> responses;
+  responses.reserve(batch.size());
+  for (const Job& j : batch) responses.push_back(j.response);
+  // Slots on 16 bytes when the padded batch fits: every tensor after an odd-sized one then
+  // keeps the kernel's 16-byte copies (cuda_kernels.cu).
+  const FusionLayout layout = plan_fused_allreduce(responses, 16, g.fusion_capacity());
+  const std::vector<std::size_t>& offsets = layout.offsets;
+  const std::size_t total = layout.bytes;
   if (total > g.fusion_capacity()) {
     // The plan is the same on every rank, so every rank returns here.
     return internal_error("fusion batch of " + std::to_string(total) + " bytes exceeds the " +
@@ -185,55 +159,34 @@ Status Executor::run_gpu_single(GpuContext& g, const Response& r, Entry* e, cons
       s = be.broadcast(e->output.data, num_elements(r.shape) * static_cast<int64_t>(esz), r.root);
       break;
     case OpType::kAllgather: {
-      const int64_t row_bytes = row_elements(r.shape) * static_cast<int64_t>(esz);
-      std::vector<int64_t> bytes(n);
-      std::vector<int64_t> shape = r.shape;
-      shape[0] = 0;
-      for (int i = 0; i < n; ++i) {
-        bytes[i] = r.first_dims[i] * row_bytes;
-        shape[0] += r.first_dims[i];
-      }
-      StatusOr<TensorRef> out = output_for(*e, shape);
+      const AllgatherPlan plan = plan_allgather(r, n);
+      StatusOr<TensorRef> out = output_for(*e, plan.output_shape);
       if (!out.ok()) keep(out.status());
       void* dst =
-          out.ok() ? out->data : scratch(g.staging(static_cast<std::size_t>(shape[0] * row_bytes)));
-      if (s.ok()) s = be.allgatherv(e->input.data, dst, bytes);
+          out.ok() ? out->data : scratch(g.staging(static_cast<std::size_t>(plan.output_bytes)));
+      if (s.ok()) s = be.allgatherv(e->input.data, dst, plan.bytes);
       break;
     }
     case OpType::kAlltoall: {
-      const int64_t row_bytes = row_elements(e->request.shape) * static_cast<int64_t>(esz);
-      std::vector<int64_t> send(n), recv(n), received(n);
-      std::vector<int64_t> shape = e->request.shape;
-      shape[0] = 0;
-      for (int i = 0; i < n; ++i) {
-        send[i] = r.splits[static_cast<std::size_t>(me) * n + i] * row_bytes;
-        received[i] = r.splits[static_cast<std::size_t>(i) * n + me];
-        recv[i] = received[i] * row_bytes;
-        shape[0] += received[i];
-      }
-      StatusOr<TensorRef> out = output_for(*e, shape);
+      AlltoallPlan plan = plan_alltoall(r, me, n);
+      StatusOr<TensorRef> out = output_for(*e, plan.output_shape);
       if (!out.ok()) keep(out.status());
       void* dst =
-          out.ok() ? out->data : scratch(g.staging(static_cast<std::size_t>(shape[0] * row_bytes)));
-      e->handle->received_splits = received;
-      if (s.ok()) s = be.alltoallv(e->input.data, send, dst, recv);
+          out.ok() ? out->data : scratch(g.staging(static_cast<std::size_t>(plan.output_bytes)));
+      e->handle->received_splits = std::move(plan.received_splits);
+      if (s.ok()) s = be.alltoallv(e->input.data, plan.send_bytes, dst, plan.recv_bytes);
       break;
     }
     case OpType::kReducescatter: {
-      const int64_t rows = r.shape[0];
-      const int64_t row = row_elements(r.shape);
-      auto rows_of = [&](int i) { return rows / n + (i < rows % n ? 1 : 0); };
-      std::vector<int64_t> counts(n);
-      for (int i = 0; i < n; ++i) counts[i] = rows_of(i) * row;
-      std::vector<int64_t> shape = r.shape;
-      shape[0] = rows_of(me);
-      StatusOr<TensorRef> out = output_for(*e, shape);
+      const ReducescatterPlan plan = plan_reducescatter(r, me, n);
+      StatusOr<TensorRef> out = output_for(*e, plan.output_shape);
       if (!out.ok()) keep(out.status());
       const int64_t count = num_elements(r.shape);
       // The prescaled input and, when the output failed, the place to receive into share
       // one scratch buffer: input first, this rank's block after it.
       const std::size_t in_bytes = r.prescale != 1.0 ? static_cast<std::size_t>(count) * esz : 0;
-      const std::size_t out_bytes = out.ok() ? 0 : static_cast<std::size_t>(counts[me]) * esz;
+      const std::size_t out_bytes =
+          out.ok() ? 0 : static_cast<std::size_t>(plan.output_elements) * esz;
       char* tmp = in_bytes + out_bytes > 0 ? scratch(g.staging(in_bytes + out_bytes)) : nullptr;
       const void* in = e->input.data;
       if (s.ok() && r.prescale != 1.0) {
@@ -242,7 +195,8 @@ Status Executor::run_gpu_single(GpuContext& g, const Response& r, Entry* e, cons
       }
       void* dst = out.ok() ? out->data : tmp + in_bytes;
       if (s.ok()) {
-        s = be.reducescatter(in, dst, counts, r.dtype, wire_op(r.reduce_op), result_scale(r, n));
+        s = be.reducescatter(in, dst, plan.counts, r.dtype, wire_op(r.reduce_op),
+                             result_scale(r, n));
       }
       break;
     }
