@@ -34,3 +34,26 @@ def test_import_with_a_different_torch_fails_before_loading_the_module():
     assert "IMPORT-ERROR chorus was built against torch" in out.stdout, out.stdout + out.stderr
     assert "imports torch 9.8.7" in out.stdout
     assert "NOT-LOADED" in out.stdout
+
+
+def test_build_queries_have_horovods_types_and_match_the_build():
+    import chorus.torch as hvd
+
+    for query in (hvd.mpi_built, hvd.mpi_enabled, hvd.gloo_built, hvd.gloo_enabled,
+                  hvd.ddl_built, hvd.ccl_built, hvd.cuda_built, hvd.rocm_built):
+        assert type(query()) is bool, query.__name__
+    assert hvd.mpi_built() and hvd.mpi_enabled()
+    assert not (hvd.gloo_built() or hvd.gloo_enabled() or hvd.ddl_built() or hvd.ccl_built()
+                or hvd.rocm_built())
+    # nccl_built() is an int, as in Horovod: NCCL's version code, or 0 without NCCL.
+    assert type(hvd.nccl_built()) is int
+    # CTest passes how CMake configured the build (CHORUS_WITH_CUDA, CHORUS_WITH_NCCL).
+    import os
+    expected_nccl = os.environ.get("CHORUS_TEST_WITH_NCCL")
+    if expected_nccl is not None:
+        assert bool(hvd.nccl_built()) == (expected_nccl == "1")
+        if hvd.nccl_built():
+            assert hvd.nccl_built() >= 2000  # NCCL 2.x.y codes are 2xyz or 2xxyy
+    expected_cuda = os.environ.get("CHORUS_TEST_WITH_CUDA")
+    if expected_cuda is not None:
+        assert hvd.cuda_built() == (expected_cuda == "1")

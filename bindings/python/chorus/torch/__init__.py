@@ -15,11 +15,12 @@ from chorus.torch.mpi_ops import (  # noqa: F401
     Adasum, Average, Max, Min, Product, ProcessSet, Sum, add_process_set, allgather,
     allgather_async, allreduce, allreduce_, allreduce_async, allreduce_async_, alltoall,
     alltoall_async, barrier, broadcast, broadcast_, broadcast_async, broadcast_async_,
-    cross_rank, cross_size, gloo_built, gloo_enabled, global_process_set, grouped_allreduce,
-    grouped_allreduce_, grouped_allreduce_async, grouped_allreduce_async_, init,
-    is_homogeneous, is_initialized, join, local_rank, local_size, mpi_built, mpi_enabled,
-    mpi_threads_supported, poll, rank, reducescatter, reducescatter_async, remove_process_set,
-    shutdown, size, start_timeline, stop_timeline, synchronize)
+    ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built, gloo_enabled,
+    global_process_set, grouped_allreduce, grouped_allreduce_, grouped_allreduce_async,
+    grouped_allreduce_async_, init, is_homogeneous, is_initialized, join, local_rank,
+    local_size, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, poll, rank,
+    reducescatter, reducescatter_async, remove_process_set, rocm_built, shutdown, size,
+    start_timeline, stop_timeline, synchronize)
 from chorus.torch.functions import (allgather_object, broadcast_object,  # noqa: F401
                                     broadcast_optimizer_state, broadcast_parameters)
 from chorus.torch.optimizer import DistributedOptimizer  # noqa: F401

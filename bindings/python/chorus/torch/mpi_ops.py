@@ -184,11 +184,17 @@ def mpi_threads_supported():
     return _checked(True)
 
 
+# What this build supports, for scripts that branch on Horovod's build queries. Chorus always
+# runs over MPI; it has no Gloo, DDL, oneCCL or ROCm path. CUDA and NCCL come from the build
+# (CHORUS_WITH_CUDA, CHORUS_WITH_NCCL). None of these needs init().
+
 def mpi_built():
+    """True: Chorus is always built with MPI."""
     return True
 
 
 def mpi_enabled():
+    """True: MPI carries every collective (there is no other controller)."""
     return True
 
 
@@ -197,6 +203,29 @@ def gloo_built():
 
 
 def gloo_enabled():
+    return False
+
+
+def nccl_built():
+    """The NCCL_VERSION_CODE Chorus was compiled against (e.g. 22809 for 2.28.9), 0 without
+    NCCL: an int, truthy exactly when the NCCL backend is built, as in Horovod."""
+    return int(_ext.build_info["nccl_version_code"])
+
+
+def cuda_built():
+    """True when Chorus was compiled with its CUDA paths (device tensors)."""
+    return bool(_ext.build_info["cuda"])
+
+
+def rocm_built():
+    return False
+
+
+def ddl_built():
+    return False
+
+
+def ccl_built():
     return False
 
 
