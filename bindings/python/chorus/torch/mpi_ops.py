@@ -6,6 +6,12 @@ waits and returns the result, ``poll(handle)`` says whether it is done. A failed
 (ranks that disagree on a shape, a dtype, a root; a shutdown while in flight) raises
 ``HorovodInternalError`` (``chorus.common.exceptions.CollectiveError``, a RuntimeError) on
 every rank when its handle is synchronized.
+
+The synchronous out-of-place collectives (``allreduce``, ``grouped_allreduce``,
+``allgather``, ``broadcast``, ``alltoall``, ``reducescatter``) are differentiable with
+Horovod's gradients; the in-place (``*_``) and ``*_async`` forms are not. A backward pass
+runs collectives too, so every rank of the set must run it (names derive from the forward
+name: ``<name>.grad``).
 """
 
 import itertools
@@ -257,6 +263,23 @@ def _set_id(process_set):
     return process_set._require_id()
 
 
+def _set_rank(process_set):
+    return _ext.process_set_rank(_set_id(process_set))
+
+
+def _set_size(process_set):
+    return _ext.process_set_size(_set_id(process_set))
+
+
+def _grad_name(name, suffix="grad"):
+    """The name of a collective that a backward pass runs for the forward one ``name``."""
+    return None if name is None else f"{name}.{suffix}"
+
+
+def _differentiable(*tensors):
+    return torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+
+
 def _resolve_op(op, average):
     if average is not None:
         if op is not None:
@@ -345,9 +368,9 @@ class _AllreduceFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad_output):
         name, op, prescale, postscale, process_set = ctx.args
-        grad_name = None if name is None else f"{name}.grad"
-        grad = synchronize(_allreduce_async(grad_output.contiguous(), grad_name, op, prescale,
-                                            postscale, process_set, False))
+        grad = allreduce(grad_output.contiguous(), name=_grad_name(name), op=op,
+                         prescale_factor=prescale, postscale_factor=postscale,
+                         process_set=process_set)
         return grad, None, None, None, None, None
 
 
@@ -357,7 +380,7 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
     Differentiable: the gradient is reduced the same way."""
     op = _resolve_op(op, average)
     wire, ctx = compression.compress(tensor)
-    if wire.requires_grad and torch.is_grad_enabled():
+    if _differentiable(wire):
         out = _AllreduceFunction.apply(wire, name, op, prescale_factor, postscale_factor,
                                        process_set)
     else:
@@ -406,12 +429,37 @@ def grouped_allreduce_async_(tensors, average=None, name=None, op=None, prescale
                           process_set, True)
 
 
+class _GroupedAllreduceFunction(torch.autograd.Function):
+    """Differentiable grouped allreduce: the gradients are one grouped reduction, with the
+    forward's op and scale factors."""
+
+    @staticmethod
+    def forward(ctx, name, op, prescale, postscale, process_set, *tensors):
+        ctx.args = (name, op, prescale, postscale, process_set)
+        return tuple(synchronize(_grouped_async(tensors, None, name, op, prescale, postscale,
+                                                process_set, False)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        name, op, prescale, postscale, process_set = ctx.args
+        reduced = grouped_allreduce([g.contiguous() for g in grads], name=_grad_name(name),
+                                    op=op, prescale_factor=prescale,
+                                    postscale_factor=postscale, process_set=process_set)
+        return (None, None, None, None, None, *reduced)
+
+
 def grouped_allreduce(tensors, average=None, name=None, compression=Compression.none, op=None,
                       prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
-    """Reduces a list of tensors as one unit; returns the list of results."""
+    """Reduces a list of tensors as one unit; returns the list of results. Differentiable:
+    the gradients are reduced the same way, as one group."""
     wires, ctxs = zip(*[compression.compress(t) for t in tensors]) if tensors else ((), ())
-    outs = synchronize(_grouped_async(wires, average, name, op, prescale_factor,
-                                      postscale_factor, process_set, False))
+    if _differentiable(*wires):
+        op = _resolve_op(op, average)
+        outs = _GroupedAllreduceFunction.apply(name, op, prescale_factor, postscale_factor,
+                                               process_set, *wires)
+    else:
+        outs = synchronize(_grouped_async(wires, average, name, op, prescale_factor,
+                                          postscale_factor, process_set, False))
     return [compression.decompress(o, c) for o, c in zip(outs, ctxs)]
 
 
@@ -429,15 +477,44 @@ def allgather_async(tensor, name=None, process_set=global_process_set):
     return _register(_ext.allgather_async(tensor, _name(name), _set_id(process_set)), _first)
 
 
+class _AllgatherFunction(torch.autograd.Function):
+    """Differentiable allgather, with Horovod's gradient: the output's gradient is averaged
+    over the set (each rank's loss counts 1/n, as in data-parallel training) and each rank
+    keeps the rows it contributed. Ranks may contribute different numbers of rows, so the
+    backward pass first gathers every rank's row count."""
+
+    @staticmethod
+    def forward(ctx, tensor, name, process_set):
+        ctx.shape, ctx.name, ctx.process_set = tensor.shape, name, process_set
+        return synchronize(allgather_async(tensor, name, process_set))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        averaged = allreduce(grad_output.contiguous(), name=_grad_name(ctx.name), op=Average,
+                             process_set=ctx.process_set)
+        rows = ctx.shape[0] if len(ctx.shape) else 1
+        counts = synchronize(allgather_async(torch.tensor([rows], dtype=torch.int64),
+                                             _grad_name(ctx.name, "grad.rows"), ctx.process_set))
+        offset = int(counts[:_set_rank(ctx.process_set)].sum())
+        return averaged.narrow(0, offset, rows).reshape(ctx.shape), None, None
+
+
 def allgather(tensor, name=None, process_set=global_process_set):
     """Every rank's ``tensor`` concatenated along dimension 0, in rank order. The first
-    dimension may differ per rank."""
+    dimension may differ per rank. Differentiable: a rank's gradient is its rows of the
+    output's gradient averaged over the set."""
+    if _differentiable(tensor):
+        return _AllgatherFunction.apply(tensor, name, process_set)
     return synchronize(allgather_async(tensor, name, process_set))
 
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts a broadcast from ``root_rank`` into a new tensor."""
-    th = _ext.broadcast_async(tensor, int(root_rank), _name(name), _set_id(process_set), False)
+    # Detached: the adapter's copy of the input would otherwise carry the input's autograd
+    # history (a CloneBackward), making the received values look differentiable with an
+    # identity gradient.
+    th = _ext.broadcast_async(tensor.detach(), int(root_rank), _name(name),
+                              _set_id(process_set), False)
     return _register(th, _first)
 
 
@@ -447,8 +524,30 @@ def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_se
     return _register(th, _first)
 
 
+class _BroadcastFunction(torch.autograd.Function):
+    """Differentiable broadcast, with Horovod's gradient: the root receives the output's
+    gradient averaged over the set; the other ranks' inputs did not reach the output and get
+    zeros."""
+
+    @staticmethod
+    def forward(ctx, tensor, root_rank, name, process_set):
+        ctx.root_rank, ctx.name, ctx.process_set = root_rank, name, process_set
+        return synchronize(broadcast_async(tensor, root_rank, name, process_set))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        averaged = allreduce(grad_output.contiguous(), name=_grad_name(ctx.name), op=Average,
+                             process_set=ctx.process_set)
+        if _set_rank(ctx.process_set) != ctx.root_rank:
+            averaged = torch.zeros_like(averaged)
+        return averaged, None, None, None
+
+
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
-    """``root_rank``'s ``tensor`` on every rank, as a new tensor."""
+    """``root_rank``'s ``tensor`` on every rank, as a new tensor. Differentiable: the root's
+    gradient is the output's gradient averaged over the set, the other ranks' is zero."""
+    if _differentiable(tensor):
+        return _BroadcastFunction.apply(tensor, int(root_rank), name, process_set)
     return synchronize(broadcast_async(tensor, root_rank, name, process_set))
 
 
@@ -474,12 +573,34 @@ def alltoall_async(tensor, splits=None, name=None, process_set=global_process_se
     return _register(th, _alltoall_finish)
 
 
+class _AlltoallFunction(torch.autograd.Function):
+    """Differentiable alltoall: the gradient goes back the way the rows came, an alltoall of
+    the output's gradient with the received splits."""
+
+    @staticmethod
+    def forward(ctx, tensor, splits, name, process_set):
+        output, received = synchronize(alltoall_async(tensor, splits, name, process_set))
+        ctx.received, ctx.name, ctx.process_set = received, name, process_set
+        ctx.mark_non_differentiable(received)
+        return output, received
+
+    @staticmethod
+    def backward(ctx, grad_output, _grad_received):
+        grad, _ = alltoall(grad_output.contiguous(), splits=ctx.received,
+                           name=_grad_name(ctx.name), process_set=ctx.process_set)
+        return grad, None, None, None
+
+
 def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     """Sends ``splits[i]`` rows of ``tensor`` to rank i (equal blocks when splits is None).
 
     Returns the received rows in rank order; when ``splits`` was given, also an int32 tensor
-    of how many rows came from each rank (Horovod's return convention)."""
-    output, received = synchronize(alltoall_async(tensor, splits, name, process_set))
+    of how many rows came from each rank (Horovod's return convention). Differentiable: the
+    gradient is the alltoall of the output's gradient back to where the rows came from."""
+    if _differentiable(tensor):
+        output, received = _AlltoallFunction.apply(tensor, splits, name, process_set)
+    else:
+        output, received = synchronize(alltoall_async(tensor, splits, name, process_set))
     return output if splits is None else (output, received)
 
 
@@ -492,13 +613,42 @@ def reducescatter_async(tensor, name=None, op=Average, process_set=global_proces
     return _register(th, _first)
 
 
+class _ReducescatterFunction(torch.autograd.Function):
+    """Differentiable reducescatter (Sum or Average): every rank's block of the output depends
+    on every rank's input, so the gradient is the allgather of the blocks' gradients, times
+    the forward's scaling (prescale * postscale, and 1/n for Average)."""
+
+    @staticmethod
+    def forward(ctx, tensor, name, op, process_set, prescale, postscale):
+        ctx.args = (name, op, process_set, prescale * postscale)
+        return synchronize(reducescatter_async(tensor, name, op, process_set, prescale,
+                                               postscale))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        name, op, process_set, scale = ctx.args
+        if op not in (Sum, Average):
+            raise NotSupportedError(f"the gradient of reducescatter is defined for hvd.Sum and "
+                                    f"hvd.Average, not {_OP_NAMES[op]}")
+        if op == Average:
+            scale /= _set_size(process_set)
+        grad = allgather(grad_output.contiguous(), name=_grad_name(name),
+                         process_set=process_set)
+        return (grad if scale == 1.0 else grad * scale), None, None, None, None, None
+
+
 def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
                   process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
     """Reduces ``tensor`` over the set; rank r gets block r of dimension 0 (dim0 / n rows, the
-    first dim0 % n ranks one more)."""
+    first dim0 % n ranks one more). Differentiable for Sum and Average: the gradient is the
+    allgather of the blocks' gradients, scaled as the forward was."""
     wire, ctx = compression.compress(tensor)
-    out = synchronize(reducescatter_async(wire, name, op, process_set, prescale_factor,
-                                          postscale_factor))
+    if _differentiable(wire):
+        out = _ReducescatterFunction.apply(wire, name, _resolve_op(op, None), process_set,
+                                           float(prescale_factor), float(postscale_factor))
+    else:
+        out = synchronize(reducescatter_async(wire, name, op, process_set, prescale_factor,
+                                              postscale_factor))
     return compression.decompress(out, ctx)
 
 
