@@ -17,6 +17,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -51,10 +52,12 @@ struct GpuContextSetup {
   Backend* host = nullptr;  ///< the set's MPI backend (id broadcast, staged MPI)
   std::string label;        ///< "global", "set 3": names the set in messages
   bool global_set = false;
-  std::size_t fusion_threshold = 0;     ///< bytes of the device fusion buffer
-  bool hierarchical_requested = false;  ///< CHORUS_HIERARCHICAL_ALLREDUCE
-  /// Local and cross groups (global set only; built when hierarchical_layout holds or
-  /// the variable is set), and the rank map they came from. Owned by the runtime.
+  std::size_t fusion_threshold = 0;  ///< bytes of the device fusion buffer
+  /// CHORUS_HIERARCHICAL_ALLREDUCE: unset automatic, true on, false off
+  /// (use_hierarchical_allreduce).
+  std::optional<bool> hierarchical_requested;
+  /// Local and cross groups (global set only; built when hierarchical_groups_needed), and
+  /// the rank map they came from. Owned by the runtime.
   const TopologyGroups* groups = nullptr;
   const RankMap* map = nullptr;
   /// "" or "auto", "nccl", "mpi"; agreed in create() (disagreeing ranks get "auto").

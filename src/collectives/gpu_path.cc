@@ -47,22 +47,29 @@ bool hierarchical_layout(const RankMap& map, std::string* reason) {
   return true;
 }
 
-bool use_hierarchical_allreduce(bool requested, bool global_set, GpuPath path, const RankMap& map,
-                                std::string* reason) {
+bool hierarchical_groups_needed(std::optional<bool> requested, const RankMap& map) {
+  if (requested) return *requested;
+  return hierarchical_layout(map, nullptr);
+}
+
+bool use_hierarchical_allreduce(std::optional<bool> requested, bool global_set, GpuPath path,
+                                const RankMap& map, std::string* reason) {
   auto no = [&](const std::string& why) {
     if (reason) *reason = why;
     return false;
   };
+  if (requested == false) return no("CHORUS_HIERARCHICAL_ALLREDUCE=0 turns it off");
   if (!global_set) return no("only the global process set has local and cross groups");
   std::string layout;
   if (!hierarchical_layout(map, &layout)) return no(layout);
-  if (requested) {
-    if (reason) *reason = "hierarchical, as requested: " + layout;
+  if (requested == true) {
+    if (reason) *reason = "hierarchical, as requested (CHORUS_HIERARCHICAL_ALLREDUCE=1): " + layout;
     return true;
   }
   if (path != GpuPath::kNccl) {
     return no(
-        "CHORUS_HIERARCHICAL_ALLREDUCE is off and the path is MPI (automatic only with NCCL)");
+        "CHORUS_HIERARCHICAL_ALLREDUCE is unset and the path is MPI (automatic only with "
+        "NCCL; set it to 1 to use it on MPI)");
   }
   if (reason) *reason = "hierarchical, automatic on NCCL: " + layout;
   return true;

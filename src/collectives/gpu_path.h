@@ -5,6 +5,7 @@
 // computes it from values that are the same on every rank (see GpuPathInputs), so all
 // members pick the same path and their calls line up.
 
+#include <optional>
 #include <string>
 
 #include "topology/rank_map.h"
@@ -45,17 +46,23 @@ GpuPathChoice choose_gpu_path(const GpuPathInputs& in);
 
 /// Whether the layout allows the hierarchical allreduce: more than one host, more than
 /// one rank per host, and a uniform layout (every host the same number of ranks, so every
-/// local rank has a partner on every host). The runtime builds the local and cross groups
-/// at init exactly when this holds or CHORUS_HIERARCHICAL_ALLREDUCE is set; the map is the
-/// same on every rank, so all agree. `reason` says why not, for the log.
+/// local rank has a partner on every host). The map is the same on every rank, so all
+/// agree. `reason` says why not, for the log.
 bool hierarchical_layout(const RankMap& map, std::string* reason);
 
+/// Whether the runtime needs the local and cross groups at init:
+/// CHORUS_HIERARCHICAL_ALLREDUCE (`requested`: unset = automatic, true = 1, false = 0) is
+/// 1, or it is unset and the layout allows the hierarchy. 0 builds none. The setting and the
+/// map must be the same on every rank (the groups are made by collective calls).
+bool hierarchical_groups_needed(std::optional<bool> requested, const RankMap& map);
+
 /// Whether an allreduce of this set goes local reduce-scatter, cross allreduce, local
-/// allgather. Only the global set (`global_set`) has local and cross groups, and the layout
-/// must allow it (hierarchical_layout). Then: always when `requested`
-/// (CHORUS_HIERARCHICAL_ALLREDUCE), and automatically when the set's `path` is NCCL (NCCL
-/// inside the node, MPI on each node's shard across nodes). `reason` says why or why not.
-bool use_hierarchical_allreduce(bool requested, bool global_set, GpuPath path, const RankMap& map,
-                                std::string* reason);
+/// allgather. `requested` is CHORUS_HIERARCHICAL_ALLREDUCE: false (0) never; otherwise
+/// only the global set (`global_set`) has local and cross groups, and the layout must allow
+/// it (hierarchical_layout). Then: always when true (1), and when unset automatically when
+/// the set's `path` is NCCL (NCCL inside the node, MPI on each node's shard across nodes).
+/// `reason` says why or why not.
+bool use_hierarchical_allreduce(std::optional<bool> requested, bool global_set, GpuPath path,
+                                const RankMap& map, std::string* reason);
 
 }  // namespace chorus

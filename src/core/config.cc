@@ -42,18 +42,26 @@ Status parse_double(const Getenv& env, const char* var, double* out) {
   return {};
 }
 
-Status parse_bool(const Getenv& env, const char* var, bool* out) {
+// A setting that is automatic unless forced: unset, empty or "auto" leaves `out` unset.
+Status parse_tristate(const Getenv& env, const char* var, std::optional<bool>* out) {
   const char* raw = env(var);
   if (raw == nullptr || *raw == '\0') return {};
   std::string v = raw;
-  if (v == "1" || v == "true" || v == "on") {
+  if (v == "auto") {
+    out->reset();
+  } else if (v == "1" || v == "true" || v == "on") {
     *out = true;
   } else if (v == "0" || v == "false" || v == "off") {
     *out = false;
   } else {
-    return bad_value(var, raw, "0 or 1 (also true/false, on/off)");
+    return bad_value(var, raw, "1 (on), 0 (off) or auto (also true/false, on/off; unset: auto)");
   }
   return {};
+}
+
+const char* tristate_name(const std::optional<bool>& v) {
+  if (!v) return "auto";
+  return *v ? "1" : "0";
 }
 
 bool valid_log_level(const std::string& v) {
@@ -76,7 +84,7 @@ StatusOr<Config> Config::load(const Options& options, const Getenv& env) {
   if (!(s = parse_double(env, "CHORUS_STALL_SHUTDOWN_SECONDS", &c.stall_shutdown_seconds)).ok()) {
     return s;
   }
-  if (!(s = parse_bool(env, "CHORUS_HIERARCHICAL_ALLREDUCE", &c.hierarchical_allreduce)).ok()) {
+  if (!(s = parse_tristate(env, "CHORUS_HIERARCHICAL_ALLREDUCE", &c.hierarchical_allreduce)).ok()) {
     return s;
   }
   if (const char* t = env("CHORUS_TIMELINE"); t != nullptr) c.timeline_path = t;
@@ -138,7 +146,7 @@ std::string Config::describe() const {
       << " CHORUS_TIMELINE=" << timeline_path
       << " CHORUS_STALL_CHECK_SECONDS=" << stall_check_seconds
       << " CHORUS_STALL_SHUTDOWN_SECONDS=" << stall_shutdown_seconds
-      << " CHORUS_HIERARCHICAL_ALLREDUCE=" << (hierarchical_allreduce ? 1 : 0)
+      << " CHORUS_HIERARCHICAL_ALLREDUCE=" << tristate_name(hierarchical_allreduce)
       << " CHORUS_LOG_LEVEL=" << log_level << " CHORUS_BIND=" << bind_mode_name(bind);
   return out.str();
 }

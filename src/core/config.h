@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "chorus/options.h"
@@ -35,8 +36,11 @@ struct Config {
   double stall_check_seconds = 60.0;
   /// CHORUS_STALL_SHUTDOWN_SECONDS: fail such tensors on every rank after this long; 0: never.
   double stall_shutdown_seconds = 0.0;
-  /// CHORUS_HIERARCHICAL_ALLREDUCE (0/1): reduce inside nodes, then across (GPU path).
-  bool hierarchical_allreduce = false;
+  /// CHORUS_HIERARCHICAL_ALLREDUCE: GPU allreduces of the global set reduce inside each
+  /// node, then across nodes. Unset (or "auto"): automatic, on where the layout allows it
+  /// and the GPU path is NCCL; 1: on wherever the layout allows it; 0: off
+  /// (use_hierarchical_allreduce in collectives/gpu_path.h).
+  std::optional<bool> hierarchical_allreduce;
   /// CHORUS_LOG_LEVEL: trace, debug, info, warn, error, critical or off.
   std::string log_level = "warn";
   /// CHORUS_BIND: none, core or numa. Whether each rank (and its background thread) is

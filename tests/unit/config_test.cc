@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 
 namespace chorus {
@@ -53,7 +54,7 @@ TEST(ConfigTest, DefaultsWithEmptyEnvironment) {
   EXPECT_EQ(c->timeline_path, "");
   EXPECT_EQ(c->stall_check_seconds, 60.0);
   EXPECT_EQ(c->stall_shutdown_seconds, 0.0);
-  EXPECT_FALSE(c->hierarchical_allreduce);
+  EXPECT_EQ(c->hierarchical_allreduce, std::nullopt);  // automatic
   EXPECT_EQ(c->log_level, "warn");
 }
 
@@ -77,7 +78,7 @@ TEST(ConfigTest, EmptyValuesKeepDefaults) {
   EXPECT_EQ(c->cache_capacity, 1024);
   EXPECT_EQ(c->stall_check_seconds, 60.0);
   EXPECT_EQ(c->stall_shutdown_seconds, 0.0);
-  EXPECT_FALSE(c->hierarchical_allreduce);
+  EXPECT_EQ(c->hierarchical_allreduce, std::nullopt);  // automatic
   EXPECT_EQ(c->log_level, "warn");
 }
 
@@ -97,7 +98,7 @@ TEST(ConfigTest, EveryVariableIsParsed) {
   EXPECT_EQ(c->timeline_path, "/tmp/trace.json");
   EXPECT_EQ(c->stall_check_seconds, 7.25);
   EXPECT_EQ(c->stall_shutdown_seconds, 30.0);
-  EXPECT_TRUE(c->hierarchical_allreduce);
+  EXPECT_EQ(c->hierarchical_allreduce, true);
   EXPECT_EQ(c->log_level, "debug");
 }
 
@@ -125,17 +126,49 @@ TEST(ConfigTest, CacheCapacityUpperBoundIsAccepted) {
   EXPECT_EQ(c->cache_capacity, 1048576);
 }
 
-TEST(ConfigTest, BoolSpellings) {
+TEST(ConfigTest, HierarchicalAllreduceIsTriState) {
   for (const char* yes : {"1", "true", "on"}) {
     StatusOr<Config> c = load_env({{"CHORUS_HIERARCHICAL_ALLREDUCE", yes}});
     ASSERT_TRUE(c.ok()) << yes << ": " << c.status().to_string();
-    EXPECT_TRUE(c->hierarchical_allreduce) << yes;
+    EXPECT_EQ(c->hierarchical_allreduce, true) << yes;
   }
+  // 0 is a decision of its own (off), not the automatic choice.
   for (const char* no : {"0", "false", "off"}) {
     StatusOr<Config> c = load_env({{"CHORUS_HIERARCHICAL_ALLREDUCE", no}});
     ASSERT_TRUE(c.ok()) << no << ": " << c.status().to_string();
-    EXPECT_FALSE(c->hierarchical_allreduce) << no;
+    EXPECT_EQ(c->hierarchical_allreduce, false) << no;
   }
+  for (const char* automatic : {"auto", ""}) {
+    StatusOr<Config> c = load_env({{"CHORUS_HIERARCHICAL_ALLREDUCE", automatic}});
+    ASSERT_TRUE(c.ok()) << automatic << ": " << c.status().to_string();
+    EXPECT_EQ(c->hierarchical_allreduce, std::nullopt) << "'" << automatic << "'";
+  }
+}
+
+TEST(ConfigTest, HierarchicalAllreduceOptionsForceEitherWay) {
+  Options o;
+  o.hierarchical_allreduce = false;
+  StatusOr<Config> c = load_env({}, o);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->hierarchical_allreduce, false);
+  // An unset option leaves the variable's choice, automatic included.
+  c = load_env({{"CHORUS_HIERARCHICAL_ALLREDUCE", "0"}}, Options{});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->hierarchical_allreduce, false);
+  o.hierarchical_allreduce = true;
+  c = load_env({{"CHORUS_HIERARCHICAL_ALLREDUCE", "0"}}, o);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->hierarchical_allreduce, true);
+}
+
+TEST(ConfigTest, DescribeEchoesTheHierarchicalSetting) {
+  Config c;
+  EXPECT_NE(c.describe().find("CHORUS_HIERARCHICAL_ALLREDUCE=auto"), std::string::npos)
+      << c.describe();
+  c.hierarchical_allreduce = false;
+  EXPECT_NE(c.describe().find("CHORUS_HIERARCHICAL_ALLREDUCE=0"), std::string::npos);
+  c.hierarchical_allreduce = true;
+  EXPECT_NE(c.describe().find("CHORUS_HIERARCHICAL_ALLREDUCE=1"), std::string::npos);
 }
 
 TEST(ConfigTest, EveryLogLevelIsAccepted) {
@@ -172,7 +205,7 @@ TEST(ConfigTest, OptionsOverrideEnvironment) {
   EXPECT_EQ(c->timeline_path, "/from/options");
   EXPECT_EQ(c->stall_check_seconds, 11.0);
   EXPECT_EQ(c->stall_shutdown_seconds, 22.0);
-  EXPECT_FALSE(c->hierarchical_allreduce);
+  EXPECT_EQ(c->hierarchical_allreduce, false);
   EXPECT_EQ(c->log_level, "error");
 }
 
@@ -193,7 +226,7 @@ TEST(ConfigTest, OptionsAloneWithoutEnvironment) {
   o.stall_check_seconds = 0;
   StatusOr<Config> c = load_env({}, o);
   ASSERT_TRUE(c.ok()) << c.status().to_string();
-  EXPECT_TRUE(c->hierarchical_allreduce);
+  EXPECT_EQ(c->hierarchical_allreduce, true);
   EXPECT_EQ(c->stall_check_seconds, 0.0);
 }
 
@@ -241,6 +274,8 @@ INSTANTIATE_TEST_SUITE_P(Words, ConfigBadEnvTest,
                                            BadValue{"CHORUS_HIERARCHICAL_ALLREDUCE", "2"},
                                            BadValue{"CHORUS_HIERARCHICAL_ALLREDUCE", "TRUE"},
                                            BadValue{"CHORUS_HIERARCHICAL_ALLREDUCE", "1 "},
+                                           BadValue{"CHORUS_HIERARCHICAL_ALLREDUCE", "AUTO"},
+                                           BadValue{"CHORUS_HIERARCHICAL_ALLREDUCE", "-1"},
                                            BadValue{"CHORUS_LOG_LEVEL", "verbose"},
                                            BadValue{"CHORUS_LOG_LEVEL", "warning"},
                                            BadValue{"CHORUS_LOG_LEVEL", "WARN"},
@@ -267,7 +302,9 @@ TEST(ConfigTest, MessageStatesTheAcceptedForm) {
   StatusOr<Config> c = load_env({{"CHORUS_HIERARCHICAL_ALLREDUCE", "maybe"}});
   ASSERT_FALSE(c.ok());
   EXPECT_NE(c.status().message().find("expected"), std::string::npos) << c.status().message();
-  EXPECT_NE(c.status().message().find("0 or 1"), std::string::npos) << c.status().message();
+  for (const char* form : {"1 (on)", "0 (off)", "auto"}) {
+    EXPECT_NE(c.status().message().find(form), std::string::npos) << c.status().message();
+  }
 }
 
 TEST(ConfigTest, OneBadVariableFailsEvenWhenOthersAreGood) {

@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <optional>
+#include <string>
+
 namespace chorus {
 namespace {
 
@@ -67,37 +70,78 @@ RankMap hosts_of(int hosts, int per_host, int rank) {
   return compute_rank_map(names, rank);
 }
 
+// CHORUS_HIERARCHICAL_ALLREDUCE as the decision sees it.
+const std::optional<bool> kAuto = std::nullopt;
+const std::optional<bool> kOn = true;
+const std::optional<bool> kOff = false;
+
 TEST(Hierarchical, OnForUniformMultiHostLayouts) {
   std::string why;
-  EXPECT_TRUE(use_hierarchical_allreduce(true, true, GpuPath::kMpiStaged, hosts_of(2, 4, 5), &why));
-  EXPECT_NE(why.find("ppr:4:node"), std::string::npos) << why;
+  for (GpuPath path : {GpuPath::kNccl, GpuPath::kMpiStaged, GpuPath::kMpiCudaAware}) {
+    EXPECT_TRUE(use_hierarchical_allreduce(kOn, true, path, hosts_of(2, 4, 5), &why));
+    EXPECT_NE(why.find("ppr:4:node"), std::string::npos) << why;
+    EXPECT_NE(why.find("requested"), std::string::npos) << why;
+  }
 }
 
 TEST(Hierarchical, AutomaticOnNcclForUniformMultiHostLayouts) {
   std::string why;
-  EXPECT_TRUE(use_hierarchical_allreduce(false, true, GpuPath::kNccl, hosts_of(2, 4, 1), &why));
+  EXPECT_TRUE(use_hierarchical_allreduce(kAuto, true, GpuPath::kNccl, hosts_of(2, 4, 1), &why));
   EXPECT_NE(why.find("automatic"), std::string::npos) << why;
+  EXPECT_TRUE(use_hierarchical_allreduce(kAuto, true, GpuPath::kNccl, hosts_of(3, 2, 0), &why));
   EXPECT_TRUE(hierarchical_layout(hosts_of(3, 2, 0), &why));
   EXPECT_FALSE(hierarchical_layout(hosts_of(1, 8, 0), &why));
-  EXPECT_FALSE(use_hierarchical_allreduce(false, true, GpuPath::kNccl, hosts_of(1, 8, 0), &why));
+  EXPECT_FALSE(use_hierarchical_allreduce(kAuto, true, GpuPath::kNccl, hosts_of(1, 8, 0), &why));
+}
+
+TEST(Hierarchical, AutomaticStaysFlatOnMpi) {
+  std::string why;
+  for (GpuPath path : {GpuPath::kMpiStaged, GpuPath::kMpiCudaAware}) {
+    EXPECT_FALSE(use_hierarchical_allreduce(kAuto, true, path, hosts_of(2, 4, 0), &why));
+    EXPECT_NE(why.find("CHORUS_HIERARCHICAL_ALLREDUCE is unset"), std::string::npos) << why;
+  }
+}
+
+TEST(Hierarchical, ZeroTurnsTheAutomaticChoiceOff) {
+  // Where automatic would choose it (NCCL, uniform multi-host layout), 0 keeps it flat.
+  std::string why;
+  for (GpuPath path : {GpuPath::kNccl, GpuPath::kMpiStaged, GpuPath::kMpiCudaAware}) {
+    for (int rank : {0, 3, 7}) {
+      EXPECT_FALSE(use_hierarchical_allreduce(kOff, true, path, hosts_of(2, 4, rank), &why));
+      EXPECT_NE(why.find("CHORUS_HIERARCHICAL_ALLREDUCE=0"), std::string::npos) << why;
+    }
+  }
+  EXPECT_FALSE(use_hierarchical_allreduce(kOff, false, GpuPath::kNccl, hosts_of(2, 4, 0), &why));
+  EXPECT_FALSE(use_hierarchical_allreduce(kOff, true, GpuPath::kNccl, hosts_of(1, 4, 0), &why));
 }
 
 TEST(Hierarchical, OffWithReasons) {
   std::string why;
-  EXPECT_FALSE(
-      use_hierarchical_allreduce(false, true, GpuPath::kMpiStaged, hosts_of(2, 4, 0), &why));
-  EXPECT_NE(why.find("CHORUS_HIERARCHICAL_ALLREDUCE"), std::string::npos);
-  EXPECT_FALSE(
-      use_hierarchical_allreduce(false, true, GpuPath::kMpiCudaAware, hosts_of(2, 4, 0), &why));
-  EXPECT_FALSE(use_hierarchical_allreduce(true, false, GpuPath::kNccl, hosts_of(2, 4, 0), &why));
-  EXPECT_NE(why.find("global process set"), std::string::npos);
-  EXPECT_FALSE(use_hierarchical_allreduce(true, true, GpuPath::kNccl, hosts_of(1, 4, 0), &why));
-  EXPECT_NE(why.find("one host"), std::string::npos);
-  EXPECT_FALSE(use_hierarchical_allreduce(true, true, GpuPath::kNccl, hosts_of(3, 1, 0), &why));
-  EXPECT_NE(why.find("one rank per host"), std::string::npos);
-  RankMap uneven = compute_rank_map({"a", "a", "b"}, 0);
-  EXPECT_FALSE(use_hierarchical_allreduce(true, true, GpuPath::kNccl, uneven, &why));
-  EXPECT_NE(why.find("different numbers"), std::string::npos);
+  for (std::optional<bool> requested : {kAuto, kOn}) {
+    EXPECT_FALSE(
+        use_hierarchical_allreduce(requested, false, GpuPath::kNccl, hosts_of(2, 4, 0), &why));
+    EXPECT_NE(why.find("global process set"), std::string::npos);
+    EXPECT_FALSE(
+        use_hierarchical_allreduce(requested, true, GpuPath::kNccl, hosts_of(1, 4, 0), &why));
+    EXPECT_NE(why.find("one host"), std::string::npos);
+    EXPECT_FALSE(
+        use_hierarchical_allreduce(requested, true, GpuPath::kNccl, hosts_of(3, 1, 0), &why));
+    EXPECT_NE(why.find("one rank per host"), std::string::npos);
+    RankMap uneven = compute_rank_map({"a", "a", "b"}, 0);
+    EXPECT_FALSE(use_hierarchical_allreduce(requested, true, GpuPath::kNccl, uneven, &why));
+    EXPECT_NE(why.find("different numbers"), std::string::npos);
+  }
+}
+
+TEST(Hierarchical, GroupsBuiltWhenTheSettingOrTheLayoutAsks) {
+  // Unset: exactly where the layout allows it; 1: always (as before); 0: never.
+  EXPECT_TRUE(hierarchical_groups_needed(kAuto, hosts_of(2, 4, 0)));
+  EXPECT_FALSE(hierarchical_groups_needed(kAuto, hosts_of(1, 4, 0)));
+  EXPECT_FALSE(hierarchical_groups_needed(kAuto, hosts_of(4, 1, 0)));
+  EXPECT_TRUE(hierarchical_groups_needed(kOn, hosts_of(2, 4, 0)));
+  EXPECT_TRUE(hierarchical_groups_needed(kOn, hosts_of(1, 4, 0)));
+  EXPECT_FALSE(hierarchical_groups_needed(kOff, hosts_of(2, 4, 0)));
+  EXPECT_FALSE(hierarchical_groups_needed(kOff, hosts_of(1, 4, 0)));
 }
 
 }  // namespace
