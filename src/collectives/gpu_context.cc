@@ -89,19 +89,14 @@ namespace {
 constexpr int kRecord = 19;
 constexpr int kCudaAware = 16;  // 1: this rank's MPI takes device pointers
 constexpr int kOk = 17;         // 1: this rank's own setup succeeded
-constexpr int kRequested = 18;  // 0 auto, 1 nccl, 2 mpi
-
-char requested_code(const std::string& path) {
-  if (path == "nccl") return 1;
-  if (path == "mpi") return 2;
-  return 0;
-}
+constexpr int kRequested = 18;  // GpuBackendRequest: 0 auto, 1 nccl, 2 mpi
 
 }  // namespace
 
 // Every member contributes its GPU's UUID, whether its MPI is CUDA-aware, whether its own
-// setup succeeded and which path it was asked for; all see the same table, so all choose
-// the same path, and all fail together when one could not set up.
+// setup succeeded and which path it was asked for (CHORUS_GPU_BACKEND); all see the same
+// table, so all choose the same path, and all fail together when one could not set up,
+// when they asked for different paths, or when the path asked for cannot run.
 Status GpuContext::choose_backend(const GpuContextSetup& setup, const Status& prepared) {
   Backend& host = *setup.host;
   std::vector<char> table(static_cast<std::size_t>(kRecord) * host.size());
@@ -118,7 +113,7 @@ Status GpuContext::choose_backend(const GpuContextSetup& setup, const Status& pr
   }
   mine[kCudaAware] = mpi_is_cuda_aware() ? 1 : 0;
   mine[kOk] = local.ok() ? 1 : 0;
-  mine[kRequested] = requested_code(setup.requested_path);
+  mine[kRequested] = static_cast<char>(setup.requested_backend);
   if (Status s = host.allgatherv(mine, table.data(), std::vector<int64_t>(host.size(), kRecord));
       !s.ok()) {
     return s;
@@ -130,14 +125,16 @@ Status GpuContext::choose_backend(const GpuContextSetup& setup, const Status& pr
 #endif
   in.mpi_cuda_aware = true;
   std::string failed;
-  bool same_request = true;
+  std::vector<GpuBackendRequest> requested;
   for (int r = 0; r < host.size(); ++r) {
     const char* rec = table.data() + static_cast<std::size_t>(kRecord) * r;
     if (rec[kOk] != 1) failed += (failed.empty() ? "" : ", ") + std::to_string(r);
     in.mpi_cuda_aware = in.mpi_cuda_aware && rec[kCudaAware] == 1;
-    same_request = same_request && rec[kRequested] == table[kRequested];
+    requested.push_back(static_cast<GpuBackendRequest>(rec[kRequested]));
     for (int q = 0; q < r; ++q) {
       if (std::memcmp(rec, table.data() + static_cast<std::size_t>(kRecord) * q, 16) == 0) {
+        if (!in.gpu_shared)
+          in.shared_by = "ranks " + std::to_string(q) + " and " + std::to_string(r);
         in.gpu_shared = true;
       }
     }
@@ -146,9 +143,14 @@ Status GpuContext::choose_backend(const GpuContextSetup& setup, const Status& pr
     return internal_error(setup.label + ": the GPU context could not be set up on rank(s) " +
                           failed + " of the set (their logs say why)");
   }
-  const char* paths[] = {"auto", "nccl", "mpi"};
-  in.requested = same_request ? paths[static_cast<int>(table[kRequested])] : "auto";
-  const GpuPathChoice choice = choose_gpu_path(in);
+  StatusOr<GpuBackendRequest> agreed = agree_gpu_backend(requested, setup.label);
+  if (!agreed.ok()) return agreed.status();
+  in.requested = *agreed;
+  StatusOr<GpuPathChoice> chosen = choose_gpu_path(in);
+  if (!chosen.ok()) {
+    return Status(chosen.status().code(), setup.label + ": " + chosen.status().message());
+  }
+  const GpuPathChoice& choice = *chosen;
   log().debug("{}: GPU collectives on cuda:{} use {} ({})", setup.label, device_,
               gpu_path_name(choice.path), choice.reason);
 

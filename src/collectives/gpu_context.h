@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "collectives/backend.h"
+#include "collectives/gpu_path.h"
 #include "fusion/cuda_fusion.h"
 #include "topology/rank_map.h"
 #include "topology/topology_groups.h"
@@ -60,8 +61,9 @@ struct GpuContextSetup {
   /// the rank map they came from. Owned by the runtime.
   const TopologyGroups* groups = nullptr;
   const RankMap* map = nullptr;
-  /// "" or "auto", "nccl", "mpi"; agreed in create() (disagreeing ranks get "auto").
-  std::string requested_path;
+  /// CHORUS_GPU_BACKEND. create() checks that every member asked for the same, and fails
+  /// on every member when they differ or when NCCL is asked for and cannot run.
+  GpuBackendRequest requested_backend = GpuBackendRequest::kAuto;
   RankDevice* device = nullptr;  ///< the rank's GPU; owned by the runtime
   int local_rank = 0;            ///< for RankDevice's fallback
   /// How long synchronize() waits for the stream before aborting the set's NCCL

@@ -11,28 +11,86 @@ const char* gpu_path_name(GpuPath path) {
   return "?";
 }
 
-GpuPathChoice choose_gpu_path(const GpuPathInputs& in) {
-  const bool want_mpi = in.requested == "mpi";
-  const bool want_nccl = in.requested == "nccl";
+StatusOr<GpuBackendRequest> parse_gpu_backend(const std::string& value,
+                                              const std::string& variable) {
+  if (value.empty() || value == "auto") return GpuBackendRequest::kAuto;
+  if (value == "nccl") return GpuBackendRequest::kNccl;
+  if (value == "mpi") return GpuBackendRequest::kMpi;
+  return invalid_argument(variable + "='" + value + "' is invalid: expected auto, nccl or mpi");
+}
+
+const char* gpu_backend_name(GpuBackendRequest request) {
+  switch (request) {
+    case GpuBackendRequest::kAuto: return "auto";
+    case GpuBackendRequest::kNccl: return "nccl";
+    case GpuBackendRequest::kMpi: return "mpi";
+  }
+  return "?";
+}
+
+StatusOr<GpuPathChoice> choose_gpu_path(const GpuPathInputs& in) {
+  const std::string mpi_kind = in.mpi_cuda_aware ? "; the MPI library is CUDA-aware"
+                                                 : "; staged through pinned host buffers";
+  const std::string shared =
+      "ranks of the set share a GPU" + (in.shared_by.empty() ? "" : " (" + in.shared_by + ")");
   GpuPathChoice c;
-  if (!want_mpi && in.nccl_built && !in.gpu_shared) {
+  switch (in.requested) {
+    case GpuBackendRequest::kNccl:
+      if (!in.nccl_built) {
+        return failed_precondition(
+            "CHORUS_GPU_BACKEND=nccl, but this build of Chorus has no NCCL; use auto or mpi");
+      }
+      if (in.gpu_shared) {
+        return failed_precondition("CHORUS_GPU_BACKEND=nccl, but " + shared +
+                                   ", which NCCL refuses; give each rank its own GPU, or use "
+                                   "auto or mpi");
+      }
+      c.path = GpuPath::kNccl;
+      c.reason = "NCCL, as CHORUS_GPU_BACKEND=nccl asks";
+      return c;
+    case GpuBackendRequest::kMpi:
+      c.path = in.mpi_cuda_aware ? GpuPath::kMpiCudaAware : GpuPath::kMpiStaged;
+      c.reason = "MPI, as CHORUS_GPU_BACKEND=mpi asks" + mpi_kind;
+      return c;
+    case GpuBackendRequest::kAuto: break;
+  }
+  if (in.nccl_built && !in.gpu_shared) {
     c.path = GpuPath::kNccl;
-    c.reason = want_nccl ? "NCCL, as requested" : "NCCL: built in and every rank has its own GPU";
+    c.reason = "NCCL (CHORUS_GPU_BACKEND=auto): built in and every rank has its own GPU";
     return c;
   }
   c.path = in.mpi_cuda_aware ? GpuPath::kMpiCudaAware : GpuPath::kMpiStaged;
-  std::string why;
-  if (want_mpi) {
-    why = "MPI, as requested";
-  } else if (!in.nccl_built) {
-    why = "MPI: this build has no NCCL";
-  } else {
-    why = "MPI: ranks share a GPU, which NCCL refuses";
-  }
-  if (want_nccl) why = "NCCL was requested but cannot run here; " + why;
-  c.reason = why + (in.mpi_cuda_aware ? "; the MPI library is CUDA-aware"
-                                      : "; staged through pinned host buffers");
+  c.reason = std::string("MPI (CHORUS_GPU_BACKEND=auto): ") +
+             (in.nccl_built ? shared + ", which NCCL refuses" : "this build has no NCCL") +
+             mpi_kind;
   return c;
+}
+
+StatusOr<GpuBackendRequest> agree_gpu_backend(const std::vector<GpuBackendRequest>& per_rank,
+                                              const std::string& label) {
+  if (per_rank.empty()) return GpuBackendRequest::kAuto;
+  bool same = true;
+  for (GpuBackendRequest r : per_rank) same = same && r == per_rank.front();
+  if (same) return per_rank.front();
+  // Each value with its ranks, values in the order they first appear.
+  std::string msg = label + ": the ranks set CHORUS_GPU_BACKEND differently:";
+  std::vector<GpuBackendRequest> seen;
+  for (GpuBackendRequest value : per_rank) {
+    bool listed = false;
+    for (GpuBackendRequest v : seen) listed = listed || v == value;
+    if (listed) continue;
+    seen.push_back(value);
+    std::vector<int> ranks;
+    for (int r = 0; r < static_cast<int>(per_rank.size()); ++r) {
+      if (per_rank[r] == value) ranks.push_back(r);
+    }
+    msg += std::string(seen.size() > 1 ? ";" : "") + " " + gpu_backend_name(value) + " on rank" +
+           (ranks.size() > 1 ? "s" : "");
+    for (std::size_t i = 0; i < ranks.size(); ++i) {
+      msg += (i == 0 ? " " : ", ") + std::to_string(ranks[i]);
+    }
+  }
+  return Status(StatusCode::kMismatch, msg);
 }
 
 bool hierarchical_layout(const RankMap& map, std::string* reason) {

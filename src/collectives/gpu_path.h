@@ -5,12 +5,27 @@
 // computes it from values that are the same on every rank (see GpuPathInputs), so all
 // members pick the same path and their calls line up.
 
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
+#include "chorus/status.h"
 #include "topology/rank_map.h"
 
 namespace chorus {
+
+/// CHORUS_GPU_BACKEND: which transport the user asks for. Stable numbering: it travels in
+/// the GPU context's setup exchange.
+enum class GpuBackendRequest : uint8_t {
+  kAuto = 0,  ///< NCCL when built and every rank has its own GPU, MPI otherwise
+  kNccl = 1,  ///< NCCL, or fail where it cannot run
+  kMpi = 2,   ///< MPI (CUDA-aware or staged) even where NCCL could run
+};
+/// "auto", "nccl" or "mpi" (empty: auto); an error naming `variable` and the value otherwise.
+StatusOr<GpuBackendRequest> parse_gpu_backend(const std::string& value,
+                                              const std::string& variable);
+const char* gpu_backend_name(GpuBackendRequest request);
 
 enum class GpuPath {
   kNccl,          ///< NCCL communicator over the set, on Chorus's communication stream
@@ -29,9 +44,10 @@ struct GpuPathInputs {
   bool gpu_shared = false;
   /// agreed: every rank's MPI reports CUDA support (Open MPI's MPIX_Query_cuda_support).
   bool mpi_cuda_aware = false;
-  /// agreed: "" or "auto", "nccl", "mpi" (GpuContextSetup::requested_path); ranks that
-  /// asked for different paths get "auto".
-  std::string requested;
+  /// agreed: which ranks share a GPU, for messages ("ranks 0 and 2"); empty when none.
+  std::string shared_by;
+  /// agreed: CHORUS_GPU_BACKEND, the same on every rank (agree_gpu_backend).
+  GpuBackendRequest requested = GpuBackendRequest::kAuto;
 };
 
 struct GpuPathChoice {
@@ -39,10 +55,18 @@ struct GpuPathChoice {
   std::string reason;  ///< one line for the debug log: why this path
 };
 
-/// NCCL when built and no GPU is shared (and not asked for MPI); otherwise MPI, CUDA-aware
-/// when every rank's MPI is, else staged. Asking for NCCL where it cannot run falls back
-/// to MPI and says why in `reason`.
-GpuPathChoice choose_gpu_path(const GpuPathInputs& in);
+/// auto: NCCL when built and no GPU is shared, otherwise MPI, CUDA-aware when every rank's
+/// MPI is, else staged. mpi: MPI, CUDA-aware or staged likewise. nccl: NCCL, or
+/// kFailedPrecondition naming CHORUS_GPU_BACKEND and why NCCL cannot run (no NCCL in the
+/// build, ranks sharing a GPU): asking for NCCL never quietly runs MPI. The inputs are
+/// agreed, so every member gets the same answer, error included.
+StatusOr<GpuPathChoice> choose_gpu_path(const GpuPathInputs& in);
+
+/// The CHORUS_GPU_BACKEND of a set, from every member's own (`per_rank`, in set rank
+/// order): the common value, or kMismatch listing each value with its ranks (`label`
+/// names the set). Every member sees the same list, so every member gets the same answer.
+StatusOr<GpuBackendRequest> agree_gpu_backend(const std::vector<GpuBackendRequest>& per_rank,
+                                              const std::string& label);
 
 /// Whether the layout allows the hierarchical allreduce: more than one host, more than
 /// one rank per host, and a uniform layout (every host the same number of ranks, so every

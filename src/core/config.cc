@@ -73,7 +73,16 @@ bool valid_log_level(const std::string& v) {
 
 }  // namespace
 
-StatusOr<Config> Config::load(const Options& options, const Getenv& env) {
+BuildFeatures BuildFeatures::current() {
+  BuildFeatures f;
+#ifdef CHORUS_WITH_NCCL
+  f.nccl = true;
+#endif
+  return f;
+}
+
+StatusOr<Config> Config::load(const Options& options, const Getenv& env,
+                              const BuildFeatures& build) {
   Config c;
   // The environment first, then Options on top: a field set in code wins.
   Status s;
@@ -105,6 +114,19 @@ StatusOr<Config> Config::load(const Options& options, const Getenv& env) {
   StatusOr<BindMode> mode = parse_bind_mode(bind, "CHORUS_BIND");
   if (!mode.ok()) return mode.status();
   c.bind = *mode;
+  std::string gpu_backend;
+  if (const char* g = env("CHORUS_GPU_BACKEND"); g != nullptr) gpu_backend = g;
+  if (options.gpu_backend) gpu_backend = *options.gpu_backend;
+  StatusOr<GpuBackendRequest> request = parse_gpu_backend(gpu_backend, "CHORUS_GPU_BACKEND");
+  if (!request.ok()) return request.status();
+  c.gpu_backend = *request;
+  if (c.gpu_backend == GpuBackendRequest::kNccl && !build.nccl) {
+    // Checked here, not at the first GPU collective, so that the job stops at init().
+    return invalid_argument(
+        "CHORUS_GPU_BACKEND='nccl' cannot be honoured: this build of Chorus has no NCCL "
+        "(configured with CHORUS_WITH_NCCL off, or NCCL was not found); expected auto or mpi, "
+        "or rebuild Chorus with NCCL");
+  }
 
   // Options bypass the parsers, so range checks are repeated on the merged values.
   if (c.fusion_threshold_bytes < 0) {
@@ -147,7 +169,8 @@ std::string Config::describe() const {
       << " CHORUS_STALL_CHECK_SECONDS=" << stall_check_seconds
       << " CHORUS_STALL_SHUTDOWN_SECONDS=" << stall_shutdown_seconds
       << " CHORUS_HIERARCHICAL_ALLREDUCE=" << tristate_name(hierarchical_allreduce)
-      << " CHORUS_LOG_LEVEL=" << log_level << " CHORUS_BIND=" << bind_mode_name(bind);
+      << " CHORUS_LOG_LEVEL=" << log_level << " CHORUS_BIND=" << bind_mode_name(bind)
+      << " CHORUS_GPU_BACKEND=" << gpu_backend_name(gpu_backend);
   return out.str();
 }
 

@@ -9,9 +9,17 @@
 
 #include "chorus/options.h"
 #include "chorus/status.h"
+#include "collectives/gpu_path.h"
 #include "topology/cpu_plan.h"
 
 namespace chorus {
+
+/// What this build of the library offers, for the settings that depend on it.
+struct BuildFeatures {
+  bool nccl = false;  ///< built with NCCL (CHORUS_WITH_NCCL)
+  /// The features of the library this is compiled into.
+  static BuildFeatures current();
+};
 
 struct Config {
   /// CHORUS_FUSION_THRESHOLD, bytes: most bytes packed into one fusion buffer; 0 turns
@@ -46,12 +54,18 @@ struct Config {
   /// CHORUS_BIND: none, core or numa. Whether each rank (and its background thread) is
   /// bound to CPUs of its own; off by default since mpirun and srun may bind already.
   BindMode bind = BindMode::kNone;
+  /// CHORUS_GPU_BACKEND: auto, nccl or mpi. Which transport GPU collectives use: auto
+  /// chooses NCCL when the build has it and every rank of the set has its own GPU, MPI
+  /// otherwise; nccl and mpi force one (choose_gpu_path in collectives/gpu_path.h). nccl
+  /// in a build without NCCL fails load().
+  GpuBackendRequest gpu_backend = GpuBackendRequest::kAuto;
 
   /// Reads `options`, falling back to the environment (through `getenv_fn`), then to the
-  /// defaults. A malformed or out-of-range value fails with kInvalidArgument naming the
-  /// variable, the value and the accepted form.
+  /// defaults. A malformed or out-of-range value, or one that `build` cannot honour, fails
+  /// with kInvalidArgument naming the variable, the value and the accepted form.
   static StatusOr<Config> load(const Options& options,
-                               const std::function<const char*(const char*)>& getenv_fn);
+                               const std::function<const char*(const char*)>& getenv_fn,
+                               const BuildFeatures& build = BuildFeatures::current());
   /// load() with the process environment.
   static StatusOr<Config> load(const Options& options);
 

@@ -171,6 +171,61 @@ TEST(ConfigTest, DescribeEchoesTheHierarchicalSetting) {
   EXPECT_NE(c.describe().find("CHORUS_HIERARCHICAL_ALLREDUCE=1"), std::string::npos);
 }
 
+// Config::load for a build with and without NCCL, whatever this build has.
+StatusOr<Config> load_built(std::map<std::string, std::string> vars, bool nccl,
+                            const Options& o = {}) {
+  FakeEnv env(std::move(vars));
+  BuildFeatures build;
+  build.nccl = nccl;
+  return Config::load(o, env.fn(), build);
+}
+
+TEST(ConfigTest, GpuBackendFromEnvironmentAndOptions) {
+  EXPECT_EQ(load_built({}, true)->gpu_backend, GpuBackendRequest::kAuto);
+  EXPECT_EQ(load_built({{"CHORUS_GPU_BACKEND", ""}}, true)->gpu_backend, GpuBackendRequest::kAuto);
+  EXPECT_EQ(load_built({{"CHORUS_GPU_BACKEND", "auto"}}, true)->gpu_backend,
+            GpuBackendRequest::kAuto);
+  EXPECT_EQ(load_built({{"CHORUS_GPU_BACKEND", "nccl"}}, true)->gpu_backend,
+            GpuBackendRequest::kNccl);
+  for (bool nccl : {false, true}) {
+    StatusOr<Config> c = load_built({{"CHORUS_GPU_BACKEND", "mpi"}}, nccl);
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    EXPECT_EQ(c->gpu_backend, GpuBackendRequest::kMpi);
+  }
+  Options o;
+  o.gpu_backend = "mpi";
+  StatusOr<Config> c = load_built({{"CHORUS_GPU_BACKEND", "nccl"}}, true, o);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->gpu_backend, GpuBackendRequest::kMpi);
+  o.gpu_backend = "bogus";
+  expect_invalid(load_built({}, true, o), "CHORUS_GPU_BACKEND", "bogus");
+}
+
+TEST(ConfigTest, ForcingNcclWithoutNcclInTheBuildFails) {
+  StatusOr<Config> c = load_built({{"CHORUS_GPU_BACKEND", "nccl"}}, false);
+  expect_invalid(c, "CHORUS_GPU_BACKEND", "nccl");
+  EXPECT_NE(c.status().message().find("no NCCL"), std::string::npos) << c.status().message();
+  EXPECT_NE(c.status().message().find("auto or mpi"), std::string::npos) << c.status().message();
+  Options o;
+  o.gpu_backend = "nccl";
+  expect_invalid(load_built({}, false, o), "CHORUS_GPU_BACKEND", "nccl");
+  // An Options value that does not force NCCL lets the same environment load.
+  o.gpu_backend = "auto";
+  EXPECT_TRUE(load_built({{"CHORUS_GPU_BACKEND", "nccl"}}, false, o).ok());
+}
+
+TEST(ConfigTest, ThisBuildsNcclDecidesWhetherNcclCanBeForced) {
+  StatusOr<Config> c = load_env({{"CHORUS_GPU_BACKEND", "nccl"}});
+  EXPECT_EQ(c.ok(), BuildFeatures::current().nccl) << c.status().to_string();
+}
+
+TEST(ConfigTest, DescribeEchoesTheGpuBackend) {
+  Config c;
+  EXPECT_NE(c.describe().find("CHORUS_GPU_BACKEND=auto"), std::string::npos) << c.describe();
+  c.gpu_backend = GpuBackendRequest::kMpi;
+  EXPECT_NE(c.describe().find("CHORUS_GPU_BACKEND=mpi"), std::string::npos) << c.describe();
+}
+
 TEST(ConfigTest, EveryLogLevelIsAccepted) {
   for (const char* level : {"trace", "debug", "info", "warn", "error", "critical", "off"}) {
     StatusOr<Config> c = load_env({{"CHORUS_LOG_LEVEL", level}});
@@ -279,6 +334,9 @@ INSTANTIATE_TEST_SUITE_P(Words, ConfigBadEnvTest,
                                            BadValue{"CHORUS_LOG_LEVEL", "verbose"},
                                            BadValue{"CHORUS_LOG_LEVEL", "warning"},
                                            BadValue{"CHORUS_LOG_LEVEL", "WARN"},
+                                           BadValue{"CHORUS_GPU_BACKEND", "NCCL"},
+                                           BadValue{"CHORUS_GPU_BACKEND", "gloo"},
+                                           BadValue{"CHORUS_GPU_BACKEND", "mpi "},
                                            BadValue{"CHORUS_BIND", "socket"},
                                            BadValue{"CHORUS_BIND", "Core"}));
 

@@ -7,54 +7,139 @@
 
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace chorus {
 namespace {
 
-GpuPathInputs inputs(bool nccl, bool shared, bool aware, const char* requested = "") {
+GpuPathInputs inputs(bool nccl, bool shared, bool aware,
+                     GpuBackendRequest requested = GpuBackendRequest::kAuto) {
   GpuPathInputs in;
   in.nccl_built = nccl;
   in.gpu_shared = shared;
+  in.shared_by = shared ? "ranks 0 and 1" : "";
   in.mpi_cuda_aware = aware;
   in.requested = requested;
   return in;
 }
 
+// The choice, failing the test when there is none.
+GpuPathChoice choose(const GpuPathInputs& in) {
+  StatusOr<GpuPathChoice> c = choose_gpu_path(in);
+  EXPECT_TRUE(c.ok()) << c.status().to_string();
+  return c.ok() ? *c : GpuPathChoice{};
+}
+
+constexpr GpuBackendRequest kAutoPath = GpuBackendRequest::kAuto;
+constexpr GpuBackendRequest kNcclPath = GpuBackendRequest::kNccl;
+constexpr GpuBackendRequest kMpiPath = GpuBackendRequest::kMpi;
+
 TEST(GpuPath, NcclWhenBuiltAndEveryRankHasItsOwnGpu) {
   for (bool aware : {false, true}) {
-    GpuPathChoice c = choose_gpu_path(inputs(true, false, aware));
+    GpuPathChoice c = choose(inputs(true, false, aware));
     EXPECT_EQ(c.path, GpuPath::kNccl);
     EXPECT_NE(c.reason.find("NCCL"), std::string::npos);
+    EXPECT_NE(c.reason.find("CHORUS_GPU_BACKEND=auto"), std::string::npos) << c.reason;
   }
 }
 
 TEST(GpuPath, SharedGpuFallsBackToMpi) {
-  GpuPathChoice staged = choose_gpu_path(inputs(true, true, false));
+  GpuPathChoice staged = choose(inputs(true, true, false));
   EXPECT_EQ(staged.path, GpuPath::kMpiStaged);
   EXPECT_NE(staged.reason.find("share a GPU"), std::string::npos) << staged.reason;
+  EXPECT_NE(staged.reason.find("ranks 0 and 1"), std::string::npos) << staged.reason;
   EXPECT_NE(staged.reason.find("pinned"), std::string::npos) << staged.reason;
-  GpuPathChoice aware = choose_gpu_path(inputs(true, true, true));
+  GpuPathChoice aware = choose(inputs(true, true, true));
   EXPECT_EQ(aware.path, GpuPath::kMpiCudaAware);
   EXPECT_NE(aware.reason.find("CUDA-aware"), std::string::npos) << aware.reason;
 }
 
 TEST(GpuPath, NoNcclInTheBuild) {
-  EXPECT_EQ(choose_gpu_path(inputs(false, false, false)).path, GpuPath::kMpiStaged);
-  EXPECT_EQ(choose_gpu_path(inputs(false, false, true)).path, GpuPath::kMpiCudaAware);
-  EXPECT_NE(choose_gpu_path(inputs(false, false, false)).reason.find("no NCCL"), std::string::npos);
+  EXPECT_EQ(choose(inputs(false, false, false)).path, GpuPath::kMpiStaged);
+  EXPECT_EQ(choose(inputs(false, false, true)).path, GpuPath::kMpiCudaAware);
+  EXPECT_NE(choose(inputs(false, false, false)).reason.find("no NCCL"), std::string::npos);
 }
 
-TEST(GpuPath, RequestedMpiWinsOverNccl) {
-  GpuPathChoice c = choose_gpu_path(inputs(true, false, false, "mpi"));
-  EXPECT_EQ(c.path, GpuPath::kMpiStaged);
-  EXPECT_NE(c.reason.find("requested"), std::string::npos);
+TEST(GpuPath, ForcedMpiWinsOverNccl) {
+  for (bool shared : {false, true}) {
+    GpuPathChoice c = choose(inputs(true, shared, false, kMpiPath));
+    EXPECT_EQ(c.path, GpuPath::kMpiStaged);
+    EXPECT_NE(c.reason.find("CHORUS_GPU_BACKEND=mpi"), std::string::npos) << c.reason;
+    EXPECT_EQ(choose(inputs(true, shared, true, kMpiPath)).path, GpuPath::kMpiCudaAware);
+  }
+  EXPECT_EQ(choose(inputs(false, false, false, kMpiPath)).path, GpuPath::kMpiStaged);
 }
 
-TEST(GpuPath, RequestedNcclThatCannotRunSaysSo) {
-  GpuPathChoice c = choose_gpu_path(inputs(true, true, true, "nccl"));
-  EXPECT_EQ(c.path, GpuPath::kMpiCudaAware);
-  EXPECT_NE(c.reason.find("NCCL was requested"), std::string::npos) << c.reason;
-  EXPECT_EQ(choose_gpu_path(inputs(true, false, false, "nccl")).path, GpuPath::kNccl);
+TEST(GpuPath, ForcedNcclRunsWhereItCan) {
+  for (bool aware : {false, true}) {
+    GpuPathChoice c = choose(inputs(true, false, aware, kNcclPath));
+    EXPECT_EQ(c.path, GpuPath::kNccl);
+    EXPECT_NE(c.reason.find("CHORUS_GPU_BACKEND=nccl"), std::string::npos) << c.reason;
+  }
+}
+
+TEST(GpuPath, ForcedNcclThatCannotRunFailsInsteadOfFallingBack) {
+  StatusOr<GpuPathChoice> shared = choose_gpu_path(inputs(true, true, true, kNcclPath));
+  ASSERT_FALSE(shared.ok()) << "ran " << gpu_path_name(shared->path);
+  EXPECT_EQ(shared.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(shared.status().message().find("CHORUS_GPU_BACKEND=nccl"), std::string::npos)
+      << shared.status().message();
+  EXPECT_NE(shared.status().message().find("ranks 0 and 1"), std::string::npos)
+      << shared.status().message();
+  StatusOr<GpuPathChoice> unbuilt = choose_gpu_path(inputs(false, false, true, kNcclPath));
+  ASSERT_FALSE(unbuilt.ok());
+  EXPECT_EQ(unbuilt.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(unbuilt.status().message().find("no NCCL"), std::string::npos)
+      << unbuilt.status().message();
+}
+
+TEST(GpuPath, ParseAndNameTheSetting) {
+  const std::pair<const char*, GpuBackendRequest> good[] = {
+      {"", kAutoPath}, {"auto", kAutoPath}, {"nccl", kNcclPath}, {"mpi", kMpiPath}};
+  for (const auto& [text, value] : good) {
+    StatusOr<GpuBackendRequest> got = parse_gpu_backend(text, "CHORUS_GPU_BACKEND");
+    ASSERT_TRUE(got.ok()) << "'" << text << "': " << got.status().to_string();
+    EXPECT_EQ(*got, value) << text;
+  }
+  for (GpuBackendRequest r : {kAutoPath, kNcclPath, kMpiPath}) {
+    StatusOr<GpuBackendRequest> back = parse_gpu_backend(gpu_backend_name(r), "X");
+    ASSERT_TRUE(back.ok());
+    EXPECT_EQ(*back, r);
+  }
+  for (const char* bad : {"NCCL", "gloo", "mpi ", "1"}) {
+    StatusOr<GpuBackendRequest> got = parse_gpu_backend(bad, "CHORUS_GPU_BACKEND");
+    ASSERT_FALSE(got.ok()) << bad;
+    EXPECT_EQ(got.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(got.status().message().find("CHORUS_GPU_BACKEND"), std::string::npos);
+    EXPECT_NE(got.status().message().find(std::string("'") + bad + "'"), std::string::npos)
+        << got.status().message();
+    EXPECT_NE(got.status().message().find("auto, nccl or mpi"), std::string::npos);
+  }
+}
+
+TEST(GpuPath, MembersAgreeOnTheSetting) {
+  for (GpuBackendRequest r : {kAutoPath, kNcclPath, kMpiPath}) {
+    for (int n : {1, 2, 3}) {
+      StatusOr<GpuBackendRequest> got =
+          agree_gpu_backend(std::vector<GpuBackendRequest>(n, r), "global");
+      ASSERT_TRUE(got.ok()) << got.status().to_string();
+      EXPECT_EQ(*got, r);
+    }
+  }
+}
+
+TEST(GpuPath, MembersThatDisagreeFailNamingValuesAndRanks) {
+  StatusOr<GpuBackendRequest> got =
+      agree_gpu_backend({kAutoPath, kNcclPath, kAutoPath, kMpiPath, kNcclPath}, "set 2");
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), StatusCode::kMismatch);
+  const std::string& m = got.status().message();
+  EXPECT_NE(m.find("set 2"), std::string::npos) << m;
+  EXPECT_NE(m.find("CHORUS_GPU_BACKEND"), std::string::npos) << m;
+  EXPECT_NE(m.find("auto on ranks 0, 2"), std::string::npos) << m;
+  EXPECT_NE(m.find("nccl on ranks 1, 4"), std::string::npos) << m;
+  EXPECT_NE(m.find("mpi on rank 3"), std::string::npos) << m;
 }
 
 TEST(GpuPath, Names) {
