@@ -20,7 +20,7 @@ from chorus.torch.mpi_ops import (  # noqa: F401
     grouped_allreduce_async_, init, is_homogeneous, is_initialized, join, local_rank,
     local_size, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, poll, rank,
     reducescatter, reducescatter_async, remove_process_set, rocm_built, shutdown, size,
-    start_timeline, stop_timeline, synchronize)
+    sparse_allreduce_async, start_timeline, stop_timeline, synchronize)
 from chorus.torch.functions import (allgather_object, broadcast_object,  # noqa: F401
                                     broadcast_optimizer_state, broadcast_parameters)
 from chorus.torch.optimizer import DistributedOptimizer  # noqa: F401

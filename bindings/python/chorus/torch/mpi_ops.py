@@ -508,6 +508,55 @@ def allgather(tensor, name=None, process_set=global_process_set):
     return synchronize(allgather_async(tensor, name, process_set))
 
 
+class _SparseHandle:
+    """The two allgathers (indices, values) of one sparse allreduce, polled as one."""
+
+    def __init__(self, indices, values):
+        self.indices, self.values = indices, values
+
+    def poll(self):
+        return self.indices.poll() and self.values.poll()
+
+
+def sparse_allreduce_async(tensor, name=None, op=Average, process_set=global_process_set):
+    """Starts the reduction of a sparse COO ``tensor`` (an ``nn.Embedding(sparse=True)``
+    gradient); ``synchronize()`` returns the coalesced sparse sum over the set (divided by
+    the set's size for Average, truncated for integer values as dense Average does).
+
+    Ranks' tensors must have the same size, sparse and dense dimensions, and dtype; their
+    non-zero counts may differ, 0 included. The indices and values travel as two allgathers
+    named ``<name>.indices`` and ``<name>.values``; duplicates are summed by coalescing, so
+    the traffic grows with the total number of non-zeros, not with the tensor's size."""
+    if not isinstance(tensor, torch.Tensor) or tensor.layout != torch.sparse_coo:
+        raise ValueError("sparse_allreduce_async takes a sparse COO tensor; use "
+                         "allreduce_async for dense tensors")
+    op = _resolve_op(op, None)
+    if op not in (Sum, Average):
+        raise ValueError(f"sparse_allreduce_async supports hvd.Sum and hvd.Average, not "
+                         f"{_OP_NAMES[op]}")
+    size, set_id = tensor.shape, _set_id(process_set)
+    # Non-zeros are gathered along dimension 0: indices as (nnz, sparse_dim) rows.
+    indices = tensor._indices().t().contiguous()
+    values = tensor._values().contiguous()
+    th = _SparseHandle(_ext.allgather_async(indices, _name(_grad_name(name, "indices")), set_id),
+                       _ext.allgather_async(values, _name(_grad_name(name, "values")), set_id))
+
+    def finish(h):
+        gathered_values = h.values.wait()
+        gathered_indices = h.indices.wait()
+        out = torch.sparse_coo_tensor(gathered_indices.t(), gathered_values, size).coalesce()
+        if op == Average:
+            n = _ext.process_set_size(set_id)
+            if out.dtype.is_floating_point or out.dtype.is_complex:
+                reduced = out.values() / n
+            else:
+                reduced = torch.div(out.values(), n, rounding_mode="trunc")
+            out = torch.sparse_coo_tensor(out.indices(), reduced, size).coalesce()
+        return out
+
+    return _register(th, finish)
+
+
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts a broadcast from ``root_rank`` into a new tensor."""
     # Detached: the adapter's copy of the input would otherwise carry the input's autograd
