@@ -1,4 +1,4 @@
-"""Runtime control and tensor collectives with horovod.torch's names, arguments and defaults.
+"""Tensor collectives with horovod.torch's names, arguments and defaults.
 
 Every collective goes to the C++ LibTorch adapter (Chorus::torch) through chorus._ext: the
 ``*_async`` functions enqueue and return an integer handle at once; ``synchronize(handle)``
@@ -12,18 +12,25 @@ The synchronous out-of-place collectives (``allreduce``, ``grouped_allreduce``,
 Horovod's gradients; the in-place (``*_``) and ``*_async`` forms are not. A backward pass
 runs collectives too, so every rank of the set must run it (names derive from the forward
 name: ``<name>.grad``).
+
+Runtime control (init, topology and build queries, process sets, poll/synchronize, the
+timeline) lives in chorus.torch.runtime and is re-exported here, so ``mpi_ops`` offers the
+whole of Horovod's module of that name.
 """
 
-import itertools
-import os
-import threading
 import warnings
 
 import torch
 
-from chorus.common.exceptions import HorovodInternalError, NotSupportedError
+from chorus.common.exceptions import HorovodInternalError, NotSupportedError  # noqa: F401
 from chorus._loader import ext as _ext
 from chorus.torch.compression import Compression
+from chorus.torch.runtime import (  # noqa: F401
+    ProcessSet, _register, _set_id, _set_rank, _set_size, add_process_set,
+    ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built, gloo_enabled,
+    global_process_set, init, is_homogeneous, is_initialized, local_rank, local_size,
+    mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, poll, rank, remove_process_set,
+    rocm_built, shutdown, size, start_timeline, stop_timeline, synchronize)
 
 # Reduction ops. The values are the core's ReduceOp numbering; Adasum has no implementation.
 Sum = 0
@@ -34,241 +41,6 @@ Product = 4
 Adasum = 5
 
 _OP_NAMES = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "Product"}
-
-
-class ProcessSet:
-    """A subset of the ranks that collectives can run within.
-
-    Create it with the global ranks it contains, then register it on every rank (the same
-    sets in the same order): ``hvd.init(process_sets=[...])`` or ``hvd.add_process_set(ps)``.
-    """
-
-    def __init__(self, ranks):
-        self.ranks = sorted(int(r) for r in ranks)
-        self.process_set_id = None
-
-    def _require_id(self):
-        if self.process_set_id is None:
-            raise ValueError(f"{self} is not registered: pass it to hvd.init(process_sets=...) "
-                             f"or hvd.add_process_set() on every rank first")
-        return self.process_set_id
-
-    def size(self):
-        """Number of ranks in the set, or None if it is not registered."""
-        if self.process_set_id is None:
-            return None
-        return _ext.process_set_size(self.process_set_id)
-
-    def rank(self):
-        """This rank's rank within the set (-1 if not a member), or None if not registered."""
-        if self.process_set_id is None:
-            return None
-        return _ext.process_set_rank(self.process_set_id)
-
-    def included(self):
-        """Whether this rank belongs to the set (None if it is not registered)."""
-        if self.process_set_id is None:
-            return None
-        return _ext.process_set_rank(self.process_set_id) >= 0
-
-    def __repr__(self):
-        return f"ProcessSet(process_set_id={self.process_set_id}, ranks={self.ranks})"
-
-
-global_process_set = ProcessSet([])
-global_process_set.process_set_id = 0
-
-_lock = threading.Lock()
-_handles = {}  # int -> (TensorHandle, finish(TensorHandle) -> result)
-_handle_ids = itertools.count(1)
-_registered_sets = {}  # id -> ProcessSet
-
-# HOROVOD_* variables of existing job scripts, used where the CHORUS_* one is not set.
-_HOROVOD_ENV = [
-    ("HOROVOD_FUSION_THRESHOLD", "CHORUS_FUSION_THRESHOLD", "fusion_threshold_bytes", int),
-    ("HOROVOD_CYCLE_TIME", "CHORUS_CYCLE_TIME", "cycle_time_ms", float),
-    ("HOROVOD_CACHE_CAPACITY", "CHORUS_CACHE_CAPACITY", "cache_capacity", int),
-    ("HOROVOD_TIMELINE", "CHORUS_TIMELINE", "timeline_path", str),
-    ("HOROVOD_STALL_CHECK_TIME_SECONDS", "CHORUS_STALL_CHECK_SECONDS", "stall_check_seconds",
-     float),
-    ("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "CHORUS_STALL_SHUTDOWN_SECONDS",
-     "stall_shutdown_seconds", float),
-    ("HOROVOD_HIERARCHICAL_ALLREDUCE", "CHORUS_HIERARCHICAL_ALLREDUCE", "hierarchical_allreduce",
-     lambda v: v.strip().lower() in ("1", "true", "yes", "on")),
-    ("HOROVOD_LOG_LEVEL", "CHORUS_LOG_LEVEL", "log_level",
-     lambda v: {"warning": "warn", "error": "err", "fatal": "critical"}.get(v.lower(), v.lower())),
-]
-
-
-def _options_from_horovod_env():
-    options = {}
-    for hvd_name, chorus_name, key, convert in _HOROVOD_ENV:
-        if hvd_name in os.environ and chorus_name not in os.environ:
-            try:
-                options[key] = convert(os.environ[hvd_name])
-            except ValueError as e:
-                raise ValueError(f"{hvd_name}={os.environ[hvd_name]!r}: {e}") from None
-    return options
-
-
-def init(comm=None, process_sets=None):
-    """Starts Chorus on this rank (collective: every rank calls it).
-
-    ``comm`` (an mpi4py communicator in Horovod) is not supported: Chorus always runs on
-    MPI_COMM_WORLD. ``process_sets`` is a list of ProcessSet registered right after start, in
-    order, on every rank. HOROVOD_* tuning variables are honoured when the CHORUS_* variable
-    of the same meaning is unset. Calling init() again while initialized does nothing.
-    """
-    if comm is not None:
-        raise NotSupportedError("hvd.init(comm=...) is not supported: Chorus runs on every rank "
-                                "that mpirun or srun started (MPI_COMM_WORLD)")
-    if process_sets == "dynamic":
-        process_sets = None
-    if _ext.is_initialized():
-        return
-    options = _options_from_horovod_env()
-    _ext.init(options)
-    global_process_set.ranks = list(range(_ext.size()))
-    _registered_sets.clear()
-    _registered_sets[0] = global_process_set
-    for ps in process_sets or []:
-        add_process_set(ps)
-
-
-def shutdown():
-    """Stops Chorus on this rank; handles still pending fail. Safe to call twice."""
-    with _lock:
-        _handles.clear()
-    for ps in list(_registered_sets.values()):
-        if ps is not global_process_set:
-            ps.process_set_id = None
-    _registered_sets.clear()
-    _ext.shutdown()
-
-
-def is_initialized():
-    return _ext.is_initialized()
-
-
-def _checked(value):
-    if not _ext.is_initialized():
-        raise ValueError("Chorus has not been initialized; call hvd.init() first")
-    return value
-
-
-def size():
-    return _checked(_ext.size())
-
-
-def rank():
-    return _checked(_ext.rank())
-
-
-def local_size():
-    return _checked(_ext.local_size())
-
-
-def local_rank():
-    return _checked(_ext.local_rank())
-
-
-def cross_size():
-    return _checked(_ext.cross_size())
-
-
-def cross_rank():
-    return _checked(_ext.cross_rank())
-
-
-def is_homogeneous():
-    """True when every host runs the same number of ranks."""
-    return _checked(_ext.local_size() * _ext.cross_size() == _ext.size())
-
-
-def mpi_threads_supported():
-    """Chorus always runs MPI with MPI_THREAD_MULTIPLE."""
-    return _checked(True)
-
-
-# What this build supports, for scripts that branch on Horovod's build queries. Chorus always
-# runs over MPI; it has no Gloo, DDL, oneCCL or ROCm path. CUDA and NCCL come from the build
-# (CHORUS_WITH_CUDA, CHORUS_WITH_NCCL). None of these needs init().
-
-def mpi_built():
-    """True: Chorus is always built with MPI."""
-    return True
-
-
-def mpi_enabled():
-    """True: MPI carries every collective (there is no other controller)."""
-    return True
-
-
-def gloo_built():
-    return False
-
-
-def gloo_enabled():
-    return False
-
-
-def nccl_built():
-    """The NCCL_VERSION_CODE Chorus was compiled against (e.g. 22809 for 2.28.9), 0 without
-    NCCL: an int, truthy exactly when the NCCL backend is built, as in Horovod."""
-    return int(_ext.build_info["nccl_version_code"])
-
-
-def cuda_built():
-    """True when Chorus was compiled with its CUDA paths (device tensors)."""
-    return bool(_ext.build_info["cuda"])
-
-
-def rocm_built():
-    return False
-
-
-def ddl_built():
-    return False
-
-
-def ccl_built():
-    return False
-
-
-def add_process_set(process_set):
-    """Registers a ProcessSet (or a list of ranks) on every rank: collective, in the same
-    order on all ranks. Returns the registered ProcessSet."""
-    ps = process_set if isinstance(process_set, ProcessSet) else ProcessSet(process_set)
-    if ps.process_set_id is not None:
-        raise ValueError(f"{ps} is already registered")
-    ps.process_set_id = _ext.add_process_set(ps.ranks)
-    _registered_sets[ps.process_set_id] = ps
-    return ps
-
-
-def remove_process_set(process_set):
-    """Removes a registered set (collective over every rank). Returns True if it was removed,
-    False for the global set or a set that is not registered."""
-    if process_set is global_process_set or process_set.process_set_id in (None, 0):
-        return False
-    _ext.remove_process_set(process_set.process_set_id)
-    _registered_sets.pop(process_set.process_set_id, None)
-    process_set.process_set_id = None
-    return True
-
-
-def _set_id(process_set):
-    if process_set is None:
-        return 0
-    return process_set._require_id()
-
-
-def _set_rank(process_set):
-    return _ext.process_set_rank(_set_id(process_set))
-
-
-def _set_size(process_set):
-    return _ext.process_set_size(_set_id(process_set))
 
 
 def _grad_name(name, suffix="grad"):
@@ -301,35 +73,8 @@ def _name(name):
     return "" if name is None else str(name)
 
 
-def _register(tensor_handle, finish):
-    handle = next(_handle_ids)
-    with _lock:
-        _handles[handle] = (tensor_handle, finish)
-    return handle
-
-
 def _first(th):
     return th.wait()
-
-
-def poll(handle):
-    """True once the collective of ``handle`` has finished (successfully or not)."""
-    with _lock:
-        entry = _handles.get(handle)
-    if entry is None:
-        raise ValueError(f"unknown or already synchronized handle {handle!r}")
-    return entry[0].poll()
-
-
-def synchronize(handle):
-    """Waits for the collective of ``handle`` and returns its result; the handle is then
-    released. Raises HorovodInternalError if the collective failed."""
-    with _lock:
-        entry = _handles.pop(handle, None)
-    if entry is None:
-        raise ValueError(f"unknown or already synchronized handle {handle!r}")
-    th, finish = entry
-    return finish(th)
 
 
 # --- allreduce ------------------------------------------------------------------------------
@@ -711,23 +456,3 @@ def join(device=-1):
     allreduces with zeros. Returns the rank that joined last. ``device`` is accepted for
     compatibility and ignored."""
     return _ext.join()
-
-
-def start_timeline(file_path, mark_cycles=False):
-    """Starts writing a Chrome-trace timeline to ``file_path`` (rank 0 writes; on the other
-    ranks it does nothing). Not collective: any rank, any thread, any time after init().
-
-    Returns once the change took effect, so collectives started afterwards are recorded. An
-    active timeline (HOROVOD_TIMELINE / CHORUS_TIMELINE, or an earlier call) is closed first,
-    a complete file, and replaced. ``mark_cycles`` adds a CYCLE_START mark for every
-    background cycle that ran a collective. A path rank 0 cannot create raises
-    CollectiveError (a RuntimeError), and then no timeline is active."""
-    _checked(None)
-    _ext.start_timeline(os.fspath(file_path), bool(mark_cycles))
-
-
-def stop_timeline():
-    """Stops the active timeline and closes its file; nothing recorded after the call goes
-    there. Does nothing when no timeline is active."""
-    _checked(None)
-    _ext.stop_timeline()
