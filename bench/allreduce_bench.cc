@@ -242,8 +242,7 @@ std::vector<Result> case_latency(const World& w, int reps) {
                      [&] { verify(x, want, "chorus latency", 0); }});
   HandoffFloor floor;
   methods.push_back({"floor, not Chorus: hand-off to a 2nd thread + 2 MPI_Iallreduce", reset,
-                     [&] { floor.allreduce(&x); },
-                     [&] { verify(x, want, "floor latency", 0); }});
+                     [&] { floor.allreduce(&x); }, [&] { verify(x, want, "floor latency", 0); }});
   return measure(methods, 10 * kWarmup, reps);
 }
 

@@ -227,7 +227,7 @@ Status Runtime::setup_topology(const std::vector<std::string>& names) {
   }
   // The hierarchical GPU allreduce needs them when asked for, and may choose itself on a
   // layout that allows it; the map is the same on every rank, so all build them or none.
-  if (config_.hierarchical_allreduce || hierarchical_layout(map_, nullptr)) {
+  if (hierarchical_groups_needed(config_.hierarchical_allreduce, map_)) {
     StatusOr<TopologyGroups> groups = create_topology_groups(*world_, map_);
     if (!groups.ok()) return groups.status();
     topology_groups_ = std::move(groups).value();
@@ -262,6 +262,7 @@ StatusOr<std::unique_ptr<Runtime::SetState>> Runtime::make_set(int32_t id,
   gpu.label = id == 0 ? "global" : "set " + std::to_string(id);
   gpu.global_set = id == 0;
   gpu.hierarchical_requested = config_.hierarchical_allreduce;
+  gpu.requested_backend = config_.gpu_backend;
   if (id == 0) gpu.groups = &topology_groups_;
   gpu.map = &map_;
   gpu.device = &gpu_device_;
