@@ -37,16 +37,24 @@ Status int_counts(const std::vector<int64_t>& bytes, const char* what, std::vect
 
 // Waits for `n` requests, testing them (which drives MPI's progress). Between peers that
 // are both here a transfer moves only while MPI is polled (shared-memory fragments), so
-// the first kSpinFor is spent polling without pause; a wait that outlasts it is for a peer
-// still busy elsewhere, and sleeps between tests so as not to take the trainer's core.
+// the first kSpinFor is spent polling without pause: long enough for a chunk
+// (MpiBackend::kChunkBytes) to cross at memory speed. A wait that outlasts it is for a peer
+// still busy elsewhere (often descheduled by its own trainer's threads), and sleeps between
+// tests so as not to take the trainer's core. The clock is read every kClockEvery tests:
+// a read costs about as much as a test.
 Status wait_all(int n, MPI_Request* requests) {
-  constexpr auto kSpinFor = std::chrono::milliseconds(1);
+  constexpr auto kSpinFor = std::chrono::microseconds(200);
+  constexpr int kClockEvery = 16;
   const auto spin_until = std::chrono::steady_clock::now() + kSpinFor;
+  bool spinning = true;
   Backoff backoff(std::chrono::microseconds(50), /*eager=*/false);
-  for (int done = 0;;) {
+  for (int done = 0, tests = 1;; ++tests) {
     CHORUS_MPI_CHECK(MPI_Testall(n, requests, &done, MPI_STATUSES_IGNORE));
     if (done) return {};
-    if (std::chrono::steady_clock::now() >= spin_until) backoff.pause();
+    if (spinning && tests % kClockEvery == 0) {
+      spinning = std::chrono::steady_clock::now() < spin_until;
+    }
+    if (!spinning) backoff.pause();
   }
 }
 
