@@ -201,7 +201,8 @@ TensorHandle broadcast_async_(Tensor& tensor, int root, const std::string& name,
 
 TensorHandle broadcast_async(const Tensor& tensor, int root, const std::string& name,
                              const ProcessSet& process_set) {
-  Tensor copy = tensor.clone(::torch::MemoryFormat::Contiguous);
+  // Detached: the result is the root's data, not a function of this rank's input.
+  Tensor copy = tensor.detach().clone(::torch::MemoryFormat::Contiguous);
   return broadcast_async_(copy, root, name, process_set);
 }
 

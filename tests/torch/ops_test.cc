@@ -105,6 +105,17 @@ TEST(TorchBroadcast, FromTheLastRank) {
   EXPECT_TRUE(same(t, ramp(7, ::torch::kFloat16, root)));
 }
 
+// The collectives of the C++ API are not differentiable: a result must not carry the
+// input's autograd history (a gradient through it would be the identity, which is wrong).
+TEST(TorchBroadcast, ResultHasNoAutogradHistory) {
+  Tensor w = ::torch::ones({3}, ::torch::requires_grad());
+  Tensor x = w * static_cast<double>(me() + 1);
+  Tensor copy = broadcast(x, 0, "bcast.history");
+  EXPECT_FALSE(copy.requires_grad());
+  EXPECT_FALSE(copy.grad_fn());
+  EXPECT_TRUE(same(copy.detach(), ::torch::ones({3})));
+}
+
 TEST(TorchAlltoall, SplitsAndReceivedSplits) {
   // Rank r sends i + 1 rows of value 100 r + i to rank i.
   std::vector<Tensor> blocks;
