@@ -1,4 +1,5 @@
-"""The import-time check that the torch being imported is the one chorus was built for."""
+"""The import-time check that the torch being imported is the one chorus was built for, and
+the HOROVOD_* variables read at init."""
 
 import subprocess
 import sys
@@ -57,3 +58,24 @@ def test_build_queries_have_horovods_types_and_match_the_build():
     expected_cuda = os.environ.get("CHORUS_TEST_WITH_CUDA")
     if expected_cuda is not None:
         assert hvd.cuda_built() == (expected_cuda == "1")
+
+
+def test_horovod_variables_become_chorus_options(monkeypatch):
+    from chorus.torch import runtime
+
+    for name in ("CHORUS_LOG_LEVEL", "CHORUS_GPU_BACKEND"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HOROVOD_LOG_LEVEL", "ERROR")
+    monkeypatch.setenv("HOROVOD_GPU_OPERATIONS", "NCCL")
+    monkeypatch.setenv("HOROVOD_GPU_ALLREDUCE", "MPI")
+    options = runtime._options_from_horovod_env()
+    assert options["log_level"] == "error"
+    assert options["gpu_backend"] == "mpi"  # the allreduce-specific variable wins
+
+    monkeypatch.setenv("CHORUS_GPU_BACKEND", "nccl")
+    assert "gpu_backend" not in runtime._options_from_horovod_env()
+
+    monkeypatch.delenv("CHORUS_GPU_BACKEND")
+    monkeypatch.setenv("HOROVOD_GPU_ALLREDUCE", "GLOO")
+    with pytest.raises(ValueError, match="HOROVOD_GPU_ALLREDUCE='GLOO'"):
+        runtime._options_from_horovod_env()

@@ -70,6 +70,8 @@ chorus::Options to_options(const py::dict& d) {
       o.hierarchical_allreduce = value.cast<bool>();
     } else if (k == "log_level") {
       o.log_level = value.cast<std::string>();
+    } else if (k == "gpu_backend") {
+      o.gpu_backend = value.cast<std::string>();
     } else {
       throw chorus::Error(chorus::invalid_argument("unknown init option '" + k + "'"));
     }

@@ -58,6 +58,13 @@ _handles = {}  # int -> (TensorHandle, finish(TensorHandle) -> result)
 _handle_ids = itertools.count(1)
 _registered_sets = {}  # id -> ProcessSet
 
+def _gpu_backend(value):
+    backend = value.strip().lower()
+    if backend not in ("nccl", "mpi"):
+        raise ValueError("Chorus runs GPU collectives with NCCL or MPI")
+    return backend
+
+
 # HOROVOD_* variables of existing job scripts, used where the CHORUS_* one is not set.
 _HOROVOD_ENV = [
     ("HOROVOD_FUSION_THRESHOLD", "CHORUS_FUSION_THRESHOLD", "fusion_threshold_bytes", int),
@@ -71,7 +78,10 @@ _HOROVOD_ENV = [
     ("HOROVOD_HIERARCHICAL_ALLREDUCE", "CHORUS_HIERARCHICAL_ALLREDUCE", "hierarchical_allreduce",
      lambda v: v.strip().lower() in ("1", "true", "yes", "on")),
     ("HOROVOD_LOG_LEVEL", "CHORUS_LOG_LEVEL", "log_level",
-     lambda v: {"warning": "warn", "error": "err", "fatal": "critical"}.get(v.lower(), v.lower())),
+     lambda v: {"warning": "warn", "fatal": "critical"}.get(v.lower(), v.lower())),
+    # The general setting first: the allreduce-specific one, when also set, wins.
+    ("HOROVOD_GPU_OPERATIONS", "CHORUS_GPU_BACKEND", "gpu_backend", _gpu_backend),
+    ("HOROVOD_GPU_ALLREDUCE", "CHORUS_GPU_BACKEND", "gpu_backend", _gpu_backend),
 ]
 
 
