@@ -3,9 +3,10 @@
 // Chorus: the caller hands the value to a second thread and waits for it; that thread runs
 // the two exchanges every such runtime needs (an agreement round, as Chorus's cache-hit
 // bit vector, then the reduction itself) as non-blocking MPI allreduces polled to
-// completion, and hands the result back. Both threads wait the way Chorus's do (a short
-// spin, then yielding), so the row it adds to the latency table says how much of Chorus's
-// latency is its design on this machine and how much is Chorus itself.
+// completion, and hands the result back. The caller spins, then yields, and never sleeps
+// (Chorus's waiter sleeps after 200 tries); the serving thread idles as Chorus's does. So
+// the row it adds to the latency table is a floor: how much of Chorus's latency is its
+// design on this machine, and how much is Chorus itself.
 //
 // Collective: every rank constructs one (its own duplicate of MPI_COMM_WORLD) and calls
 // allreduce() in the same order. Requires MPI_THREAD_MULTIPLE.

@@ -1,6 +1,7 @@
 """The import-time check that the torch being imported is the one chorus was built for, and
 the HOROVOD_* variables read at init."""
 
+import os
 import subprocess
 import sys
 
@@ -49,7 +50,6 @@ def test_build_queries_have_horovods_types_and_match_the_build():
     # nccl_built() is an int, as in Horovod: NCCL's version code, or 0 without NCCL.
     assert type(hvd.nccl_built()) is int
     # CTest passes how CMake configured the build (CHORUS_WITH_CUDA, CHORUS_WITH_NCCL).
-    import os
     expected_nccl = os.environ.get("CHORUS_TEST_WITH_NCCL")
     if expected_nccl is not None:
         assert bool(hvd.nccl_built()) == (expected_nccl == "1")
@@ -60,22 +60,23 @@ def test_build_queries_have_horovods_types_and_match_the_build():
         assert hvd.cuda_built() == (expected_cuda == "1")
 
 
+
 def test_horovod_variables_become_chorus_options(monkeypatch):
     from chorus.torch import runtime
 
-    for name in ("CHORUS_LOG_LEVEL", "CHORUS_GPU_BACKEND"):
+    for name in ("CHORUS_LOG_LEVEL", "CHORUS_HIERARCHICAL_ALLREDUCE"):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HOROVOD_LOG_LEVEL", "ERROR")
-    monkeypatch.setenv("HOROVOD_GPU_OPERATIONS", "NCCL")
-    monkeypatch.setenv("HOROVOD_GPU_ALLREDUCE", "MPI")
-    options = runtime._options_from_horovod_env()
-    assert options["log_level"] == "error"
-    assert options["gpu_backend"] == "mpi"  # the allreduce-specific variable wins
+    for value, want in (("1", True), ("off", False), ("auto", None)):
+        monkeypatch.setenv("HOROVOD_HIERARCHICAL_ALLREDUCE", value)
+        options = runtime._options_from_horovod_env()
+        assert options["log_level"] == "error"
+        assert options["hierarchical_allreduce"] is want
 
-    monkeypatch.setenv("CHORUS_GPU_BACKEND", "nccl")
-    assert "gpu_backend" not in runtime._options_from_horovod_env()
+    monkeypatch.setenv("CHORUS_HIERARCHICAL_ALLREDUCE", "1")
+    assert "hierarchical_allreduce" not in runtime._options_from_horovod_env()
 
-    monkeypatch.delenv("CHORUS_GPU_BACKEND")
-    monkeypatch.setenv("HOROVOD_GPU_ALLREDUCE", "GLOO")
-    with pytest.raises(ValueError, match="HOROVOD_GPU_ALLREDUCE='GLOO'"):
+    monkeypatch.delenv("CHORUS_HIERARCHICAL_ALLREDUCE")
+    monkeypatch.setenv("HOROVOD_HIERARCHICAL_ALLREDUCE", "sometimes")
+    with pytest.raises(ValueError, match="HOROVOD_HIERARCHICAL_ALLREDUCE='sometimes'"):
         runtime._options_from_horovod_env()

@@ -184,7 +184,7 @@ def assert_same(model, ref):
 def test_optimizer_with_sparse_gradients_matches_one_process(sparse_as_dense):
     model, grads_sparse = train(distributed_sgd, sparse_as_dense=sparse_as_dense)
     assert_same(model, reference_model(sgd))
-    # Horovod's behaviour: without sparse_as_dense the gradient stays sparse, every step.
+    # Without sparse_as_dense the gradient stays sparse, every step.
     assert grads_sparse == [not sparse_as_dense] * STEPS
 
 
@@ -236,3 +236,51 @@ def test_a_new_optimizer_on_the_same_model_replaces_the_old_hooks():
         F.cross_entropy(model(tokens, uses_embedding(step, me)), labels).backward()
         opt.step()
     assert_same(model, reference_model(sgd))
+
+
+class LateTagger(Tagger):
+    """A second sparse embedding that no rank uses in the first step: its first gradient
+    arrives after the ranks agreed on the sparse parameters, and is reduced as dense."""
+
+    def __init__(self):
+        super().__init__()
+        self.late = nn.Embedding(VOCAB, DIM, sparse=True)
+
+    def forward(self, tokens, use_embedding=True, use_late=True):
+        h = super().forward(tokens, use_embedding)
+        return h + self.head(self.late(tokens).mean(1)) if use_late else h
+
+
+def test_a_gradient_first_sparse_after_the_first_step_is_reduced_as_dense():
+    n, me = hvd.size(), hvd.rank()
+
+    def make():
+        torch.manual_seed(11)
+        return LateTagger().double()
+
+    def run(model, opt, ranks):
+        for step, batch in enumerate(batches(n)):
+            opt.zero_grad()
+            loss = sum(F.cross_entropy(model(shard(batch, r)[0], uses_embedding(step, r),
+                                             use_late=step > 0), shard(batch, r)[1])
+                       for r in ranks) / len(ranks)
+            loss.backward()
+            opt.step()
+
+    model = make()
+    run(model, distributed_sgd(model, sparse_as_dense=False), [me])
+    ref = make()
+    run(ref, sgd(ref), range(n))
+    assert model.emb.weight.grad.is_sparse
+    assert not model.late.weight.grad.is_sparse
+    assert_same(model, ref)
+
+
+def test_sparse_as_dense_differing_across_ranks_fails_on_every_rank():
+    model = make_tagger()
+    opt = distributed_sgd(model, sparse_as_dense=hvd.rank() == 0)
+    tokens, labels = shard(batches(hvd.size())[0], hvd.rank())
+    opt.zero_grad()
+    F.cross_entropy(model(tokens), labels).backward()
+    with pytest.raises(ValueError, match="sparse_as_dense differs across ranks"):
+        opt.step()

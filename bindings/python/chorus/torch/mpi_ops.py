@@ -304,10 +304,7 @@ def sparse_allreduce_async(tensor, name=None, op=Average, process_set=global_pro
 
 def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
     """Starts a broadcast from ``root_rank`` into a new tensor."""
-    # Detached: the adapter's copy of the input would otherwise carry the input's autograd
-    # history (a CloneBackward), making the received values look differentiable with an
-    # identity gradient.
-    th = _ext.broadcast_async(tensor.detach(), int(root_rank), _name(name),
+    th = _ext.broadcast_async(tensor, int(root_rank), _name(name),
                               _set_id(process_set), False)
     return _register(th, _first)
 

@@ -8,7 +8,7 @@ that gradient's allreduce the moment backward has accumulated it, without enteri
 so communication overlaps the rest of backward exactly as in the C++ DistributedOptimizer.
 step() waits for the reductions (synchronize()) and then runs the wrapped step().
 
-Sparse gradients (``nn.Embedding(sparse=True)``) are reduced as in Horovod: densely with
+Sparse gradients (``nn.Embedding(sparse=True)``) are reduced densely with
 ``sparse_as_dense=True``, otherwise with ``sparse_allreduce_async`` (an allgather of the
 non-zeros), staying sparse for optimizers such as SparseAdam. Which parameters get sparse
 gradients is only known once backward has run, and the C++ reducer reduces every gradient it
@@ -209,9 +209,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             process_set=mpi_ops._set_id(process_set), name_prefix=self._prefix)
         self._sparse = []  # _SparseGradient of the parameters known to have sparse gradients
         # Without sparse_as_dense, the first step reduces everything as dense while the probe
-        # learns which gradients are sparse (see the module's docstring).
+        # learns which gradients are sparse (see the module's docstring). With it, the probe
+        # watches nothing but still takes part in the agreement, which checks that every rank
+        # chose the same.
+        self._sparse_as_dense = bool(sparse_as_dense)
         self._reducer = self._make_reducer(range(len(pairs)), sparse_as_dense=True)
-        self._probe = None if sparse_as_dense else _SparseProbe(enumerate(params))
+        self._probe = _SparseProbe([] if sparse_as_dense else enumerate(params))
 
     def _make_reducer(self, indices, sparse_as_dense):
         """A C++ GradientReducer over the parameters at ``indices`` (collective)."""
@@ -226,18 +229,26 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         """After the first synchronize() that followed a backward pass on some rank: the ranks
         agree on which parameters have sparse gradients and those leave the C++ reducer."""
         n = len(self._pairs)
-        local = torch.zeros(n + 1, dtype=torch.int64)
+        # [sparse_dim per parameter..., seen, sparse_as_dense, not sparse_as_dense], by Max.
+        local = torch.zeros(n + 3, dtype=torch.int64)
         for i, dim in self._probe.sparse_dims.items():
             local[i] = dim
-        local[n] = int(self._probe.seen)
+        local[n] = int(self._probe.seen or self._sparse_as_dense)
+        local[n + 1] = int(self._sparse_as_dense)
+        local[n + 2] = int(not self._sparse_as_dense)
         agreed = mpi_ops.allreduce(local, name=self._prefix + "sparse_probe", op=Max,
                                    process_set=self.process_set).tolist()
+        if agreed[n + 1] and agreed[n + 2]:
+            self._probe.remove()
+            self._probe = None
+            raise ValueError("DistributedOptimizer: sparse_as_dense differs across ranks; "
+                             "every rank must pass the same value")
         if not agreed[n]:
             return  # no rank has run backward yet: keep probing
         self._probe.remove()
         self._probe = None
         sparse = {i: dim for i, dim in enumerate(agreed[:n]) if dim > 0}
-        if not sparse:
+        if self._sparse_as_dense or not sparse:
             return
         for i, dim in sparse.items():
             name, p = self._pairs[i]
@@ -246,8 +257,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             self._sparse.append(_SparseGradient(self._prefix + name, p, dim, self._op,
                                                 self.backward_passes_per_step,
                                                 self.process_set))
+        # A gradient that first arrives sparse after this step is reduced as dense.
         self._reducer = self._make_reducer([i for i in range(n) if i not in sparse],
-                                           sparse_as_dense=False)
+                                           sparse_as_dense=True)
 
     def synchronize(self):
         """Waits until every gradient is reduced (starting the reductions of gradients that

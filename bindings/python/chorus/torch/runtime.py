@@ -58,11 +58,16 @@ _handles = {}  # int -> (TensorHandle, finish(TensorHandle) -> result)
 _handle_ids = itertools.count(1)
 _registered_sets = {}  # id -> ProcessSet
 
-def _gpu_backend(value):
-    backend = value.strip().lower()
-    if backend not in ("nccl", "mpi"):
-        raise ValueError("Chorus runs GPU collectives with NCCL or MPI")
-    return backend
+
+def _on_off_auto(value):
+    v = value.strip().lower()
+    if v in ("", "auto"):
+        return None
+    if v in ("1", "true", "yes", "on"):
+        return True
+    if v in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("expected 1 or 0 (also true/false, on/off) or auto")
 
 
 # HOROVOD_* variables of existing job scripts, used where the CHORUS_* one is not set.
@@ -76,12 +81,9 @@ _HOROVOD_ENV = [
     ("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "CHORUS_STALL_SHUTDOWN_SECONDS",
      "stall_shutdown_seconds", float),
     ("HOROVOD_HIERARCHICAL_ALLREDUCE", "CHORUS_HIERARCHICAL_ALLREDUCE", "hierarchical_allreduce",
-     lambda v: v.strip().lower() in ("1", "true", "yes", "on")),
+     _on_off_auto),
     ("HOROVOD_LOG_LEVEL", "CHORUS_LOG_LEVEL", "log_level",
      lambda v: {"warning": "warn", "fatal": "critical"}.get(v.lower(), v.lower())),
-    # The general setting first: the allreduce-specific one, when also set, wins.
-    ("HOROVOD_GPU_OPERATIONS", "CHORUS_GPU_BACKEND", "gpu_backend", _gpu_backend),
-    ("HOROVOD_GPU_ALLREDUCE", "CHORUS_GPU_BACKEND", "gpu_backend", _gpu_backend),
 ]
 
 
