@@ -12,9 +12,19 @@ namespace chorus {
 
 class Backoff {
  public:
+  using micros = std::chrono::microseconds;
+
   /// `cap`: the longest pause. `eager`: spin first; otherwise start sleeping at once.
-  explicit Backoff(std::chrono::microseconds cap, bool eager = true)
-      : cap_(cap), spins_(eager ? 0 : kSpins), sleep_(eager ? 0 : 16) {}
+  /// Once the pauses add up to `patience`, the longest pause becomes `patient_cap` (when
+  /// larger): a wait that long is for a peer busy elsewhere, and waking often for it only
+  /// costs CPU.
+  explicit Backoff(micros cap, bool eager = true, micros patient_cap = micros(0),
+                   micros patience = micros(0))
+      : cap_(cap),
+        patient_cap_(patient_cap),
+        patience_(patience),
+        spins_(eager ? 0 : kSpins),
+        sleep_(eager ? 0 : 16) {}
 
   /// Called between two unsuccessful tests of the condition.
   void pause() {
@@ -22,15 +32,20 @@ class Backoff {
       ++spins_;
       return;
     }
-    sleep_ = sleep_.count() == 0 ? std::chrono::microseconds(2) : std::min(sleep_ * 2, cap_);
+    if (patient_cap_ > cap_ && slept_ >= patience_) cap_ = patient_cap_;
+    sleep_ = sleep_.count() == 0 ? micros(2) : std::min(sleep_ * 2, cap_);
+    slept_ += sleep_;
     std::this_thread::sleep_for(sleep_);
   }
 
  private:
   static constexpr int kSpins = 100;
-  const std::chrono::microseconds cap_;
+  micros cap_;
+  const micros patient_cap_;
+  const micros patience_;
   int spins_;
-  std::chrono::microseconds sleep_;
+  micros sleep_;
+  micros slept_{0};
 };
 
 }  // namespace chorus

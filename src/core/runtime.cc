@@ -31,6 +31,12 @@ constexpr auto kGpuSyncTimeout = std::chrono::minutes(5);
 // short while avoids a futex sleep and wake-up on each of those.
 constexpr auto kWatchAfterWork = std::chrono::microseconds(50);
 
+// Waiting for the other ranks in a round: pauses up to kRoundPause, and after kPatience of
+// pauses up to kPatientPause (Backoff).
+constexpr auto kRoundPause = std::chrono::microseconds(200);
+constexpr auto kPatience = std::chrono::microseconds(2000);
+constexpr auto kPatientPause = std::chrono::microseconds(1000);
+
 std::chrono::microseconds micros(double ms) {
   return std::chrono::microseconds(static_cast<int64_t>(ms * 1000));
 }
@@ -399,7 +405,11 @@ Status Runtime::cycle(bool stop_asked, bool* shutdown, bool* productive) {
     if (Status s = set->negotiator->start(id == 0 && stop_asked, start); !s.ok()) return s;
   }
   // A rank with nothing of its own pending skips the spin: it only keeps idle peers company.
-  Backoff poller(std::min(micros(config_.cycle_time_ms), std::chrono::microseconds(200)), eager);
+  // Pauses grow to 200 us; after 2 ms of waiting (a peer still in its backward pass, say)
+  // to 1 ms, so that a long wait wakes the thread less often.
+  const auto cycle_time = micros(config_.cycle_time_ms);
+  Backoff poller(std::min(cycle_time, kRoundPause), eager, std::min(cycle_time, kPatientPause),
+                 kPatience);
   while (true) {
     bool done = true;
     for (auto& [id, set] : sets_) {
