@@ -221,12 +221,18 @@ TEST(OpPlan, FusedAllreduceAlignmentNotAboveTheElementIsPacked) {
   EXPECT_EQ(l.bytes, 32u);
   std::vector<Response> half = {response(OpType::kAllreduce, {3}, DataType::kFloat16),
                                 response(OpType::kAllreduce, {3}, DataType::kFloat16)};
-  l = plan_fused_allreduce(pointers(half), 16, 1024);
-  EXPECT_EQ(l.offsets, (std::vector<std::size_t>{0, 16}));
-  EXPECT_EQ(l.bytes, 22u);
   l = plan_fused_allreduce(pointers(half), 2, 1024);
   EXPECT_EQ(l.offsets, (std::vector<std::size_t>{0, 6}));
   EXPECT_EQ(l.bytes, 12u);
+}
+
+TEST(OpPlan, FusedAllreduceOfHalfFloatsPadsTo16Bytes) {
+  // Three float16 (6 bytes) then the next slot on 16; the last slot is not padded.
+  std::vector<Response> half = {response(OpType::kAllreduce, {3}, DataType::kFloat16),
+                                response(OpType::kAllreduce, {3}, DataType::kFloat16)};
+  FusionLayout l = plan_fused_allreduce(pointers(half), 16, 1024);
+  EXPECT_EQ(l.offsets, (std::vector<std::size_t>{0, 16}));
+  EXPECT_EQ(l.bytes, 22u);
 }
 
 TEST(OpPlan, FusedAllreduceOfNothing) {
