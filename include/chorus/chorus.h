@@ -109,4 +109,11 @@ int process_set_rank(ProcessSet process_set);
 /// Number of ranks in `process_set`, or -1 if there is no such set.
 int process_set_size(ProcessSet process_set);
 
+/// What this build of Chorus can do. Needs no init().
+struct BuildInfo {
+  bool cuda = false;          ///< CUDA tensors are supported (CHORUS_WITH_CUDA)
+  int nccl_version_code = 0;  ///< NCCL_VERSION_CODE compiled against; 0: built without NCCL
+};
+BuildInfo build_info();
+
 }  // namespace chorus

@@ -61,6 +61,8 @@ bool all_equal(const std::vector<int64_t>& v) {
 
 }  // namespace
 
+int nccl_compiled_version_code() { return NCCL_VERSION_CODE; }
+
 std::string nccl_version_string() {
   int v = 0;
   if (ncclGetVersion(&v) != ncclSuccess) return "NCCL (version unknown)";

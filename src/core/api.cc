@@ -12,6 +12,9 @@
 #ifdef CHORUS_WITH_CUDA
 #include "collectives/gpu_event.h"
 #endif
+#ifdef CHORUS_WITH_NCCL
+#include "collectives/nccl_backend.h"
+#endif
 
 namespace chorus {
 namespace {
@@ -426,6 +429,17 @@ int process_set_size(ProcessSet process_set) {
   if (!rt) return -1;
   auto info = rt->set_info(process_set.id);
   return info ? info->size : -1;
+}
+
+BuildInfo build_info() {
+  BuildInfo b;
+#ifdef CHORUS_WITH_CUDA
+  b.cuda = true;
+#endif
+#ifdef CHORUS_WITH_NCCL
+  b.nccl_version_code = nccl_compiled_version_code();
+#endif
+  return b;
 }
 
 }  // namespace chorus

@@ -1,6 +1,7 @@
 // Unit tests of Config::load (src/core/config.h): defaults, every CHORUS_* variable, Options
 // over the environment, and the error for every kind of bad value. The environment is an
-// injected map, so nothing here reads or changes the process environment.
+// injected map, so nothing here reads or changes the process environment. Also
+// chorus::build_info() against the configuration.
 #include "core/config.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +11,8 @@
 #include <map>
 #include <optional>
 #include <string>
+
+#include "chorus/chorus.h"
 
 namespace chorus {
 namespace {
@@ -446,6 +449,23 @@ TEST(ConfigTest, DescribeNamesEverySetting) {
         "CHORUS_LOG_LEVEL=info", "CHORUS_BIND=none"}) {
     EXPECT_NE(d.find(want), std::string::npos) << "missing " << want << " in: " << d;
   }
+}
+
+// What the library reports it was built with is what CMake configured.
+TEST(BuildInfoTest, MatchesTheConfiguration) {
+  const BuildInfo b = build_info();
+#ifdef CHORUS_TEST_WITH_CUDA
+  EXPECT_TRUE(b.cuda);
+#else
+  EXPECT_FALSE(b.cuda);
+#endif
+#ifdef CHORUS_TEST_WITH_NCCL
+  EXPECT_GE(b.nccl_version_code, 20000);  // NCCL 2.x encodes major*10000 + minor*100 + patch
+  EXPECT_TRUE(BuildFeatures::current().nccl);
+#else
+  EXPECT_EQ(b.nccl_version_code, 0);
+  EXPECT_FALSE(BuildFeatures::current().nccl);
+#endif
 }
 
 }  // namespace

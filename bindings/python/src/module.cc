@@ -94,12 +94,11 @@ ct::Compression to_compression(int c) {
 PYBIND11_MODULE(_ext, m) {
   m.doc() = "Chorus runtime bindings (use the chorus.torch package, not this module)";
   m.attr("torch_version") = TORCH_VERSION;
-  // How libchorus was configured (the same CMake run builds it and this module), for
-  // Horovod's nccl_built() and cuda_built(). The CHORUS_PY_* definitions come from
-  // bindings/python/CMakeLists.txt.
+  // What libchorus was built with, for Horovod's nccl_built() and cuda_built().
+  const chorus::BuildInfo built = chorus::build_info();
   py::dict build_info;
-  build_info["cuda"] = static_cast<bool>(CHORUS_PY_WITH_CUDA);
-  build_info["nccl_version_code"] = static_cast<int>(CHORUS_PY_NCCL_VERSION_CODE);
+  build_info["cuda"] = built.cuda;
+  build_info["nccl_version_code"] = built.nccl_version_code;
   m.attr("build_info") = build_info;
 
   // Every failure of the core reaches Python as CollectiveError (a RuntimeError, like
