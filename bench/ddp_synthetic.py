@@ -94,14 +94,20 @@ def process_cpu_ns():
     return (u.ru_utime + u.ru_stime) * 1e9
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def trainer_arguments(description):
+    """The options every synthetic trainer script shares (run_torch_bench.sh passes them)."""
+    p = argparse.ArgumentParser(description=description)
     p.add_argument("--model", choices=["mlp", "cnn"], default="cnn")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--steps", type=int, default=30)
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--threads", type=int, default=0,
                    help="intra-op threads per rank (default: cores / ranks on this host)")
+    return p
+
+
+def main():
+    p = trainer_arguments(__doc__.splitlines()[0])
     p.add_argument("--baseline-ips", type=float, default=0.0)
     args = p.parse_args()
 

@@ -14,7 +14,6 @@ drives collectives itself; DistributedOptimizer's per-gradient path never enters
   mpirun -np 2 --bind-to none /usr/bin/python3 bench/python_synthetic.py --model cnn
 """
 
-import argparse
 import os
 import statistics
 import sys
@@ -25,7 +24,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from ddp_synthetic import (CLASSES, IMAGE_SHAPE, SyntheticCnn, SyntheticMlp,  # noqa: E402
-                           process_cpu_ns)
+                           process_cpu_ns, trainer_arguments)
 
 import chorus.torch as hvd  # noqa: E402
 
@@ -72,13 +71,7 @@ def enqueue_overhead_us(count=2000):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--model", choices=["mlp", "cnn"], default="cnn")
-    p.add_argument("--batch-size", type=int, default=32)
-    p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--threads", type=int, default=0,
-                   help="intra-op threads per rank (default: cores / ranks on this host)")
+    p = trainer_arguments(__doc__.splitlines()[0])
     p.add_argument("--no-enqueue-probe", action="store_true")
     args = p.parse_args()
 
