@@ -26,16 +26,23 @@ class Backoff {
         spins_(eager ? 0 : kSpins),
         sleep_(eager ? 0 : 16) {}
 
-  /// Called between two unsuccessful tests of the condition.
+  /// Called between two unsuccessful tests of the condition: sleeps for next().
   void pause() {
+    const micros d = next();
+    if (d.count() > 0) std::this_thread::sleep_for(d);
+  }
+
+  /// The pause due now, counted as taken; zero while still spinning. For a caller that
+  /// sleeps its own way (Doorbells::wait).
+  micros next() {
     if (spins_ < kSpins) {
       ++spins_;
-      return;
+      return micros(0);
     }
     if (patient_cap_ > cap_ && slept_ >= patience_) cap_ = patient_cap_;
     sleep_ = sleep_.count() == 0 ? micros(2) : std::min(sleep_ * 2, cap_);
     slept_ += sleep_;
-    std::this_thread::sleep_for(sleep_);
+    return sleep_;
   }
 
  private:

@@ -65,7 +65,7 @@ Status Runtime::shutdown() {
     std::lock_guard<std::mutex> lock(mu_);
     stop_requested_ = true;
   }
-  cv_.notify_all();
+  doorbells_.ring();
   if (thread_.joinable()) thread_.join();
   std::lock_guard<std::mutex> lock(mu_);
   return shutdown_status_;
@@ -125,7 +125,7 @@ Handle Runtime::submit(std::span<Entry> entries) {
     }
     work_queued_.store(true, std::memory_order_release);
   }
-  cv_.notify_one();
+  doorbells_.ring();
   return Handle(std::move(handle));
 }
 
@@ -158,7 +158,7 @@ Status Runtime::request_timeline(std::string path, bool mark_cycles) {
     done = request.done.get_future();
     timeline_requests_.push_back(std::move(request));
   }
-  cv_.notify_one();
+  doorbells_.ring();
   return done.get();
 }
 
@@ -197,6 +197,7 @@ Status Runtime::setup() {
   log().debug("built with {}", nccl_version_string());
 #endif
   if (Status s = setup_topology(*names); !s.ok()) return s;
+  if (Status s = setup_doorbells(); !s.ok()) return s;
   if (!config_.timeline_path.empty() && rank_ == 0) {
     StatusOr<std::unique_ptr<Timeline>> tl = Timeline::open(config_.timeline_path, rank_);
     if (!tl.ok()) return tl.status();
@@ -238,6 +239,19 @@ Status Runtime::setup_topology(const std::vector<std::string>& names) {
     if (!groups.ok()) return groups.status();
     topology_groups_ = std::move(groups).value();
   }
+  return {};
+}
+
+// The host's shared doorbells, on every host with more than one rank (the map is the same on
+// every rank, so all take part in the split or none).
+Status Runtime::setup_doorbells() {
+  bool shared_hosts = false;
+  for (const std::vector<int>& host : map_.hosts) shared_hosts = shared_hosts || host.size() > 1;
+  if (!shared_hosts) return {};
+  StatusOr<std::unique_ptr<MpiGroup>> host = world_->split(map_.cross_rank, rank_);
+  if (!host.ok()) return host.status();
+  if (Status s = doorbells_.join_host((*host)->control()); !s.ok()) return s;
+  single_host_ = map_.cross_size == 1 && doorbells_.shared();
   return {};
 }
 
@@ -301,16 +315,11 @@ void Runtime::loop() {
         std::this_thread::yield();
       }
     }
+    // Idle: take part in a round every cycle time. Waiting on peers after a round that
+    // ran nothing: back off up to the cycle time.
+    if (!(pending && productive)) wait_for_work(pending ? backoff : cycle_time, pending);
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      // Idle: take part in a round every cycle time. Waiting on peers after a round that
-      // ran nothing: back off up to the cycle time. New work or a stop wakes us at once.
-      if (queue_.empty() && timeline_requests_.empty() && !stop_requested_ &&
-          !(pending && productive)) {
-        cv_.wait_for(lock, pending ? backoff : cycle_time, [&] {
-          return !queue_.empty() || !timeline_requests_.empty() || stop_requested_;
-        });
-      }
+      std::lock_guard<std::mutex> lock(mu_);
       fresh.swap(queue_);
       timeline_requests.swap(timeline_requests_);
       work_queued_.store(false, std::memory_order_relaxed);
@@ -357,6 +366,27 @@ void Runtime::loop() {
   shutdown_status_ = fin;
 }
 
+// Sleeps until this rank has something to do: new work, a timeline request or a stop (each
+// rings its doorbell), `timeout`, or, while it holds requests that wait for its peers, a
+// peer on this host that started the next cycle: that peer waits for this rank, and may
+// bring what the requests wait for. A rank with nothing pending ignores such a peer: joining
+// its round early would only make it start another.
+void Runtime::wait_for_work(std::chrono::microseconds timeout, bool pending) {
+  const Clock::time_point until = Clock::now() + timeout;
+  const uint32_t wake = pending ? Doorbells::kOwnWork | Doorbells::kPeers : Doorbells::kOwnWork;
+  while (true) {
+    const uint32_t seen = doorbells_.seq();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!queue_.empty() || !timeline_requests_.empty() || stop_requested_) return;
+    }
+    if (pending && doorbells_.peer_ahead(cycles_)) return;
+    const auto left = std::chrono::duration_cast<std::chrono::microseconds>(until - Clock::now());
+    if (left.count() <= 0) return;
+    doorbells_.wait(seen, left, wake);
+  }
+}
+
 // Takes the queue's entries into their sets. The entries of one submit (a grouped
 // allreduce's members share a handle) are checked and taken all or nothing. Duplicate
 // names are caught here, on the background thread, which owns the table of what is in
@@ -401,16 +431,23 @@ Status Runtime::cycle(bool stop_asked, bool* shutdown, bool* productive) {
   const Clock::time_point start = Clock::now();
   bool eager = stop_asked;
   for (auto& [id, set] : sets_) eager = eager || set->negotiator->pending() > 0;
+  bool rung = single_host_;
   for (auto& [id, set] : sets_) {
     if (Status s = set->negotiator->start(id == 0 && stop_asked, start); !s.ok()) return s;
+    rung = rung && set->group->control().completes_on_arrival();
   }
+  doorbells_.announce(++cycles_);
   // A rank with nothing of its own pending skips the spin: it only keeps idle peers company.
-  // Pauses grow to 200 us; after 2 ms of waiting (a peer still in its backward pass, say)
-  // to 1 ms, so that a long wait wakes the thread less often.
+  // When every peer is on this host and rings on arrival, the wait sleeps until one does
+  // (the cycle time bounds it: stop requests and the shutdown grace are checked). Otherwise
+  // pauses grow to 200 us; after 2 ms of waiting (a peer still in its backward pass, say)
+  // to 1 ms, so that a long wait wakes the thread less often; a ring from a peer on this
+  // host still ends a pause early.
   const auto cycle_time = micros(config_.cycle_time_ms);
   Backoff poller(std::min(cycle_time, kRoundPause), eager, std::min(cycle_time, kPatientPause),
                  kPatience);
   while (true) {
+    const uint32_t seen = doorbells_.seq();
     bool done = true;
     for (auto& [id, set] : sets_) {
       if (!set->negotiator->in_round()) continue;
@@ -423,7 +460,8 @@ Status Runtime::cycle(bool stop_asked, bool* shutdown, bool* productive) {
       return Status(StatusCode::kAborted,
                     "shutdown: other ranks did not answer within 10 s; leaving without them");
     }
-    poller.pause();
+    const std::chrono::microseconds pause = poller.next();
+    if (pause.count() > 0) doorbells_.wait(seen, rung ? cycle_time : pause, Doorbells::kPeers);
   }
   // The blocking part of each round, in ascending set id on every rank (see negotiator.h).
   for (auto& [id, set] : sets_) {

@@ -9,7 +9,6 @@
 #include <array>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <future>
 #include <map>
 #include <memory>
@@ -25,6 +24,7 @@
 #include "chorus/options.h"
 #include "collectives/mpi_world.h"
 #include "core/config.h"
+#include "core/doorbell.h"
 #include "core/entry.h"
 #include "core/executor.h"
 #include "core/negotiator.h"
@@ -101,7 +101,9 @@ class Runtime {
   Status setup();
   Status setup_topology(const std::vector<std::string>& names);
   StatusOr<std::unique_ptr<SetState>> make_set(int32_t id, const std::vector<int>& ranks);
+  Status setup_doorbells();
   void loop();
+  void wait_for_work(std::chrono::microseconds timeout, bool pending);
   Status cycle(bool stop_asked, bool* shutdown, bool* productive);
   void accept(std::vector<Entry>& fresh);
   Status apply_set_changes(const std::vector<Response>& changes);
@@ -123,9 +125,13 @@ class Runtime {
   std::unique_ptr<Timeline> timeline_;  // background thread (after setup); rank 0 only
   bool mark_cycles_ = false;            // background thread: timeline_ gets CYCLE_START marks
   std::map<int32_t, std::unique_ptr<SetState>> sets_;  // background thread
+  uint64_t cycles_ = 0;                                 // background thread: cycles started
+  bool single_host_ = false;  // background thread: every rank on this host's shared board
+  // Rung by trainer threads (submit, timeline requests, shutdown) and by the host's other
+  // ranks; the background thread sleeps on it.
+  Doorbells doorbells_;
 
   mutable std::mutex mu_;  // guards everything below
-  std::condition_variable cv_;
   std::vector<Entry> queue_;
   std::vector<TimelineRequest> timeline_requests_;
   std::map<int32_t, SetInfo> set_info_;

@@ -1,0 +1,143 @@
+#include "core/doorbell.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "core/control_transport.h"
+#include "core/logging.h"
+
+namespace chorus {
+namespace {
+
+// Not the private futex operations: the word may live in memory shared between processes.
+void futex_wake_all(std::atomic<uint32_t>* word) {
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr,
+          0);
+}
+
+void futex_wait(std::atomic<uint32_t>* word, uint32_t seen, std::chrono::microseconds timeout) {
+  timespec ts;
+  ts.tv_sec = static_cast<time_t>(timeout.count() / 1000000);
+  ts.tv_nsec = static_cast<long>(timeout.count() % 1000000) * 1000;
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, seen, &ts, nullptr, 0);
+}
+
+std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
+
+// Maps the segment `name` of `bytes` (creating it when `create`), or says why not.
+void* map_segment(const std::string& name, std::size_t bytes, bool create, std::string* why) {
+  const int fd = shm_open(name.c_str(), create ? O_CREAT | O_EXCL | O_RDWR : O_RDWR, 0600);
+  if (fd < 0) {
+    *why = errno_text("shm_open");
+    return nullptr;
+  }
+  if (create && ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    *why = errno_text("ftruncate");
+    close(fd);
+    shm_unlink(name.c_str());
+    return nullptr;
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) {
+    *why = errno_text("mmap");
+    if (create) shm_unlink(name.c_str());
+    return nullptr;
+  }
+  return p;
+}
+
+}  // namespace
+
+Doorbells::Doorbells() = default;
+
+Doorbells::~Doorbells() {
+  if (mapping_) munmap(mapping_, mapped_bytes_);
+}
+
+Status Doorbells::join_host(ControlTransport& host) {
+  const int n = host.size();
+  const int me = host.rank();
+  if (n < 2) return {};
+  const std::size_t bytes = sizeof(Slot) * static_cast<std::size_t>(n);
+  std::string name, why;
+  void* p = nullptr;
+  if (me == 0) {
+    name = "/chorus-doorbells-" + std::to_string(getpid()) + "-" +
+           std::to_string(reinterpret_cast<uintptr_t>(this) & 0xffffff);
+    p = map_segment(name, bytes, /*create=*/true, &why);
+    if (p) {
+      for (int i = 0; i < n; ++i) new (static_cast<Slot*>(p) + i) Slot();
+    } else {
+      name.clear();
+    }
+  }
+  if (Status s = host.broadcast(&name); !s.ok()) return s;
+  if (me != 0 && !name.empty()) p = map_segment(name, bytes, /*create=*/false, &why);
+  // All or none: a rank that could not map the board would never ring the others.
+  StatusOr<std::vector<std::string>> mapped = host.gather(p ? "1" : "0");
+  if (!mapped.ok()) return mapped.status();
+  std::string verdict = "1";
+  for (const std::string& m : *mapped) {
+    if (m != "1") verdict = "0";
+  }
+  if (Status s = host.broadcast(&verdict); !s.ok()) return s;
+  if (me == 0 && !name.empty()) shm_unlink(name.c_str());
+  if (verdict != "1") {
+    if (p) munmap(p, bytes);
+    log().debug("doorbells: no shared board on this host ({}); rounds are polled",
+                why.empty() ? "another rank could not map it" : why);
+    return {};
+  }
+  mapping_ = p;
+  mapped_bytes_ = bytes;
+  slots_ptr_ = static_cast<Slot*>(p);
+  slots_ = n;
+  self_ = me;
+  return {};
+}
+
+void Doorbells::ring_slot(Slot& slot, uint32_t wake) {
+  // A sequentially consistent increment, then the read of `waiting`: together with the
+  // waiter's store of `waiting` before the kernel reads the word, one of the two sees the
+  // other, so no wake-up is lost.
+  slot.seq.fetch_add(1, std::memory_order_seq_cst);
+  if (slot.waiting.load(std::memory_order_seq_cst) & wake) futex_wake_all(&slot.seq);
+}
+
+void Doorbells::ring() { ring_slot(self(), kOwnWork); }
+
+void Doorbells::announce(uint64_t cycle) {
+  self().cycle.store(cycle, std::memory_order_release);
+  for (int i = 0; i < slots_; ++i) {
+    if (i != self_) ring_slot(slots_ptr_[i], kPeers);
+  }
+}
+
+bool Doorbells::peer_ahead(uint64_t cycle) const {
+  for (int i = 0; i < slots_; ++i) {
+    if (i != self_ && slots_ptr_[i].cycle.load(std::memory_order_acquire) > cycle) return true;
+  }
+  return false;
+}
+
+bool Doorbells::wait(uint32_t seen, std::chrono::microseconds timeout, uint32_t wake) {
+  Slot& s = self();
+  s.waiting.store(wake, std::memory_order_seq_cst);
+  if (s.seq.load(std::memory_order_seq_cst) == seen) futex_wait(&s.seq, seen, timeout);
+  s.waiting.store(0, std::memory_order_relaxed);
+  return s.seq.load(std::memory_order_acquire) != seen;
+}
+
+}  // namespace chorus

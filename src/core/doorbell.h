@@ -1,0 +1,77 @@
+#pragma once
+// How the background thread sleeps, and who wakes it. Each rank has a doorbell: a futex
+// word that its trainer threads ring when they hand it work, and that the other ranks on its
+// host ring when they start a negotiation round. The doorbells of a host's ranks live in one
+// shared memory segment, so a rank waiting in a round for a peer on its host sleeps until
+// that peer arrives instead of waking every few hundred microseconds to look: on a machine
+// whose cores all run trainers, each of those wake-ups preempts one.
+//
+// Without the segment (one rank on the host, or shared memory unavailable) the doorbell is
+// private to the process: only its own threads ring it, and rounds are polled.
+//
+// Threads: ring() from any thread; everything else from the background thread.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+
+#include "chorus/status.h"
+
+namespace chorus {
+
+class ControlTransport;
+
+class Doorbells {
+ public:
+  /// Bit flags: what may end a wait early. The other wakes only bump the word.
+  enum Wake : uint32_t {
+    kOwnWork = 1,  ///< ring(): this process's threads submitted something
+    kPeers = 2,    ///< announce(): a rank on this host started a round
+  };
+
+  /// A private doorbell.
+  Doorbells();
+  ~Doorbells();
+  Doorbells(const Doorbells&) = delete;
+  Doorbells& operator=(const Doorbells&) = delete;
+
+  /// Moves onto the host's shared board: `host` holds this host's ranks (index = local rank).
+  /// Local rank 0 creates the segment and sends its name, the others map it, and they use it
+  /// all or none. Collective over `host`; errors of shared memory are not errors (the
+  /// doorbell stays private), only a failed exchange is. Before any other thread rings.
+  Status join_host(ControlTransport& host);
+  /// True on a board shared with the host's other ranks.
+  bool shared() const { return slots_ > 1; }
+
+  /// The word, read before checking what a wait is for: a ring after the read ends the wait.
+  uint32_t seq() const { return self().seq.load(std::memory_order_acquire); }
+  /// Rings this rank's doorbell (wakes a wait for kOwnWork).
+  void ring();
+  /// Records that this rank started cycle `cycle`, and rings every other rank on the host
+  /// (wakes their waits for kPeers).
+  void announce(uint64_t cycle);
+  /// True if a rank on this host started a cycle after `cycle`: it waits for this one.
+  bool peer_ahead(uint64_t cycle) const;
+  /// Sleeps until the word differs from `seen` (a ring that `wake` names, or any ring that
+  /// came before the sleep), or for `timeout`. Returns true if the word changed.
+  bool wait(uint32_t seen, std::chrono::microseconds timeout, uint32_t wake);
+
+ private:
+  struct alignas(64) Slot {
+    std::atomic<uint32_t> seq{0};
+    std::atomic<uint32_t> waiting{0};  // the Wake flags of a sleeping waiter, else 0
+    std::atomic<uint64_t> cycle{0};
+  };
+  static void ring_slot(Slot& slot, uint32_t wake);
+  Slot& self() const { return slots_ptr_[self_]; }
+
+  Slot own_;                 // the private doorbell
+  Slot* slots_ptr_ = &own_;  // own_, or the host's board
+  int slots_ = 1;
+  int self_ = 0;
+  void* mapping_ = nullptr;  // the board's mapping, unmapped on destruction
+  std::size_t mapped_bytes_ = 0;
+};
+
+}  // namespace chorus
