@@ -18,11 +18,6 @@ namespace {
 // Ranks beyond the largest power of two p fold in first: rank p + i sends its bits to rank
 // i, which combines them, takes part in the log2(p) exchange steps, and sends the result
 // back.
-//
-// A set of at most kDirectRanks ranks skips the steps: every rank sends its bits to every
-// other at once. Its round then completes as soon as the last rank arrives, with nothing left
-// for the others to forward (the bits are small enough to travel eagerly), which is what
-// lets a waiting rank sleep until a peer's doorbell rings (core/doorbell.h).
 class MpiControl final : public ControlTransport {
  public:
   explicit MpiControl(MPI_Comm comm) : comm_(comm) {
@@ -36,17 +31,15 @@ class MpiControl final : public ControlTransport {
 
   Status start_and(std::vector<uint64_t>* bits) override {
     bits_ = bits;
-    if (direct()) return post_direct();
     incoming_.resize(bits->size());
     step_ = kFoldIn;
     return post();
   }
 
   StatusOr<bool> test_and() override {
-    if (direct()) return test_direct();
     while (step_ != kDone) {
       int done = 0;
-      CHORUS_MPI_CHECK(MPI_Testall(2, requests_.data(), &done, MPI_STATUSES_IGNORE));
+      CHORUS_MPI_CHECK(MPI_Testall(2, requests_, &done, MPI_STATUSES_IGNORE));
       if (!done) return false;
       if (receiving_) {
         for (std::size_t i = 0; i < bits_->size(); ++i) (*bits_)[i] &= incoming_[i];
@@ -55,10 +48,6 @@ class MpiControl final : public ControlTransport {
       if (Status s = post(); !s.ok()) return s;
     }
     return true;
-  }
-
-  bool completes_on_arrival() const override {
-    return direct() && bits_ && bits_->size() * sizeof(uint64_t) <= kEagerBytes;
   }
 
   StatusOr<std::vector<std::string>> gather(const std::string& mine) override {
@@ -91,15 +80,11 @@ class MpiControl final : public ControlTransport {
 
  private:
   static constexpr int kTag = 7300;
-  static constexpr int kDirectRanks = 8;
-  // Well under the shared-memory and TCP transports' eager limits (4 KiB and more).
-  static constexpr std::size_t kEagerBytes = 1024;
   static constexpr int kFoldIn = -1;   // extras send, partners receive
   static constexpr int kFoldOut = -2;  // partners send the result, extras receive it
   static constexpr int kDone = -3;
   // Steps 0..log2(p)-1 are the exchanges with rank ^ (1 << step).
 
-  bool direct() const { return size_ <= kDirectRanks; }
   bool extra() const { return rank_ >= pow2_; }
   bool has_extra() const { return rank_ + pow2_ < size_; }
 
@@ -115,36 +100,10 @@ class MpiControl final : public ControlTransport {
     }
   }
 
-  // Direct exchange: a receive from and a send to every peer.
-  Status post_direct() {
-    const int n = static_cast<int>(bits_->size());
-    const int peers = size_ - 1;
-    incoming_.resize(bits_->size() * static_cast<std::size_t>(peers));
-    requests_.assign(static_cast<std::size_t>(2 * peers), MPI_REQUEST_NULL);
-    for (int k = 1; k <= peers; ++k) {
-      const int peer = (rank_ + k) % size_;
-      CHORUS_MPI_CHECK(MPI_Irecv(incoming_.data() + static_cast<std::size_t>(k - 1) * n, n,
-                                 MPI_UINT64_T, peer, kTag, comm_, &requests_[k - 1]));
-      CHORUS_MPI_CHECK(MPI_Isend(bits_->data(), n, MPI_UINT64_T, peer, kTag, comm_,
-                                 &requests_[peers + k - 1]));
-    }
-    return {};
-  }
-
-  StatusOr<bool> test_direct() {
-    int done = 0;
-    CHORUS_MPI_CHECK(MPI_Testall(static_cast<int>(requests_.size()), requests_.data(), &done,
-                                 MPI_STATUSES_IGNORE));
-    if (!done) return false;
-    const std::size_t n = bits_->size();
-    for (std::size_t i = 0; i < incoming_.size(); ++i) (*bits_)[i % n] &= incoming_[i];
-    return true;
-  }
-
   // Posts the messages of the current step (none for a step this rank has no part in;
   // test_and() then moves straight on).
   Status post() {
-    requests_.assign(2, MPI_REQUEST_NULL);
+    requests_[0] = requests_[1] = MPI_REQUEST_NULL;
     receiving_ = false;
     if (step_ == kDone) return {};
     const int n = static_cast<int>(bits_->size());
@@ -179,7 +138,7 @@ class MpiControl final : public ControlTransport {
   int pow2_ = 1;
   std::vector<uint64_t>* bits_ = nullptr;
   std::vector<uint64_t> incoming_;
-  std::vector<MPI_Request> requests_ = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  MPI_Request requests_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   bool receiving_ = false;  // the current step combines incoming_ into bits_
   int step_ = kDone;
 };

@@ -25,9 +25,10 @@ class ControlTransport {
   virtual Status start_and(std::vector<uint64_t>* bits) = 0;
   /// True once `bits` holds the AND of every member's vector.
   virtual StatusOr<bool> test_and() = 0;
-  /// True if the round in flight completes as soon as every member has started it: no
-  /// member needs to test again for another's round to finish. A waiting rank may then
-  /// sleep until its peers announce their arrival (core/doorbell.h) instead of polling.
+  /// True if the round in flight completes as soon as every other member has started it,
+  /// with nothing in flight that needs a member's progress (core/host_rounds.h). A waiting
+  /// rank may then sleep until its peers announce their arrival (core/doorbell.h) instead
+  /// of polling.
   virtual bool completes_on_arrival() const { return false; }
 
   /// Gathers one message per member at rank 0 (index = rank; empty elsewhere). Blocking:

@@ -22,8 +22,7 @@ namespace {
 
 // Not the private futex operations: the word may live in memory shared between processes.
 void futex_wake_all(std::atomic<uint32_t>* word) {
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr,
-          0);
+  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT32_MAX, nullptr, nullptr, 0);
 }
 
 void futex_wait(std::atomic<uint32_t>* word, uint32_t seen, std::chrono::microseconds timeout) {
@@ -130,6 +129,30 @@ bool Doorbells::peer_ahead(uint64_t cycle) const {
     if (i != self_ && slots_ptr_[i].cycle.load(std::memory_order_acquire) > cycle) return true;
   }
   return false;
+}
+
+void Doorbells::publish(uint64_t round, const std::vector<uint64_t>& bits) {
+  Mailbox& box = self().rounds[round % 2];
+  for (std::size_t i = 0; i < bits.size(); ++i)
+    box.words[i].store(bits[i], std::memory_order_relaxed);
+  box.round.store(round, std::memory_order_release);
+}
+
+bool Doorbells::and_round(uint64_t round, std::vector<uint64_t>* bits) const {
+  for (int i = 0; i < slots_; ++i) {
+    if (i != self_ &&
+        slots_ptr_[i].rounds[round % 2].round.load(std::memory_order_acquire) != round) {
+      return false;
+    }
+  }
+  for (int i = 0; i < slots_; ++i) {
+    if (i == self_) continue;
+    const Mailbox& box = slots_ptr_[i].rounds[round % 2];
+    for (std::size_t w = 0; w < bits->size(); ++w) {
+      (*bits)[w] &= box.words[w].load(std::memory_order_relaxed);
+    }
+  }
+  return true;
 }
 
 bool Doorbells::wait(uint32_t seen, std::chrono::microseconds timeout, uint32_t wake) {

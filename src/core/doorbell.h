@@ -2,9 +2,13 @@
 // How the background thread sleeps, and who wakes it. Each rank has a doorbell: a futex
 // word that its trainer threads ring when they hand it work, and that the other ranks on its
 // host ring when they start a negotiation round. The doorbells of a host's ranks live in one
-// shared memory segment, so a rank waiting in a round for a peer on its host sleeps until
-// that peer arrives instead of waking every few hundred microseconds to look: on a machine
-// whose cores all run trainers, each of those wake-ups preempts one.
+// shared memory segment (the host's board), so a rank waiting in a round for a peer on its
+// host sleeps until that peer arrives instead of waking every few hundred microseconds to
+// look: on a machine whose cores all run trainers, each of those wake-ups preempts one.
+//
+// The board also carries the rounds' bits (HostRounds, core/host_rounds.h): a rank writes
+// its bits for a round into its own slot before it rings, so a peer that wakes finds them
+// there, with no message in flight that would need the writer to make progress.
 //
 // Without the segment (one rank on the host, or shared memory unavailable) the doorbell is
 // private to the process: only its own threads ring it, and rounds are polled.
@@ -15,6 +19,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "chorus/status.h"
 
@@ -57,11 +62,26 @@ class Doorbells {
   /// came before the sleep), or for `timeout`. Returns true if the word changed.
   bool wait(uint32_t seen, std::chrono::microseconds timeout, uint32_t wake);
 
+  /// The longest bit vector a round on the board carries.
+  static constexpr std::size_t kRoundWords = 128;
+  /// Writes this rank's `bits` (at most kRoundWords) for round `round` (counted from 1).
+  /// A round's bits stay until round + 2 is published, which cannot happen before every
+  /// peer finished round + 1, and so read round's bits.
+  void publish(uint64_t round, const std::vector<uint64_t>& bits);
+  /// If every other rank on the board published round `round`, ANDs their bits into `bits`
+  /// and returns true; otherwise leaves `bits` alone.
+  bool and_round(uint64_t round, std::vector<uint64_t>* bits) const;
+
  private:
+  struct alignas(64) Mailbox {
+    std::atomic<uint64_t> round{0};  // the round whose bits `words` hold, set after them
+    std::atomic<uint64_t> words[kRoundWords];
+  };
   struct alignas(64) Slot {
     std::atomic<uint32_t> seq{0};
     std::atomic<uint32_t> waiting{0};  // the Wake flags of a sleeping waiter, else 0
     std::atomic<uint64_t> cycle{0};
+    Mailbox rounds[2];  // by round parity
   };
   static void ring_slot(Slot& slot, uint32_t wake);
   Slot& self() const { return slots_ptr_[self_]; }

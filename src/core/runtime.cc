@@ -7,6 +7,7 @@
 
 #include "collectives/backoff.h"
 #include "collectives/gpu_path.h"
+#include "core/host_rounds.h"
 #include "core/logging.h"
 #include "topology/binding.h"
 #include "topology/launcher_view.h"
@@ -251,7 +252,6 @@ Status Runtime::setup_doorbells() {
   StatusOr<std::unique_ptr<MpiGroup>> host = world_->split(map_.cross_rank, rank_);
   if (!host.ok()) return host.status();
   if (Status s = doorbells_.join_host((*host)->control()); !s.ok()) return s;
-  single_host_ = map_.cross_size == 1 && doorbells_.shared();
   return {};
 }
 
@@ -273,7 +273,13 @@ StatusOr<std::unique_ptr<Runtime::SetState>> Runtime::make_set(int32_t id,
   set->group = std::move(group).value();
   NegotiatorOptions nopts{config_.cache_capacity, config_.stall_check_seconds,
                           config_.stall_shutdown_seconds};
-  set->negotiator = std::make_unique<Negotiator>(&set->group->control(), nopts,
+  set->control = &set->group->control();
+  // The global set of a job on one host runs its rounds on the host's board.
+  if (id == 0 && map_.cross_size == 1 && doorbells_.shared()) {
+    set->host_rounds = std::make_unique<HostRounds>(set->control, &doorbells_);
+    set->control = set->host_rounds.get();
+  }
+  set->negotiator = std::make_unique<Negotiator>(set->control, nopts,
                                                  id == 0 ? "global" : "set " + std::to_string(id));
   set->executor = std::make_unique<Executor>(
       &set->group->backend(), static_cast<std::size_t>(config_.fusion_threshold_bytes),
@@ -431,18 +437,21 @@ Status Runtime::cycle(bool stop_asked, bool* shutdown, bool* productive) {
   const Clock::time_point start = Clock::now();
   bool eager = stop_asked;
   for (auto& [id, set] : sets_) eager = eager || set->negotiator->pending() > 0;
-  bool rung = single_host_;
   for (auto& [id, set] : sets_) {
     if (Status s = set->negotiator->start(id == 0 && stop_asked, start); !s.ok()) return s;
-    rung = rung && set->group->control().completes_on_arrival();
   }
+  // After the rounds started (their bits on the board), so that a peer woken by the ring
+  // finds them.
   doorbells_.announce(++cycles_);
+  // Rounds that complete when the last peer arrives, all of whose peers ring on arrival.
+  bool rung = true;
+  for (auto& [id, set] : sets_) rung = rung && set->control->completes_on_arrival();
   // A rank with nothing of its own pending skips the spin: it only keeps idle peers company.
-  // When every peer is on this host and rings on arrival, the wait sleeps until one does
-  // (the cycle time bounds it: stop requests and the shutdown grace are checked). Otherwise
-  // pauses grow to 200 us; after 2 ms of waiting (a peer still in its backward pass, say)
-  // to 1 ms, so that a long wait wakes the thread less often; a ring from a peer on this
-  // host still ends a pause early.
+  // When the rounds are rung, the wait sleeps until a peer rings (the cycle time bounds it:
+  // stop requests and the shutdown grace are checked). Otherwise pauses grow to 200 us;
+  // after 2 ms of waiting (a peer still in its backward pass, say) to 1 ms, so that a long
+  // wait wakes the thread less often; a ring from a peer on this host still ends a pause
+  // early.
   const auto cycle_time = micros(config_.cycle_time_ms);
   Backoff poller(std::min(cycle_time, kRoundPause), eager, std::min(cycle_time, kPatientPause),
                  kPatience);

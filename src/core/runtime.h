@@ -83,6 +83,8 @@ class Runtime {
   struct SetState {
     int32_t id = 0;
     std::unique_ptr<MpiGroup> group;
+    std::unique_ptr<ControlTransport> host_rounds;  // set when its rounds use the board
+    ControlTransport* control = nullptr;            // host_rounds, or the group's
     std::unique_ptr<Negotiator> negotiator;
     std::unique_ptr<Executor> executor;
     std::unordered_map<std::string, Entry> entries;
@@ -125,8 +127,7 @@ class Runtime {
   std::unique_ptr<Timeline> timeline_;  // background thread (after setup); rank 0 only
   bool mark_cycles_ = false;            // background thread: timeline_ gets CYCLE_START marks
   std::map<int32_t, std::unique_ptr<SetState>> sets_;  // background thread
-  uint64_t cycles_ = 0;                                 // background thread: cycles started
-  bool single_host_ = false;  // background thread: every rank on this host's shared board
+  uint64_t cycles_ = 0;                                // background thread: cycles started
   // Rung by trainer threads (submit, timeline requests, shutdown) and by the host's other
   // ranks; the background thread sleeps on it.
   Doorbells doorbells_;

@@ -1,0 +1,42 @@
+#pragma once
+// The control transport of a process set whose ranks are exactly the ranks of one host's
+// board (core/doorbell.h): its rounds go through the board, its gathers and broadcasts
+// through the set's own transport. A rank publishes its bits in shared memory before it
+// rings, so a round completes the moment its last rank arrives, with no message in flight
+// that would need its sender to make progress: a waiting rank may sleep until that ring
+// (completes_on_arrival). A round whose bits do not fit the board goes through the set's
+// transport; the bits have the same length on every rank, so all ranks choose alike.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/control_transport.h"
+#include "core/doorbell.h"
+
+namespace chorus {
+
+class HostRounds final : public ControlTransport {
+ public:
+  /// `inner`: the set's transport, rank i = local rank i on `board`. Both outlive this.
+  HostRounds(ControlTransport* inner, Doorbells* board) : inner_(inner), board_(board) {}
+
+  int rank() const override { return inner_->rank(); }
+  int size() const override { return inner_->size(); }
+  Status start_and(std::vector<uint64_t>* bits) override;
+  StatusOr<bool> test_and() override;
+  bool completes_on_arrival() const override { return on_board_; }
+  StatusOr<std::vector<std::string>> gather(const std::string& mine) override {
+    return inner_->gather(mine);
+  }
+  Status broadcast(std::string* data) override { return inner_->broadcast(data); }
+
+ private:
+  ControlTransport* inner_;
+  Doorbells* board_;
+  uint64_t round_ = 0;  // rounds on the board so far
+  bool on_board_ = false;
+  std::vector<uint64_t>* bits_ = nullptr;
+};
+
+}  // namespace chorus
