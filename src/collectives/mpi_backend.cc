@@ -11,6 +11,7 @@ namespace chorus {
 namespace {
 
 constexpr int kReduceScatterTag = 7301;
+constexpr int kShareTag = 7302;
 
 std::vector<int64_t> prefix_offsets(const std::vector<int64_t>& counts) {
   std::vector<int64_t> offsets(counts.size() + 1, 0);
@@ -87,9 +88,7 @@ Status MpiBackend::allreduce(const void* send, void* recv, int64_t count, DataTy
   char* out = static_cast<char*>(recv);
   Status s = pipelined_reduce_scatter(send, out + offsets[rank_] * esz, counts, dtype, op, scale);
   if (!s.ok()) return s;
-  std::vector<int64_t> bytes(size_);
-  for (int i = 0; i < size_; ++i) bytes[i] = counts[i] * esz;
-  return allgatherv(out + offsets[rank_] * esz, out, bytes);
+  return share_blocks(out, counts, offsets, esz);
 }
 
 Status MpiBackend::gather_all_reduce(const void* send, void* recv, int64_t offset, int64_t count,
@@ -105,6 +104,22 @@ Status MpiBackend::gather_all_reduce(const void* send, void* recv, int64_t offse
   for (int q = 0; q < size_; ++q) sources_[q] = all + q * bytes + offset * esz;
   kernels::reduce_ordered(recv, sources_.data(), size_, count, dtype, op, scale);
   return {};
+}
+
+// Every rank sends its block to every other and receives theirs, all at once.
+Status MpiBackend::share_blocks(char* out, const std::vector<int64_t>& counts,
+                                const std::vector<int64_t>& offsets, int64_t esz) {
+  requests_.assign(static_cast<std::size_t>(2 * (size_ - 1)), MPI_REQUEST_NULL);
+  const int mine = static_cast<int>(counts[rank_] * esz);
+  for (int k = 1; k < size_; ++k) {
+    const int to = (rank_ + k) % size_;
+    const int from = (rank_ - k + size_) % size_;
+    CHORUS_MPI_CHECK(MPI_Irecv(out + offsets[from] * esz, static_cast<int>(counts[from] * esz),
+                               MPI_BYTE, from, kShareTag, comm_, &requests_[2 * (k - 1)]));
+    CHORUS_MPI_CHECK(MPI_Isend(out + offsets[rank_] * esz, mine, MPI_BYTE, to, kShareTag, comm_,
+                               &requests_[2 * (k - 1) + 1]));
+  }
+  return wait_all(static_cast<int>(requests_.size()), requests_.data());
 }
 
 Status MpiBackend::reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,

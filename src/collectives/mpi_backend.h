@@ -7,7 +7,7 @@
 //  - small messages: every rank gathers every contribution and combines them in rank order;
 //  - large messages: a reduce-scatter by point-to-point messages, pipelined in chunks,
 //    where the owner of each block combines the ranks' values in rank order as chunks
-//    arrive (reduce_kernels), then MPI_Allgatherv of the blocks.
+//    arrive (reduce_kernels), then every rank sends its block to every other at once.
 // Both give every element the value ((x0 op x1) op x2) ..., identical on every rank and
 // independent of fusion.
 
@@ -49,6 +49,8 @@ class MpiBackend final : public Backend {
                            int64_t total, DataType dtype, ReduceOp op, kernels::Scale scale);
   Status pipelined_reduce_scatter(const void* send, void* recv, const std::vector<int64_t>& counts,
                                   DataType dtype, ReduceOp op, kernels::Scale scale);
+  Status share_blocks(char* out, const std::vector<int64_t>& counts,
+                      const std::vector<int64_t>& offsets, int64_t esz);
   char* scratch(std::size_t bytes);
 
   MPI_Comm comm_;
