@@ -109,6 +109,12 @@ Status MpiBackend::gather_all_reduce(const void* send, void* recv, int64_t offse
 // Every rank sends its block to every other and receives theirs, all at once.
 Status MpiBackend::share_blocks(char* out, const std::vector<int64_t>& counts,
                                 const std::vector<int64_t>& offsets, int64_t esz) {
+  for (int64_t c : counts) {
+    if (c * esz > INT_MAX) {
+      return invalid_argument("allreduce: " + std::to_string(c * esz) +
+                              " bytes for one rank exceed the MPI backend's 2 GiB limit");
+    }
+  }
   requests_.assign(static_cast<std::size_t>(2 * (size_ - 1)), MPI_REQUEST_NULL);
   const int mine = static_cast<int>(counts[rank_] * esz);
   for (int k = 1; k < size_; ++k) {
