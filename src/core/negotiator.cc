@@ -222,7 +222,7 @@ void Negotiator::finish(std::vector<Response> coordinated) {
     const uint64_t ready = ready_word(w);
     each_slot(ready, w, [&](int s) {
       if (!cache_.occupied(s)) return;
-      round_.responses.push_back(cache_.at(s));
+      round_.responses.push_back(cache_.shared(s));
       ready_slots.push_back(s);
     });
   }
@@ -231,12 +231,13 @@ void Negotiator::finish(std::vector<Response> coordinated) {
   }
   for (int s : ready_slots) cache_.touch(s);
   for (Response& r : coordinated) {
-    cache_.put(r);
-    round_.responses.push_back(std::move(r));
+    auto shared = std::make_shared<const Response>(std::move(r));
+    cache_.put(shared);
+    round_.responses.push_back(std::move(shared));
   }
-  for (const Response& r : round_.responses) {
-    if (r.op == OpType::kJoin) joined_ = false;
-    pending_.erase(r.name);
+  for (const auto& r : round_.responses) {
+    if (r->op == OpType::kJoin) joined_ = false;
+    pending_.erase(r->name);
   }
 }
 

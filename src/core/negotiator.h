@@ -47,9 +47,11 @@ class Negotiator {
   using Clock = std::chrono::steady_clock;
 
   struct Round {
-    std::vector<Response> responses;  ///< to execute, in this order, on every member
-    bool shutdown = false;            ///< some member asked to shut down
-    bool used_coordinator = false;    ///< the round needed a gather (false: cache only)
+    /// To execute, in this order, on every member. Cached responses are shared with the
+    /// cache, not copied.
+    std::vector<std::shared_ptr<const Response>> responses;
+    bool shutdown = false;          ///< some member asked to shut down
+    bool used_coordinator = false;  ///< the round needed a gather (false: cache only)
   };
 
   /// `label` names the set in log lines ("global", "set 2").

@@ -20,11 +20,11 @@ ResponseCache::Found ResponseCache::lookup(const Request& q) const {
   return {matches(q, *slots_[it->second]) ? Lookup::kHit : Lookup::kConflict, it->second};
 }
 
-void ResponseCache::put(const Response& r) {
-  if (capacity_ == 0 || !cacheable(r)) return;
+void ResponseCache::put(std::shared_ptr<const Response> r) {
+  if (capacity_ == 0 || !cacheable(*r)) return;
   ++generation_;
-  if (auto it = by_name_.find(r.name); it != by_name_.end()) {
-    slots_[it->second] = r;
+  if (auto it = by_name_.find(r->name); it != by_name_.end()) {
+    slots_[it->second] = std::move(r);
     touch(it->second);
     return;
   }
@@ -37,8 +37,8 @@ void ResponseCache::put(const Response& r) {
     slot = static_cast<int>(slots_.size());
     slots_.emplace_back();
   }
-  slots_[slot] = r;
-  by_name_[r.name] = slot;
+  by_name_[r->name] = slot;
+  slots_[slot] = std::move(r);
   used_.insert(slot);
   lru_.push_front(slot);
   lru_pos_[slot] = lru_.begin();

@@ -10,7 +10,7 @@
 
 #include <cstdint>
 #include <list>
-#include <optional>
+#include <memory>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -43,15 +43,17 @@ class ResponseCache {
 
   Found lookup(const Request& q) const;
   /// Inserts (or replaces, for a known name) a cacheable response; evicts the least
-  /// recently used slot when full.
-  void put(const Response& r);
+  /// recently used slot when full. The cache shares `r`: a round hands the same object
+  /// to the executor, with no copy of its name and shape.
+  void put(std::shared_ptr<const Response> r);
   /// Marks a slot used (its response just ran).
   void touch(int slot);
   void erase(int slot);
 
   const Response& at(int slot) const { return *slots_[slot]; }
+  const std::shared_ptr<const Response>& shared(int slot) const { return slots_[slot]; }
   bool occupied(int slot) const {
-    return slot >= 0 && slot < static_cast<int>(slots_.size()) && slots_[slot].has_value();
+    return slot >= 0 && slot < static_cast<int>(slots_.size()) && slots_[slot] != nullptr;
   }
   /// One past the highest occupied slot: the bit vector's length in slots.
   int slot_bound() const { return used_.empty() ? 0 : *used_.rbegin() + 1; }
@@ -63,7 +65,7 @@ class ResponseCache {
  private:
   const int64_t capacity_;
   uint64_t generation_ = 0;
-  std::vector<std::optional<Response>> slots_;
+  std::vector<std::shared_ptr<const Response>> slots_;
   std::unordered_map<std::string, int> by_name_;
   std::list<int> lru_;  // front: most recently used
   std::unordered_map<int, std::list<int>::iterator> lru_pos_;

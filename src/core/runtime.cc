@@ -483,9 +483,10 @@ Status Runtime::cycle(bool stop_asked, bool* shutdown, bool* productive) {
     const Negotiator::Round& round = set->negotiator->round();
     if (id == 0) *shutdown = round.shutdown;
     *productive = *productive || !round.responses.empty();
-    for (const Response& r : round.responses) {
-      if (r.status.ok() && (r.op == OpType::kAddProcessSet || r.op == OpType::kRemoveProcessSet)) {
-        changes.push_back(r);
+    for (const auto& r : round.responses) {
+      if (r->status.ok() &&
+          (r->op == OpType::kAddProcessSet || r->op == OpType::kRemoveProcessSet)) {
+        changes.push_back(*r);
       }
     }
     SetState* state = set.get();

@@ -33,8 +33,11 @@ bool Rank::round(bool shutdown) {
     return fail("completion of round " + std::to_string(records_.size()) + ": " + c.to_string());
   }
   const Negotiator::Round& r = negotiator_.round();
-  records_.push_back({codec::encode(ResponseList{r.responses}), r.shutdown, r.used_coordinator});
-  for (const Response& resp : r.responses) responses_.push_back(resp);
+  last_ = {{}, r.shutdown, r.used_coordinator};
+  for (const auto& resp : r.responses) last_.responses.push_back(*resp);
+  records_.push_back(
+      {codec::encode(ResponseList{last_.responses}), r.shutdown, r.used_coordinator});
+  responses_.insert(responses_.end(), last_.responses.begin(), last_.responses.end());
   return true;
 }
 

@@ -33,6 +33,13 @@ struct RoundRecord {
   bool used_coordinator = false;
 };
 
+/// A finished round as the tests read it: its responses by value.
+struct LastRound {
+  std::vector<Response> responses;
+  bool shutdown = false;
+  bool used_coordinator = false;
+};
+
 class Rank {
  public:
   using Clock = Negotiator::Clock;
@@ -54,7 +61,7 @@ class Rank {
   /// when the round failed or the test's time bound passed.
   bool round(bool shutdown = false);
 
-  const Negotiator::Round& last() const { return negotiator_.round(); }
+  const LastRound& last() const { return last_; }
   const std::vector<RoundRecord>& records() const { return records_; }
   const std::vector<Response>& responses() const { return responses_; }
   const std::string& error() const { return error_; }
@@ -67,6 +74,7 @@ class Rank {
   Negotiator negotiator_;
   Clock::time_point deadline_;
   std::vector<RoundRecord> records_;
+  LastRound last_;
   std::vector<Response> responses_;
   std::string error_;
 };

@@ -29,6 +29,10 @@ Response response(const std::string& name, std::vector<int64_t> shape = {4},
   return r;
 }
 
+std::shared_ptr<const Response> shared(Response r) {
+  return std::make_shared<const Response>(std::move(r));
+}
+
 // The request that asks for exactly what `r` describes.
 Request request_for(const Response& r) {
   Request q;
@@ -80,8 +84,8 @@ TEST(ResponseCacheTest, PutIgnoresWhatIsNotCacheable) {
   ResponseCache c(4);
   Response bad = response("a");
   bad.status = Status(StatusCode::kMismatch, "ranks disagree");
-  c.put(bad);
-  c.put(response("g", {2}, OpType::kAllgather));
+  c.put(shared(bad));
+  c.put(shared(response("g", {2}, OpType::kAllgather)));
   EXPECT_EQ(c.size(), 0);
   EXPECT_EQ(c.slot_bound(), 0);
   EXPECT_EQ(c.lookup(request_for(bad)).kind, ResponseCache::Lookup::kMiss);
@@ -96,7 +100,7 @@ TEST(ResponseCacheTest, LookupMissHitConflict) {
   r.reduce_op = ReduceOp::kAverage;
   r.prescale = 0.5;
   EXPECT_EQ(c.lookup(request_for(r)).kind, ResponseCache::Lookup::kMiss);
-  c.put(r);
+  c.put(shared(r));
   ResponseCache::Found hit = c.lookup(request_for(r));
   EXPECT_EQ(hit.kind, ResponseCache::Lookup::kHit);
   EXPECT_EQ(hit.slot, 0);
@@ -121,7 +125,7 @@ TEST(ResponseCacheTest, EveryParameterCountsForAHit) {
   r.group_size = 2;
   r.group_index = 1;
   ResponseCache c(8);
-  c.put(r);
+  c.put(shared(r));
   ASSERT_EQ(c.lookup(request_for(r)).kind, ResponseCache::Lookup::kHit);
 
   std::vector<std::pair<const char*, std::function<void(Request&)>>> changes = {
@@ -157,9 +161,9 @@ TEST(ResponseCacheTest, EveryParameterCountsForAHit) {
 
 TEST(ResponseCacheTest, PutOfAKnownNameReplacesInPlace) {
   ResponseCache c(4);
-  c.put(response("a"));
-  c.put(response("b"));
-  c.put(response("a", {9}));
+  c.put(shared(response("a")));
+  c.put(shared(response("b")));
+  c.put(shared(response("a", {9})));
   EXPECT_EQ(c.size(), 2);
   EXPECT_EQ(slot_of(c, "a"), 0);
   EXPECT_EQ(c.at(0).shape, (std::vector<int64_t>{9}));
@@ -171,15 +175,15 @@ TEST(ResponseCacheTest, PutOfAKnownNameReplacesInPlace) {
 
 TEST(ResponseCacheTest, EvictsLeastRecentlyUsedWhenFull) {
   ResponseCache c(3);
-  c.put(response("a"));
-  c.put(response("b"));
-  c.put(response("c"));
+  c.put(shared(response("a")));
+  c.put(shared(response("b")));
+  c.put(shared(response("c")));
   EXPECT_EQ(c.size(), 3);
-  c.put(response("d"));  // evicts a, the oldest
+  c.put(shared(response("d")));  // evicts a, the oldest
   EXPECT_EQ(c.size(), 3);
   EXPECT_EQ(slot_of(c, "a"), -1);
   EXPECT_EQ(slot_of(c, "d"), 0) << "d takes a's freed slot";
-  c.put(response("e"));  // evicts b
+  c.put(shared(response("e")));  // evicts b
   EXPECT_EQ(slot_of(c, "b"), -1);
   EXPECT_EQ(slot_of(c, "e"), 1);
   EXPECT_EQ(slot_of(c, "c"), 2);
@@ -187,17 +191,17 @@ TEST(ResponseCacheTest, EvictsLeastRecentlyUsedWhenFull) {
 
 TEST(ResponseCacheTest, TouchChangesEvictionOrder) {
   ResponseCache c(3);
-  c.put(response("a"));
-  c.put(response("b"));
-  c.put(response("c"));
+  c.put(shared(response("a")));
+  c.put(shared(response("b")));
+  c.put(shared(response("c")));
   c.touch(slot_of(c, "a"));
-  c.put(response("d"));  // b is now the least recently used
+  c.put(shared(response("d")));  // b is now the least recently used
   EXPECT_EQ(slot_of(c, "b"), -1);
   EXPECT_EQ(slot_of(c, "a"), 0);
   EXPECT_EQ(slot_of(c, "d"), 1);
   c.touch(slot_of(c, "c"));
   c.touch(slot_of(c, "a"));
-  c.put(response("e"));  // d is the least recently used
+  c.put(shared(response("e")));  // d is the least recently used
   EXPECT_EQ(slot_of(c, "d"), -1);
   EXPECT_EQ(slot_of(c, "e"), 1);
   EXPECT_NE(slot_of(c, "c"), -1);
@@ -206,10 +210,10 @@ TEST(ResponseCacheTest, TouchChangesEvictionOrder) {
 
 TEST(ResponseCacheTest, ReplacingTouches) {
   ResponseCache c(2);
-  c.put(response("a"));
-  c.put(response("b"));
-  c.put(response("a", {8}));  // a used again
-  c.put(response("c"));       // evicts b
+  c.put(shared(response("a")));
+  c.put(shared(response("b")));
+  c.put(shared(response("a", {8})));  // a used again
+  c.put(shared(response("c")));       // evicts b
   EXPECT_EQ(slot_of(c, "b"), -1);
   EXPECT_EQ(slot_of(c, "a"), 0);
 }
@@ -218,17 +222,17 @@ TEST(ResponseCacheTest, TouchOfAnEmptySlotIsHarmless) {
   ResponseCache c(2);
   c.touch(0);
   c.touch(57);
-  c.put(response("a"));
+  c.put(shared(response("a")));
   c.erase(0);
   c.touch(0);
   EXPECT_EQ(c.size(), 0);
-  c.put(response("b"));
+  c.put(shared(response("b")));
   EXPECT_EQ(slot_of(c, "b"), 0);
 }
 
 TEST(ResponseCacheTest, EraseFreesSlotReusedLowestFirst) {
   ResponseCache c(10);
-  for (const char* n : {"a", "b", "c", "d", "e"}) c.put(response(n));
+  for (const char* n : {"a", "b", "c", "d", "e"}) c.put(shared(response(n)));
   c.erase(3);
   c.erase(1);
   EXPECT_FALSE(c.occupied(1));
@@ -236,9 +240,9 @@ TEST(ResponseCacheTest, EraseFreesSlotReusedLowestFirst) {
   EXPECT_EQ(c.size(), 3);
   EXPECT_EQ(slot_of(c, "b"), -1);
   EXPECT_EQ(slot_of(c, "d"), -1);
-  c.put(response("f"));
-  c.put(response("g"));
-  c.put(response("h"));
+  c.put(shared(response("f")));
+  c.put(shared(response("g")));
+  c.put(shared(response("h")));
   EXPECT_EQ(slot_of(c, "f"), 1);
   EXPECT_EQ(slot_of(c, "g"), 3);
   EXPECT_EQ(slot_of(c, "h"), 5);
@@ -246,27 +250,27 @@ TEST(ResponseCacheTest, EraseFreesSlotReusedLowestFirst) {
 
 TEST(ResponseCacheTest, EraseOfEmptySlotIsHarmless) {
   ResponseCache c(4);
-  c.put(response("a"));
+  c.put(shared(response("a")));
   c.erase(1);
   c.erase(-1);
   c.erase(0);
   c.erase(0);
   EXPECT_EQ(c.size(), 0);
-  c.put(response("b"));
-  c.put(response("c"));
+  c.put(shared(response("b")));
+  c.put(shared(response("c")));
   EXPECT_EQ(slot_of(c, "b"), 0);
   EXPECT_EQ(slot_of(c, "c"), 1);
 }
 
 TEST(ResponseCacheTest, ErasedEntryIsNotEvictedAgain) {
   ResponseCache c(2);
-  c.put(response("a"));
-  c.put(response("b"));
+  c.put(shared(response("a")));
+  c.put(shared(response("b")));
   c.erase(slot_of(c, "a"));
-  c.put(response("c"));  // room left: nothing evicted
+  c.put(shared(response("c")));  // room left: nothing evicted
   EXPECT_NE(slot_of(c, "b"), -1);
   EXPECT_EQ(slot_of(c, "c"), 0);
-  c.put(response("d"));  // full: evicts b (older than c)
+  c.put(shared(response("d")));  // full: evicts b (older than c)
   EXPECT_EQ(slot_of(c, "b"), -1);
   EXPECT_NE(slot_of(c, "c"), -1);
   EXPECT_EQ(slot_of(c, "d"), 1);
@@ -275,9 +279,9 @@ TEST(ResponseCacheTest, ErasedEntryIsNotEvictedAgain) {
 TEST(ResponseCacheTest, SlotBound) {
   ResponseCache c(10);
   EXPECT_EQ(c.slot_bound(), 0);
-  c.put(response("a"));
-  c.put(response("b"));
-  c.put(response("c"));
+  c.put(shared(response("a")));
+  c.put(shared(response("b")));
+  c.put(shared(response("c")));
   EXPECT_EQ(c.slot_bound(), 3);
   c.erase(1);
   EXPECT_EQ(c.slot_bound(), 3) << "a hole below the top keeps the bound";
@@ -285,14 +289,14 @@ TEST(ResponseCacheTest, SlotBound) {
   EXPECT_EQ(c.slot_bound(), 1);
   c.erase(0);
   EXPECT_EQ(c.slot_bound(), 0);
-  c.put(response("d"));
+  c.put(shared(response("d")));
   EXPECT_EQ(c.slot_bound(), 1);
 }
 
 TEST(ResponseCacheTest, CapacityOneKeepsOnlyTheLatest) {
   ResponseCache c(1);
-  c.put(response("a"));
-  c.put(response("b"));
+  c.put(shared(response("a")));
+  c.put(shared(response("b")));
   EXPECT_EQ(c.size(), 1);
   EXPECT_EQ(slot_of(c, "a"), -1);
   EXPECT_EQ(slot_of(c, "b"), 0);
@@ -302,7 +306,7 @@ TEST(ResponseCacheTest, CapacityOneKeepsOnlyTheLatest) {
 TEST(ResponseCacheTest, CapacityZeroCachesNothing) {
   ResponseCache c(0);
   EXPECT_EQ(c.capacity(), 0);
-  for (const char* n : {"a", "b", "c"}) c.put(response(n));
+  for (const char* n : {"a", "b", "c"}) c.put(shared(response(n)));
   EXPECT_EQ(c.size(), 0);
   EXPECT_EQ(c.slot_bound(), 0);
   EXPECT_FALSE(c.occupied(0));
@@ -364,7 +368,7 @@ void random_step(std::mt19937& rng, std::vector<ResponseCache*> caches, ModelCac
     Response r = response("t" + std::to_string(rng() % 12), {static_cast<int64_t>(rng() % 3)});
     if (rng() % 8 == 0) r.op = OpType::kAllgather;  // not cacheable
     if (rng() % 8 == 0) r.status = Status(StatusCode::kMismatch, "x");
-    for (ResponseCache* c : caches) c->put(r);
+    for (ResponseCache* c : caches) c->put(shared(r));
     model.put(r);
   } else if (op < 8) {
     int slot = static_cast<int>(rng() % 8);
