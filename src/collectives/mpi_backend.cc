@@ -67,10 +67,7 @@ MpiBackend::MpiBackend(MPI_Comm comm) : comm_(comm) {
   sources_.resize(size_);
 }
 
-char* MpiBackend::scratch(std::size_t bytes) {
-  if (scratch_.size() < bytes) scratch_.resize(bytes);
-  return scratch_.data();
-}
+char* MpiBackend::scratch(std::size_t bytes) { return scratch_.get(bytes); }
 
 Status MpiBackend::allreduce(const void* send, void* recv, int64_t count, DataType dtype,
                              ReduceOp op, kernels::Scale scale) {

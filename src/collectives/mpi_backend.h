@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "collectives/backend.h"
+#include "collectives/host_buffer.h"
 
 namespace chorus {
 
@@ -57,7 +58,7 @@ class MpiBackend final : public Backend {
   int rank_ = 0;
   int size_ = 1;
   // Grows to the largest need and stays: steady-state steps allocate nothing.
-  std::vector<char> scratch_;
+  HostBuffer scratch_;
   std::vector<MPI_Request> requests_;
   std::vector<const void*> sources_;
 };

@@ -39,9 +39,9 @@ void Executor::trace(const std::string& name, TimelinePhase phase, Clock::time_p
 }
 
 char* Executor::zeros(std::size_t bytes) {
-  if (zeros_.size() < bytes) zeros_.resize(bytes);
-  std::memset(zeros_.data(), 0, bytes);
-  return zeros_.data();
+  char* p = zeros_.get(bytes);
+  std::memset(p, 0, bytes);
+  return p;
 }
 
 StatusOr<TensorRef> Executor::output_for(Entry& e, const std::vector<int64_t>& shape) {
@@ -219,9 +219,9 @@ Status Executor::run_single(const Response& r, Entry* e, const Finish& finish) {
       const void* in = e->input.data;
       if (r.prescale != 1.0) {
         const int64_t count = num_elements(r.shape);
-        if (staging_.size() < static_cast<std::size_t>(count) * esz) staging_.resize(count * esz);
-        kernels::scale_copy(staging_.data(), in, count, r.dtype, r.prescale);
-        in = staging_.data();
+        char* staged = staging_.get(static_cast<std::size_t>(count) * esz);
+        kernels::scale_copy(staged, in, count, r.dtype, r.prescale);
+        in = staged;
       }
       t1 = Clock::now();
       s = backend_->reducescatter(in, dst, plan.counts, r.dtype, wire_op(r.reduce_op),

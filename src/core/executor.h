@@ -13,6 +13,7 @@
 
 #include "collectives/backend.h"
 #include "collectives/gpu_context.h"
+#include "collectives/host_buffer.h"
 #include "core/entry.h"
 #include "fusion/buffer_manager.h"
 #include "timeline/timeline.h"
@@ -48,7 +49,7 @@ class Executor {
   /// `agreed`: when the round that produced the responses finished (timeline).
   /// Returns a non-ok Status only for a failure that leaves the ranks out of step (a
   /// backend error); per-tensor errors go to the entries.
-  Status execute(const std::vector<Response>& responses,
+  Status execute(const std::vector<std::shared_ptr<const Response>>& responses,
                  std::unordered_map<std::string, Entry>& entries, Clock::time_point agreed,
                  const Finish& finish);
 
@@ -72,8 +73,8 @@ class Executor {
   Backend* backend_;
   FusionBuffer fusion_;
   Timeline* timeline_;
-  std::vector<char> zeros_;    // a joined rank's contribution; grows, stays zero
-  std::vector<char> staging_;  // prescaled input of a reducescatter; grows
+  HostBuffer zeros_;    // a joined rank's contribution
+  HostBuffer staging_;  // prescaled input of a reducescatter
   GpuContextSetup gpu_setup_;
   // Created at the first CUDA response. A shared_ptr because its deleter is bound where the
   // context is made (CUDA builds only): a build without CUDA never needs ~GpuContext.

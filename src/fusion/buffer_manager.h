@@ -4,7 +4,8 @@
 // used by the background thread only.
 
 #include <cstddef>
-#include <memory>
+
+#include "collectives/host_buffer.h"
 
 namespace chorus {
 
@@ -16,11 +17,8 @@ class FusionBuffer {
   std::size_t capacity() const { return capacity_; }
 
  private:
-  struct Free {
-    void operator()(char* p) const;
-  };
   const std::size_t capacity_;
-  std::unique_ptr<char, Free> data_;
+  HostBuffer data_;
 };
 
 }  // namespace chorus
