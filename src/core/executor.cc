@@ -63,16 +63,14 @@ StatusOr<TensorRef> Executor::output_for(Entry& e, const std::vector<int64_t>& s
 }
 
 Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& responses,
-                         std::unordered_map<std::string, Entry>& entries, Clock::time_point agreed,
-                         const Finish& finish) {
+                         EntryTable& entries, Clock::time_point agreed, const Finish& finish) {
   std::vector<Job> runnable;
   std::vector<FusionItem> items;
   // Allreduces fuse only with identical reduction parameters: keys index this list.
   std::vector<std::tuple<DataType, ReduceOp, Device::Kind, int, double, double>> keys;
   for (const auto& shared : responses) {
     const Response& r = *shared;
-    auto found = entries.find(r.name);
-    Entry* e = found == entries.end() ? nullptr : &found->second;
+    Entry* e = entries.find(r.name);
     if (!r.status.ok()) {
       if (e) finish(*e, r.status);
       continue;

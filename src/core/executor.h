@@ -15,6 +15,7 @@
 #include "collectives/gpu_context.h"
 #include "collectives/host_buffer.h"
 #include "core/entry.h"
+#include "core/entry_table.h"
 #include "fusion/buffer_manager.h"
 #include "timeline/timeline.h"
 
@@ -49,9 +50,8 @@ class Executor {
   /// `agreed`: when the round that produced the responses finished (timeline).
   /// Returns a non-ok Status only for a failure that leaves the ranks out of step (a
   /// backend error); per-tensor errors go to the entries.
-  Status execute(const std::vector<std::shared_ptr<const Response>>& responses,
-                 std::unordered_map<std::string, Entry>& entries, Clock::time_point agreed,
-                 const Finish& finish);
+  Status execute(const std::vector<std::shared_ptr<const Response>>& responses, EntryTable& entries,
+                 Clock::time_point agreed, const Finish& finish);
 
  private:
   Status run_allreduce_batch(const std::vector<Job>& batch, Clock::time_point agreed,

@@ -23,15 +23,13 @@ Negotiator::Negotiator(ControlTransport* transport, NegotiatorOptions options, s
   if (transport_->rank() == 0) coordinator_ = std::make_unique<Coordinator>(transport_->size());
 }
 
-void Negotiator::submit(Request request, Clock::time_point now) {
-  request.rank = transport_->rank();
+void Negotiator::submit(const Request& request, Clock::time_point now) {
   if (request.op == OpType::kJoin) joined_ = true;
-  std::string name = request.name;
   Pending p;
-  p.request = std::move(request);
+  p.request = &request;
   p.submitted = now;
   p.order = submitted_++;
-  pending_.emplace(std::move(name), std::move(p));
+  pending_.emplace(request.name, p);
 }
 
 Status Negotiator::start(bool shutdown, Clock::time_point now) {
@@ -63,7 +61,7 @@ Status Negotiator::start(bool shutdown, Clock::time_point now) {
     for (std::size_t i = 0; i < count; ++i) {
       Pending* p = unit[i];
       if (p->cache_generation != cache_.generation()) {
-        p->found = cache_.lookup(p->request);
+        p->found = cache_.lookup(*p->request);
         p->cache_generation = cache_.generation();
       }
       if (p->found.kind == ResponseCache::Lookup::kConflict) {
@@ -87,11 +85,11 @@ Status Negotiator::start(bool shutdown, Clock::time_point now) {
     }
     misses.insert(misses.end(), unit, unit + count);
   };
-  std::map<std::string, std::vector<Pending*>> groups;
+  std::map<std::string_view, std::vector<Pending*>> groups;
   for (auto& [name, p] : pending_) {
     if (p.sent) continue;
-    if (p.request.group_size > 0) {
-      groups[p.request.group].push_back(&p);
+    if (p.request->group_size > 0) {
+      groups[p.request->group].push_back(&p);
     } else {
       Pending* one = &p;
       classify(&one, 1);
@@ -102,8 +100,9 @@ Status Negotiator::start(bool shutdown, Clock::time_point now) {
   std::sort(misses.begin(), misses.end(),
             [](const Pending* a, const Pending* b) { return a->order < b->order; });
   for (const Pending* p : misses) {
-    outgoing_.requests.push_back(p->request);
-    outgoing_names_.push_back(p->request.name);
+    outgoing_.requests.push_back(*p->request);
+    outgoing_.requests.back().rank = transport_->rank();
+    outgoing_names_.push_back(p->request->name);
   }
   // A joined rank has no more data: it is ready for every cached allreduce, with zeros
   // (unless its own request under that name conflicts: that must become a mismatch). A
@@ -159,7 +158,7 @@ Status Negotiator::complete(Clock::time_point now) {
     if (!got.ok()) return got.status();
     coordinated = std::move(got).value();
     round_.used_coordinator = true;
-    for (const std::string& name : outgoing_names_) pending_.at(name).sent = true;
+    for (std::string_view name : outgoing_names_) pending_.at(name).sent = true;
   }
   finish(std::move(coordinated));
   return {};

@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -57,9 +58,13 @@ class Negotiator {
   /// `label` names the set in log lines ("global", "set 2").
   Negotiator(ControlTransport* transport, NegotiatorOptions options, std::string label);
 
-  /// Queues a local request for the next round. Precondition: no pending request has the
-  /// same name (the runtime rejects duplicates before they get here).
-  void submit(Request request, Clock::time_point now);
+  /// Queues a local request for the next round, by reference: `request` must stay alive
+  /// and unchanged until a round answers it (round().responses holds its name) or the
+  /// negotiator is destroyed. The runtime's table of entries in flight owns it, so that a
+  /// tensor's request is neither copied nor its name hashed into a second string.
+  /// Precondition: no pending request has the same name (the runtime rejects duplicates
+  /// before they get here).
+  void submit(const Request& request, Clock::time_point now);
   /// Starts a round. `shutdown`: this rank asks every member to stop.
   Status start(bool shutdown, Clock::time_point now);
   /// Drives the round's AND without blocking; true once it is done.
@@ -78,7 +83,7 @@ class Negotiator {
 
  private:
   struct Pending {
-    Request request;
+    const Request* request = nullptr;
     Clock::time_point submitted;
     uint64_t order = 0;          // submission order: new requests go to the coordinator in it
     bool sent = false;           // handed to the coordinator; wait for its response
@@ -104,7 +109,8 @@ class Negotiator {
   const std::string label_;
   ResponseCache cache_;
   std::unique_ptr<Coordinator> coordinator_;  // rank 0 only
-  std::unordered_map<std::string, Pending> pending_;
+  // Keyed by a view of the request's own name (see submit()).
+  std::unordered_map<std::string_view, Pending> pending_;
   uint64_t submitted_ = 0;  // requests submitted so far (the next one's order)
   bool joined_ = false;
 
@@ -115,7 +121,7 @@ class Negotiator {
   std::size_t plane_words_ = 0;
   std::vector<uint64_t> bits_;
   RequestList outgoing_;
-  std::vector<std::string> outgoing_names_;
+  std::vector<std::string_view> outgoing_names_;
   Clock::time_point last_stall_report_{};
   Round round_;
 };

@@ -1,23 +1,28 @@
 #include "core/response_cache.h"
 
 namespace chorus {
+namespace {
+
+// Whether `q` asks for exactly what `r` describes, the name aside: the lookup found `r` by
+// that name.
+bool same_parameters(const Request& q, const Response& r) {
+  return q.op == r.op && q.dtype == r.dtype && q.device == r.device && q.shape == r.shape &&
+         q.reduce_op == r.reduce_op && q.root == r.root && q.prescale == r.prescale &&
+         q.postscale == r.postscale && q.group == r.group && q.group_size == r.group_size &&
+         q.group_index == r.group_index;
+}
+
+}  // namespace
 
 bool ResponseCache::cacheable(const Response& r) {
   return r.status.ok() && (r.op == OpType::kAllreduce || r.op == OpType::kBroadcast ||
                            r.op == OpType::kReducescatter);
 }
 
-bool ResponseCache::matches(const Request& q, const Response& r) {
-  return q.op == r.op && q.name == r.name && q.dtype == r.dtype && q.device == r.device &&
-         q.shape == r.shape && q.reduce_op == r.reduce_op && q.root == r.root &&
-         q.prescale == r.prescale && q.postscale == r.postscale && q.group == r.group &&
-         q.group_size == r.group_size && q.group_index == r.group_index;
-}
-
 ResponseCache::Found ResponseCache::lookup(const Request& q) const {
   auto it = by_name_.find(q.name);
   if (it == by_name_.end()) return {};
-  return {matches(q, *slots_[it->second]) ? Lookup::kHit : Lookup::kConflict, it->second};
+  return {same_parameters(q, *slots_[it->second]) ? Lookup::kHit : Lookup::kConflict, it->second};
 }
 
 void ResponseCache::put(std::shared_ptr<const Response> r) {

@@ -38,9 +38,6 @@ class ResponseCache {
   /// whose every parameter is fixed by each rank's own request. (allgather and alltoall
   /// depend on the other ranks' sizes, so a local match proves nothing.)
   static bool cacheable(const Response& r);
-  /// Whether `q` asks for exactly what `r` describes.
-  static bool matches(const Request& q, const Response& r);
-
   Found lookup(const Request& q) const;
   /// Inserts (or replaces, for a known name) a cacheable response; evicts the least
   /// recently used slot when full. The cache shares `r`: a round hands the same object

@@ -396,41 +396,54 @@ void Runtime::wait_for_work(std::chrono::microseconds timeout, bool pending) {
 // Takes the queue's entries into their sets. The entries of one submit (a grouped
 // allreduce's members share a handle) are checked and taken all or nothing. Duplicate
 // names are caught here, on the background thread, which owns the table of what is in
-// flight: the trainer's enqueue stays free of it.
+// flight: the trainer's enqueue stays free of it. The table owns each entry from here on;
+// the negotiator reads the entry's request in place.
 void Runtime::accept(std::vector<Entry>& fresh) {
   const Clock::time_point now = Clock::now();
   for (std::size_t begin = 0; begin < fresh.size();) {
     std::size_t end = begin + 1;
     while (end < fresh.size() && fresh[end].handle == fresh[begin].handle) ++end;
-    Status refused;
     auto it = sets_.find(fresh[begin].set_id);
+    Status refused;
     if (it == sets_.end() || !it->second) {
       refused = invalid_argument("process set " + std::to_string(fresh[begin].set_id) +
                                  " was removed before the collective ran");
-    }
-    for (std::size_t i = begin; i < end && refused.ok(); ++i) {
-      const Request& q = fresh[i].request;
-      bool twice = it->second->entries.count(q.name) > 0;
-      for (std::size_t j = begin; j < i && !twice; ++j) twice = fresh[j].request.name == q.name;
-      if (twice) {
-        refused = invalid_argument(std::string(op_type_name(q.op)) + " '" + q.name +
-                                   "': a collective with this name is already in flight on rank " +
-                                   std::to_string(rank_) +
-                                   "; names must be unique among in-flight collectives");
-      }
+    } else if (end - begin > 1) {
+      refused = check_unique_names(*it->second, fresh, begin, end);
     }
     for (std::size_t i = begin; i < end; ++i) {
       Entry& e = fresh[i];
-      if (!refused.ok()) {
-        e.handle->finish(refused);
-        continue;
+      if (refused.ok()) {
+        if (Entry* placed = it->second->entries.insert(e)) {
+          it->second->negotiator->submit(placed->request, now);
+          continue;
+        }
+        refused = duplicate_name(e.request);  // one entry alone: `e` was not moved from
       }
-      // The key is built from the name before the entry is moved into the node.
-      auto placed = it->second->entries.try_emplace(e.request.name, std::move(e));
-      it->second->negotiator->submit(placed.first->second.request, now);
+      e.handle->finish(refused);
     }
     begin = end;
   }
+}
+
+Status Runtime::duplicate_name(const Request& q) const {
+  return invalid_argument(std::string(op_type_name(q.op)) + " '" + q.name +
+                          "': a collective with this name is already in flight on rank " +
+                          std::to_string(rank_) +
+                          "; names must be unique among in-flight collectives");
+}
+
+// The members of one grouped submit, fresh[begin, end): refused as a whole if a name is in
+// flight already or appears twice among them.
+Status Runtime::check_unique_names(const SetState& set, const std::vector<Entry>& fresh,
+                                   std::size_t begin, std::size_t end) const {
+  for (std::size_t i = begin; i < end; ++i) {
+    const Request& q = fresh[i].request;
+    bool twice = set.entries.contains(q.name);
+    for (std::size_t j = begin; j < i && !twice; ++j) twice = fresh[j].request.name == q.name;
+    if (twice) return duplicate_name(q);
+  }
+  return {};
 }
 
 Status Runtime::cycle(bool stop_asked, bool* shutdown, bool* productive) {
@@ -516,7 +529,7 @@ Status Runtime::apply_set_changes(const std::vector<Response>& changes) {
         SetState& gone = *it->second;
         while (!gone.entries.empty()) {
           finish(
-              gone, gone.entries.begin()->second,
+              gone, gone.entries.any(),
               Status(StatusCode::kAborted, "process set " + std::to_string(id) + " was removed"));
         }
         sets_.erase(it);
@@ -524,10 +537,9 @@ Status Runtime::apply_set_changes(const std::vector<Response>& changes) {
       std::lock_guard<std::mutex> lock(mu_);
       set_info_.erase(id);
     }
-    auto e = global.entries.find(r.name);
-    if (e != global.entries.end()) {
-      e->second.handle->value = r.value;
-      finish(global, e->second, Status());
+    if (Entry* e = global.entries.find(r.name)) {
+      e->handle->value = r.value;
+      finish(global, *e, Status());
     }
   }
   return {};
@@ -564,15 +576,13 @@ void Runtime::set_timeline(std::unique_ptr<Timeline> timeline, bool mark_cycles)
 }
 
 void Runtime::finish(SetState& set, Entry& entry, const Status& status) {
-  // Erase by position: `entry` lives in the node being erased, so no copy of its name.
-  auto it = set.entries.find(entry.request.name);
   entry.handle->finish(status);
-  set.entries.erase(it);
+  set.entries.erase(entry);
 }
 
 void Runtime::fail_all(const Status& status) {
   for (auto& [id, set] : sets_) {
-    while (!set->entries.empty()) finish(*set, set->entries.begin()->second, status);
+    while (!set->entries.empty()) finish(*set, set->entries.any(), status);
   }
   std::vector<Entry> queued;
   {

@@ -26,6 +26,7 @@
 #include "core/config.h"
 #include "core/doorbell.h"
 #include "core/entry.h"
+#include "core/entry_table.h"
 #include "core/executor.h"
 #include "core/negotiator.h"
 #include "timeline/timeline.h"
@@ -87,7 +88,7 @@ class Runtime {
     ControlTransport* control = nullptr;            // host_rounds, or the group's
     std::unique_ptr<Negotiator> negotiator;
     std::unique_ptr<Executor> executor;
-    std::unordered_map<std::string, Entry> entries;
+    EntryTable entries;
   };
   enum class State { kStarting, kRunning, kStopped };
   // A start_timeline (path set) or stop_timeline (path empty) waiting for the background
@@ -108,6 +109,9 @@ class Runtime {
   void wait_for_work(std::chrono::microseconds timeout, bool pending);
   Status cycle(bool stop_asked, bool* shutdown, bool* productive);
   void accept(std::vector<Entry>& fresh);
+  Status duplicate_name(const Request& q) const;
+  Status check_unique_names(const SetState& set, const std::vector<Entry>& fresh, std::size_t begin,
+                            std::size_t end) const;
   Status apply_set_changes(const std::vector<Response>& changes);
   void finish(SetState& set, Entry& entry, const Status& status);
   void fail_all(const Status& status);

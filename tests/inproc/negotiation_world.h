@@ -14,6 +14,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -55,7 +56,9 @@ class Rank {
   Negotiator& negotiator() { return negotiator_; }
   const Negotiator& negotiator() const { return negotiator_; }
 
-  void submit(Request q) { negotiator_.submit(std::move(q), Clock::now()); }
+  void submit(Request q) {
+    negotiator_.submit(submitted_.emplace_back(std::move(q)), Clock::now());
+  }
 
   /// One round: start, then poll until done. False (with error() set and the hub aborted)
   /// when the round failed or the test's time bound passed.
@@ -71,6 +74,9 @@ class Rank {
 
   Hub* hub_;
   InMemoryTransport transport_;
+  // The negotiator reads submitted requests in place until they are answered; a deque keeps
+  // them where they are for the whole test.
+  std::deque<Request> submitted_;
   Negotiator negotiator_;
   Clock::time_point deadline_;
   std::vector<RoundRecord> records_;
