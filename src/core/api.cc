@@ -153,6 +153,18 @@ Handle submit_one(Prepared& p) {
   return p.rt->submit({&p.entry, 1});
 }
 
+// What an entry keeps of a caller's tensor: all but the shape, which its request holds (a
+// second and third copy would cost two allocations per tensor on the trainer's thread).
+TensorRef without_shape(const TensorRef& t) {
+  TensorRef kept;
+  kept.data = t.data;
+  kept.dtype = t.dtype;
+  kept.device = t.device;
+  kept.ready_event = t.ready_event;
+  kept.ready_stream = t.ready_stream;
+  return kept;
+}
+
 void describe_tensor(Request& q, const TensorRef& t) {
   q.dtype = t.dtype;
   q.shape = t.shape;
@@ -178,8 +190,8 @@ Status fill_allreduce(Entry& e, const TensorRef& input, const TensorRef& output,
   q.reduce_op = options.op;
   q.prescale = options.prescale;
   q.postscale = options.postscale;
-  e.input = input;
-  e.output = output;
+  e.input = without_shape(input);
+  e.output = without_shape(output);
   return {};
 }
 
@@ -294,7 +306,7 @@ Handle allgather(const std::string& name, const TensorRef& input, const Allgathe
   const std::string& n = p->entry.request.name;
   if (Status s = check_rows(op, n, input); !s.ok()) return failed(s);
   describe_tensor(p->entry.request, input);
-  p->entry.input = input;
+  p->entry.input = without_shape(input);
   p->entry.allocate = options.allocate;
   return submit_one(*p);
 }
@@ -309,8 +321,8 @@ Handle broadcast(const std::string& name, const TensorRef& tensor, int root,
   // The root is checked by the coordinator, so a bad root fails on every rank.
   describe_tensor(p->entry.request, tensor);
   p->entry.request.root = root;
-  p->entry.input = tensor;
-  p->entry.output = tensor;
+  p->entry.input = without_shape(tensor);
+  p->entry.output = without_shape(tensor);
   return submit_one(*p);
 }
 
@@ -327,7 +339,7 @@ Handle alltoall(const std::string& name, const TensorRef& input, const std::vect
   if (s.empty() && input.shape[0] % set_size == 0) s.assign(set_size, input.shape[0] / set_size);
   describe_tensor(p->entry.request, input);
   p->entry.request.splits = s;
-  p->entry.input = input;
+  p->entry.input = without_shape(input);
   p->entry.allocate = options.allocate;
   return submit_one(*p);
 }
@@ -350,7 +362,7 @@ Handle reducescatter(const std::string& name, const TensorRef& input,
   q.reduce_op = options.op;
   q.prescale = options.prescale;
   q.postscale = options.postscale;
-  p->entry.input = input;
+  p->entry.input = without_shape(input);
   p->entry.allocate = options.allocate;
   return submit_one(*p);
 }

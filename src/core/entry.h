@@ -15,6 +15,8 @@ namespace chorus {
 struct Entry {
   Request request;
   int32_t set_id = 0;
+  /// The caller's tensors without their shape (the request holds it): data, dtype, device
+  /// and readiness.
   TensorRef input;
   TensorRef output;          ///< allreduce and broadcast: the caller's; else set at execution
   OutputAllocator allocate;  ///< optional (allgather, alltoall, reducescatter)
