@@ -36,17 +36,21 @@ Status int_counts(const std::vector<int64_t>& bytes, const char* what, std::vect
   return {};
 }
 
-// Waits for `n` requests, testing them (which drives MPI's progress). Between peers that
-// are both here a transfer moves only while MPI is polled (shared-memory fragments), so
-// the first kSpinFor is spent polling without pause: long enough for a chunk
-// (MpiBackend::kChunkBytes) to cross at memory speed. A wait that outlasts it is for a peer
-// still busy elsewhere (often descheduled by its own trainer's threads), and sleeps between
-// tests so as not to take the trainer's core. The clock is read every kClockEvery tests:
-// a read costs about as much as a test.
-Status wait_all(int n, MPI_Request* requests) {
+// Waits for `n` requests that move about `bytes` into and out of this rank, testing them
+// (which drives MPI's progress). Between peers that are both here a transfer moves only
+// while MPI is polled: the receiver makes a single-copy transfer inside a test, and the
+// sender's request completes once the receiver says so. So the wait first polls without
+// pause for as long as the bytes take to cross at kPollBytesPerMicrosecond, a rate well
+// below memory speed, plus kSpinFor for a peer about to arrive. A wait that outlasts that
+// is for a peer still busy elsewhere (often descheduled by its own trainer's threads), and
+// sleeps between tests so as not to take the trainer's core. The clock is read every
+// kClockEvery tests: a read costs about as much as a test.
+Status wait_all(int n, MPI_Request* requests, int64_t bytes) {
   constexpr auto kSpinFor = std::chrono::microseconds(200);
+  constexpr int64_t kPollBytesPerMicrosecond = 2000;
   constexpr int kClockEvery = 16;
-  const auto spin_until = std::chrono::steady_clock::now() + kSpinFor;
+  const auto spin_until = std::chrono::steady_clock::now() + kSpinFor +
+                          std::chrono::microseconds(bytes / kPollBytesPerMicrosecond);
   bool spinning = true;
   Backoff backoff(std::chrono::microseconds(50), /*eager=*/false);
   for (int done = 0, tests = 1;; tests += spinning ? 1 : 0) {
@@ -57,6 +61,12 @@ Status wait_all(int n, MPI_Request* requests) {
     }
     if (!spinning) backoff.pause();
   }
+}
+
+int64_t sum(const std::vector<int64_t>& v) {
+  int64_t total = 0;
+  for (int64_t x : v) total += x;
+  return total;
 }
 
 }  // namespace
@@ -97,7 +107,7 @@ Status MpiBackend::gather_all_reduce(const void* send, void* recv, int64_t offse
   MPI_Request request;
   CHORUS_MPI_CHECK(MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, all,
                                   static_cast<int>(bytes), MPI_BYTE, comm_, &request));
-  if (Status s = wait_all(1, &request); !s.ok()) return s;
+  if (Status s = wait_all(1, &request, bytes * size_); !s.ok()) return s;
   for (int q = 0; q < size_; ++q) sources_[q] = all + q * bytes + offset * esz;
   kernels::reduce_ordered(recv, sources_.data(), size_, count, dtype, op, scale);
   return {};
@@ -122,7 +132,9 @@ Status MpiBackend::share_blocks(char* out, const std::vector<int64_t>& counts,
     CHORUS_MPI_CHECK(MPI_Isend(out + offsets[rank_] * esz, mine, MPI_BYTE, to, kShareTag, comm_,
                                &requests_[2 * (k - 1) + 1]));
   }
-  return wait_all(static_cast<int>(requests_.size()), requests_.data());
+  const int64_t theirs = (offsets[size_] - counts[rank_]) * esz;
+  return wait_all(static_cast<int>(requests_.size()), requests_.data(),
+                  theirs + int64_t{mine} * (size_ - 1));
 }
 
 Status MpiBackend::reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,
@@ -175,15 +187,18 @@ Status MpiBackend::pipelined_reduce_scatter(const void* send, void* recv,
   }
   // Combine each chunk in rank order as soon as every peer's piece of it arrived.
   for (int64_t c = 0; c < my_chunks; ++c) {
-    if (Status s = wait_all(peers, &requests_[c * peers]); !s.ok()) return s;
     const int64_t len = std::min(chunk, mine - c * chunk);
+    if (Status s = wait_all(peers, &requests_[c * peers], 2 * len * esz * peers); !s.ok()) {
+      return s;
+    }
     for (int q = 0; q < size_; ++q) {
       sources_[q] = q == rank_ ? in + (offsets[rank_] + c * chunk) * esz
                                : staging + slot(q) * mine_bytes + c * chunk * esz;
     }
     kernels::reduce_ordered(out + c * chunk * esz, sources_.data(), size_, len, dtype, op, scale);
   }
-  return wait_all(static_cast<int>(requests_.size() - first_send), requests_.data() + first_send);
+  return wait_all(static_cast<int>(requests_.size() - first_send), requests_.data() + first_send,
+                  (offsets[size_] - mine) * esz);
 }
 
 Status MpiBackend::allgatherv(const void* send, void* recv, const std::vector<int64_t>& bytes) {
@@ -194,7 +209,7 @@ Status MpiBackend::allgatherv(const void* send, void* recv, const std::vector<in
   MPI_Request request;
   CHORUS_MPI_CHECK(MPI_Iallgatherv(source, counts[rank_], MPI_BYTE, out, counts.data(),
                                    displs.data(), MPI_BYTE, comm_, &request));
-  return wait_all(1, &request);
+  return wait_all(1, &request, sum(bytes));
 }
 
 Status MpiBackend::broadcast(void* data, int64_t bytes, int root) {
@@ -202,9 +217,10 @@ Status MpiBackend::broadcast(void* data, int64_t bytes, int root) {
   char* p = static_cast<char*>(data);
   for (int64_t done = 0; done < bytes; done += kPiece) {
     MPI_Request request;
-    CHORUS_MPI_CHECK(MPI_Ibcast(p + done, static_cast<int>(std::min(kPiece, bytes - done)),
-                                MPI_BYTE, root, comm_, &request));
-    if (Status s = wait_all(1, &request); !s.ok()) return s;
+    const int64_t piece = std::min(kPiece, bytes - done);
+    CHORUS_MPI_CHECK(
+        MPI_Ibcast(p + done, static_cast<int>(piece), MPI_BYTE, root, comm_, &request));
+    if (Status s = wait_all(1, &request, piece); !s.ok()) return s;
   }
   return {};
 }
@@ -217,13 +233,13 @@ Status MpiBackend::alltoallv(const void* send, const std::vector<int64_t>& send_
   MPI_Request request;
   CHORUS_MPI_CHECK(MPI_Ialltoallv(send, scounts.data(), sdispls.data(), MPI_BYTE, recv,
                                   rcounts.data(), rdispls.data(), MPI_BYTE, comm_, &request));
-  return wait_all(1, &request);
+  return wait_all(1, &request, sum(send_bytes) + sum(recv_bytes));
 }
 
 Status MpiBackend::barrier() {
   MPI_Request request;
   CHORUS_MPI_CHECK(MPI_Ibarrier(comm_, &request));
-  return wait_all(1, &request);
+  return wait_all(1, &request, 0);
 }
 
 }  // namespace chorus
