@@ -65,6 +65,7 @@ class Negotiator {
   /// Precondition: no pending request has the same name (the runtime rejects duplicates
   /// before they get here).
   void submit(const Request& request, Clock::time_point now);
+  void submit(Request&& request, Clock::time_point now) = delete;  // would dangle
   /// Starts a round. `shutdown`: this rank asks every member to stop.
   Status start(bool shutdown, Clock::time_point now);
   /// Drives the round's AND without blocking; true once it is done.
