@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <thread>
 
 namespace chorus {
@@ -54,5 +55,17 @@ class Backoff {
   micros sleep_;
   micros slept_{0};
 };
+
+/// Until when a wait for a peer that moves `bytes` into or out of this rank polls without
+/// pause: as long as the bytes take to cross at a rate well below memory speed, plus a
+/// margin for a peer about to arrive. A wait that outlasts it is for a peer still busy
+/// elsewhere (often descheduled by its own trainer's threads), and should sleep between
+/// tests so as not to take the trainer's core.
+inline std::chrono::steady_clock::time_point poll_deadline(int64_t bytes) {
+  constexpr auto kMargin = std::chrono::microseconds(200);
+  constexpr int64_t kBytesPerMicrosecond = 2000;
+  return std::chrono::steady_clock::now() + kMargin +
+         std::chrono::microseconds(bytes / kBytesPerMicrosecond);
+}
 
 }  // namespace chorus

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <utility>
 
 #include "collectives/backoff.h"
 #include "collectives/mpi_check.h"
@@ -39,18 +40,12 @@ Status int_counts(const std::vector<int64_t>& bytes, const char* what, std::vect
 // Waits for `n` requests that move about `bytes` into and out of this rank, testing them
 // (which drives MPI's progress). Between peers that are both here a transfer moves only
 // while MPI is polled: the receiver makes a single-copy transfer inside a test, and the
-// sender's request completes once the receiver says so. So the wait first polls without
-// pause for as long as the bytes take to cross at kPollBytesPerMicrosecond, a rate well
-// below memory speed, plus kSpinFor for a peer about to arrive. A wait that outlasts that
-// is for a peer still busy elsewhere (often descheduled by its own trainer's threads), and
-// sleeps between tests so as not to take the trainer's core. The clock is read every
+// sender's request completes once the receiver says so. So the wait polls without pause
+// until poll_deadline(bytes), then sleeps between tests. The clock is read every
 // kClockEvery tests: a read costs about as much as a test.
 Status wait_all(int n, MPI_Request* requests, int64_t bytes) {
-  constexpr auto kSpinFor = std::chrono::microseconds(200);
-  constexpr int64_t kPollBytesPerMicrosecond = 2000;
   constexpr int kClockEvery = 16;
-  const auto spin_until = std::chrono::steady_clock::now() + kSpinFor +
-                          std::chrono::microseconds(bytes / kPollBytesPerMicrosecond);
+  const auto spin_until = poll_deadline(bytes);
   bool spinning = true;
   Backoff backoff(std::chrono::microseconds(50), /*eager=*/false);
   for (int done = 0, tests = 1;; tests += spinning ? 1 : 0) {
@@ -77,7 +72,25 @@ MpiBackend::MpiBackend(MPI_Comm comm) : comm_(comm) {
   sources_.resize(size_);
 }
 
+Status MpiBackend::join_host(ControlTransport& control, std::string* why) {
+  SharedSegment segment;
+  if (Status s = segment.join(
+          control, "reduce", ShmReducer::segment_bytes(size_),
+          [n = size_](void* p) { ShmReducer::init_segment(p, n); }, why);
+      !s.ok()) {
+    return s;
+  }
+  if (segment.mapped()) shm_ = std::make_unique<ShmReducer>(std::move(segment), rank_, size_);
+  return {};
+}
+
 char* MpiBackend::scratch(std::size_t bytes) { return scratch_.get(bytes); }
+
+std::vector<int64_t> MpiBackend::blocks(int64_t count) const {
+  std::vector<int64_t> counts(size_, count / size_);
+  for (int64_t i = 0; i < count % size_; ++i) ++counts[i];
+  return counts;
+}
 
 Status MpiBackend::allreduce(const void* send, void* recv, int64_t count, DataType dtype,
                              ReduceOp op, kernels::Scale scale) {
@@ -86,11 +99,14 @@ Status MpiBackend::allreduce(const void* send, void* recv, int64_t count, DataTy
     kernels::reduce_ordered(recv, &send, 1, count, dtype, op, scale);
     return {};
   }
+  if (shm_) {
+    shm_->allreduce(send, recv, blocks(count), dtype, op, scale);
+    return {};
+  }
   if (count * esz <= kGatherAllBytes) {
     return gather_all_reduce(send, recv, 0, count, count, dtype, op, scale);
   }
-  std::vector<int64_t> counts(size_, count / size_);
-  for (int64_t i = 0; i < count % size_; ++i) ++counts[i];
+  const std::vector<int64_t> counts = blocks(count);
   std::vector<int64_t> offsets = prefix_offsets(counts);
   char* out = static_cast<char*>(recv);
   Status s = pipelined_reduce_scatter(send, out + offsets[rank_] * esz, counts, dtype, op, scale);
@@ -141,6 +157,10 @@ Status MpiBackend::reducescatter(const void* send, void* recv, const std::vector
                                  DataType dtype, ReduceOp op, kernels::Scale scale) {
   if (size_ == 1) {
     kernels::reduce_ordered(recv, &send, 1, counts[0], dtype, op, scale);
+    return {};
+  }
+  if (shm_) {
+    shm_->reducescatter(send, recv, counts, dtype, op, scale);
     return {};
   }
   return pipelined_reduce_scatter(send, recv, counts, dtype, op, scale);

@@ -9,21 +9,32 @@
 //    where the owner of each block combines the ranks' values in rank order as chunks
 //    arrive (reduce_kernels), then every rank sends its block to every other at once.
 // Both give every element the value ((x0 op x1) op x2) ..., identical on every rank and
-// independent of fusion.
+// independent of fusion. A set whose members all run on one host reduces through shared
+// memory instead (collectives/shm_reducer.h), with the same blocks and the same bits.
 
 #include <mpi.h>
 
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "collectives/backend.h"
 #include "collectives/host_buffer.h"
+#include "collectives/shm_reducer.h"
 
 namespace chorus {
+
+class ControlTransport;
 
 class MpiBackend final : public Backend {
  public:
   /// Uses `comm` (owned by the caller, alive as long as this backend).
   explicit MpiBackend(MPI_Comm comm);
+
+  /// Reduces through shared memory from now on, if every member could map it; otherwise
+  /// (`why` says why) stays on MPI. Every member must run on this host. Collective over
+  /// `control`, a transport over the same ranks in the same order.
+  Status join_host(ControlTransport& control, std::string* why);
 
   const char* name() const override { return "mpi"; }
   bool supports(const Device& device) const override { return device.is_cpu(); }
@@ -46,6 +57,9 @@ class MpiBackend final : public Backend {
   // Chunk of the pipelined reduce-scatter.
   static constexpr int64_t kChunkBytes = 256 << 10;
 
+  // Block q, reduced by rank q: counts[q] elements of `count`, the first count % size one
+  // larger.
+  std::vector<int64_t> blocks(int64_t count) const;
   Status gather_all_reduce(const void* send, void* recv, int64_t offset, int64_t count,
                            int64_t total, DataType dtype, ReduceOp op, kernels::Scale scale);
   Status pipelined_reduce_scatter(const void* send, void* recv, const std::vector<int64_t>& counts,
@@ -61,6 +75,7 @@ class MpiBackend final : public Backend {
   HostBuffer scratch_;
   std::vector<MPI_Request> requests_;
   std::vector<const void*> sources_;
+  std::unique_ptr<ShmReducer> shm_;  // set by join_host
 };
 
 }  // namespace chorus

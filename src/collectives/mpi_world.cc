@@ -155,6 +155,7 @@ class MpiGroupImpl final : public MpiGroup {
   int size() const override { return control_.size(); }
   ControlTransport& control() override { return control_; }
   Backend& backend() override { return backend_; }
+  Status join_host(std::string* why) override { return backend_.join_host(control_, why); }
 
  private:
   MPI_Comm control_comm_;

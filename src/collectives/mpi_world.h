@@ -24,6 +24,10 @@ class MpiGroup {
   virtual int size() const = 0;
   virtual ControlTransport& control() = 0;
   virtual Backend& backend() = 0;
+  /// Lets the backend reduce through shared memory (collectives/shm_reducer.h) where every
+  /// member can map it; `why` says why not otherwise. Every member must run on this host.
+  /// Collective over the group.
+  virtual Status join_host(std::string* why) = 0;
 };
 
 class MpiWorld {

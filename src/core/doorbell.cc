@@ -1,15 +1,10 @@
 #include "core/doorbell.h"
 
-#include <fcntl.h>
 #include <linux/futex.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <atomic>
-#include <cerrno>
-#include <cstring>
 #include <new>
 #include <string>
 #include <vector>
@@ -32,78 +27,31 @@ void futex_wait(std::atomic<uint32_t>* word, uint32_t seen, std::chrono::microse
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, seen, &ts, nullptr, 0);
 }
 
-std::string errno_text(const char* what) { return std::string(what) + ": " + std::strerror(errno); }
-
-// Maps the segment `name` of `bytes` (creating it when `create`), or says why not.
-void* map_segment(const std::string& name, std::size_t bytes, bool create, std::string* why) {
-  const int fd = shm_open(name.c_str(), create ? O_CREAT | O_EXCL | O_RDWR : O_RDWR, 0600);
-  if (fd < 0) {
-    *why = errno_text("shm_open");
-    return nullptr;
-  }
-  if (create && ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    *why = errno_text("ftruncate");
-    close(fd);
-    shm_unlink(name.c_str());
-    return nullptr;
-  }
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) {
-    *why = errno_text("mmap");
-    if (create) shm_unlink(name.c_str());
-    return nullptr;
-  }
-  return p;
-}
-
 }  // namespace
 
 Doorbells::Doorbells() = default;
 
-Doorbells::~Doorbells() {
-  if (mapping_) munmap(mapping_, mapped_bytes_);
-}
+Doorbells::~Doorbells() = default;
 
 Status Doorbells::join_host(ControlTransport& host) {
   const int n = host.size();
-  const int me = host.rank();
   if (n < 2) return {};
-  const std::size_t bytes = sizeof(Slot) * static_cast<std::size_t>(n);
-  std::string name, why;
-  void* p = nullptr;
-  if (me == 0) {
-    name = "/chorus-doorbells-" + std::to_string(getpid()) + "-" +
-           std::to_string(reinterpret_cast<uintptr_t>(this) & 0xffffff);
-    p = map_segment(name, bytes, /*create=*/true, &why);
-    if (p) {
-      for (int i = 0; i < n; ++i) new (static_cast<Slot*>(p) + i) Slot();
-    } else {
-      name.clear();
-    }
+  auto init = [n](void* p) {
+    for (int i = 0; i < n; ++i) new (static_cast<Slot*>(p) + i) Slot();
+  };
+  std::string why;
+  if (Status s =
+          board_.join(host, "doorbells", sizeof(Slot) * static_cast<std::size_t>(n), init, &why);
+      !s.ok()) {
+    return s;
   }
-  if (Status s = host.broadcast(&name); !s.ok()) return s;
-  if (me != 0 && !name.empty()) p = map_segment(name, bytes, /*create=*/false, &why);
-  // All or none: a rank that could not map the board would never ring the others.
-  StatusOr<std::vector<std::string>> mapped = host.gather(p ? "1" : "0");
-  if (!mapped.ok()) return mapped.status();
-  std::string verdict = "1";
-  for (const std::string& m : *mapped) {
-    if (m != "1") verdict = "0";
-  }
-  if (Status s = host.broadcast(&verdict); !s.ok()) return s;
-  if (me == 0 && !name.empty()) shm_unlink(name.c_str());
-  if (verdict != "1") {
-    if (p) munmap(p, bytes);
-    log().debug("doorbells: no shared board on this host ({}); rounds are polled",
-                why.empty() ? "another rank could not map it" : why);
+  if (!board_.mapped()) {
+    log().debug("doorbells: no shared board on this host ({}); rounds are polled", why);
     return {};
   }
-  mapping_ = p;
-  mapped_bytes_ = bytes;
-  slots_ptr_ = static_cast<Slot*>(p);
+  slots_ptr_ = static_cast<Slot*>(board_.data());
   slots_ = n;
-  self_ = me;
+  self_ = host.rank();
   return {};
 }
 

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "chorus/status.h"
+#include "collectives/shared_segment.h"
 
 namespace chorus {
 
@@ -89,8 +90,7 @@ class Doorbells {
   Slot* slots_ptr_ = &own_;  // own_, or the host's board
   int slots_ = 1;
   int self_ = 0;
-  void* mapping_ = nullptr;  // the board's mapping, unmapped on destruction
-  std::size_t mapped_bytes_ = 0;
+  SharedSegment board_;  // the host's board, when shared
 };
 
 }  // namespace chorus

@@ -274,18 +274,26 @@ StatusOr<std::unique_ptr<Runtime::SetState>> Runtime::make_set(int32_t id,
   NegotiatorOptions nopts{config_.cache_capacity, config_.stall_check_seconds,
                           config_.stall_shutdown_seconds};
   set->control = &set->group->control();
+  const std::string label = id == 0 ? "global" : "set " + std::to_string(id);
+  // A set on one host reduces through shared memory. The map is the same on every rank, so
+  // all its members join or none.
+  if (ranks.size() > 1 && map_.one_host(ranks)) {
+    std::string why;
+    if (Status s = set->group->join_host(&why); !s.ok()) return s;
+    if (!why.empty())
+      log().debug("{}: no shared memory for reductions ({}); MPI moves them", label, why);
+  }
   // The global set of a job on one host runs its rounds on the host's board.
   if (id == 0 && map_.cross_size == 1 && doorbells_.shared()) {
     set->host_rounds = std::make_unique<HostRounds>(set->control, &doorbells_);
     set->control = set->host_rounds.get();
   }
-  set->negotiator = std::make_unique<Negotiator>(set->control, nopts,
-                                                 id == 0 ? "global" : "set " + std::to_string(id));
+  set->negotiator = std::make_unique<Negotiator>(set->control, nopts, label);
   set->executor = std::make_unique<Executor>(
       &set->group->backend(), static_cast<std::size_t>(config_.fusion_threshold_bytes),
       timeline_.get());
   GpuContextSetup gpu;
-  gpu.label = id == 0 ? "global" : "set " + std::to_string(id);
+  gpu.label = label;
   gpu.global_set = id == 0;
   gpu.hierarchical_requested = config_.hierarchical_allreduce;
   gpu.requested_backend = config_.gpu_backend;

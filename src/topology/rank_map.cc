@@ -55,6 +55,14 @@ RankMap compute_rank_map(const std::vector<std::string>& names, int rank) {
   return map;
 }
 
+bool RankMap::one_host(const std::vector<int>& ranks) const {
+  for (const std::vector<int>& host : hosts) {
+    auto here = [&host](int r) { return std::find(host.begin(), host.end(), r) != host.end(); };
+    if (here(ranks.at(0))) return std::all_of(ranks.begin(), ranks.end(), here);
+  }
+  return false;
+}
+
 std::string RankMap::layout() const {
   if (ppr_block) return "ppr:" + std::to_string(ranks_per_host) + ":node";
   std::ostringstream out;

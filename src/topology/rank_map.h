@@ -32,6 +32,8 @@ struct RankMap {
   /// "ppr:4:node", "4 ranks per host, not in consecutive blocks" (e.g. round-robin), or
   /// "non-uniform: 3, 1, 2 ranks per host".
   std::string layout() const;
+  /// True if every one of `ranks` (global ranks, at least one) runs on one host.
+  bool one_host(const std::vector<int>& ranks) const;
 };
 
 /// `names[r]` is the host of global rank r; `rank` must index `names`.

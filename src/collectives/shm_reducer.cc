@@ -1,0 +1,130 @@
+#include "collectives/shm_reducer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <new>
+#include <thread>
+#include <utility>
+
+#include "collectives/backoff.h"
+
+namespace chorus {
+namespace {
+
+// A buffer's regions add up to about kBufferBytes, each at least kMinRegionBytes: every
+// chunk costs one or two waits for the others, so regions much smaller than that would
+// make a large tensor pay a wait every few kilobytes.
+constexpr std::size_t kBufferBytes = std::size_t{256} << 10;
+constexpr std::size_t kMinRegionBytes = std::size_t{16} << 10;
+
+}  // namespace
+
+std::size_t ShmReducer::region_bytes(int size) {
+  const std::size_t bytes =
+      std::max(kBufferBytes / static_cast<std::size_t>(size), kMinRegionBytes);
+  return bytes / 64 * 64;
+}
+
+std::size_t ShmReducer::segment_bytes(int size) {
+  const auto n = static_cast<std::size_t>(size);
+  return sizeof(Counter) * n + 2 * n * n * region_bytes(size);
+}
+
+void ShmReducer::init_segment(void* base, int size) {
+  for (int i = 0; i < size; ++i) new (static_cast<Counter*>(base) + i) Counter();
+}
+
+ShmReducer::ShmReducer(SharedSegment segment, int rank, int size)
+    : segment_(std::move(segment)),
+      rank_(rank),
+      size_(size),
+      region_(region_bytes(size)),
+      counters_(static_cast<Counter*>(segment_.data())),
+      buffers_(static_cast<char*>(segment_.data()) + sizeof(Counter) * size),
+      sources_(size),
+      offsets_(size + 1) {}
+
+char* ShmReducer::region(int owner, uint64_t chunk, int block) const {
+  const std::size_t buffer = static_cast<std::size_t>(owner) * 2 + chunk % 2;
+  return buffers_ + (buffer * size_ + block) * region_;
+}
+
+void ShmReducer::allreduce(const void* send, void* recv, const std::vector<int64_t>& counts,
+                           DataType dtype, ReduceOp op, kernels::Scale scale) {
+  reduce(send, recv, counts, dtype, op, scale, /*share=*/true);
+}
+
+void ShmReducer::reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,
+                               DataType dtype, ReduceOp op, kernels::Scale scale) {
+  reduce(send, recv, counts, dtype, op, scale, /*share=*/false);
+}
+
+// `share`: recv is the whole output and every rank gets every block (allreduce); otherwise
+// recv is this rank's block.
+void ShmReducer::reduce(const void* send, void* recv, const std::vector<int64_t>& counts,
+                        DataType dtype, ReduceOp op, kernels::Scale scale, bool share) {
+  const auto esz = static_cast<int64_t>(dtype_size(dtype));
+  const int64_t per = static_cast<int64_t>(region_) / esz;  // of each block, per chunk
+  int64_t longest = 0;
+  for (int q = 0; q < size_; ++q) {
+    offsets_[q + 1] = offsets_[q] + counts[q];
+    longest = std::max(longest, counts[q]);
+  }
+  const char* in = static_cast<const char*>(send);
+  char* out = static_cast<char*>(recv);
+  char* own_out = share ? out + offsets_[rank_] * esz : out;
+  for (int64_t first = 0; first < longest; first += per, ++chunks_) {
+    auto piece_bytes = [&](int q) { return std::clamp<int64_t>(counts[q] - first, 0, per) * esz; };
+    for (int q = 0; q < size_; ++q) {
+      if (q != rank_ && piece_bytes(q) > 0) {
+        std::memcpy(region(rank_, chunks_, q), in + (offsets_[q] + first) * esz, piece_bytes(q));
+      }
+    }
+    arrive_and_wait(per * esz * size_);
+    const int64_t mine = piece_bytes(rank_);
+    if (mine > 0) {
+      for (int q = 0; q < size_; ++q) {
+        sources_[q] = q == rank_ ? in + (offsets_[q] + first) * esz : region(q, chunks_, rank_);
+      }
+      kernels::reduce_ordered(own_out + first * esz, sources_.data(), size_, mine / esz, dtype, op,
+                              scale);
+    }
+    if (!share) continue;
+    if (mine > 0) std::memcpy(region(rank_, chunks_, rank_), own_out + first * esz, mine);
+    arrive_and_wait(per * esz);
+    for (int q = 0; q < size_; ++q) {
+      if (q != rank_ && piece_bytes(q) > 0) {
+        std::memcpy(out + (offsets_[q] + first) * esz, region(q, chunks_, q), piece_bytes(q));
+      }
+    }
+  }
+}
+
+void ShmReducer::arrive_and_wait(int64_t bytes) {
+  // Tight polling for the first kSpins reads (a peer that is running arrives within
+  // microseconds), then a yield per read, so that a peer waiting for this core gets it.
+  constexpr int kSpins = 1000;
+  constexpr int kClockEvery = 64;
+  ++arrivals_;
+  counters_[rank_].arrivals.store(arrivals_, std::memory_order_release);
+  const auto spin_until = poll_deadline(bytes);
+  bool spinning = true;
+  Backoff backoff(std::chrono::microseconds(50), /*eager=*/false);
+  int reads = 0;
+  for (int q = 0; q < size_; ++q) {
+    while (counters_[q].arrivals.load(std::memory_order_acquire) < arrivals_) {
+      ++reads;
+      if (spinning && reads % kClockEvery == 0) {
+        spinning = std::chrono::steady_clock::now() < spin_until;
+      }
+      if (!spinning) {
+        backoff.pause();
+      } else if (reads > kSpins) {
+        std::this_thread::yield();
+      }
+    }
+  }
+}
+
+}  // namespace chorus

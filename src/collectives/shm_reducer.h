@@ -1,0 +1,83 @@
+#pragma once
+// Reductions among the ranks of one host through shared memory: the MPI backend's
+// allreduce and reducescatter when every member of its set runs on one host.
+//
+// Between ranks of one host an MPI message of any size costs a handshake, and a large one
+// a copy made by a system call that pins the sender's pages; the receiver makes progress
+// only while it tests. Here each rank instead owns a slot in one shared segment: a counter
+// of its arrivals and two buffers used by turns, each with one region per rank. The data
+// is cut into the same blocks as on the MPI path (block q is combined by rank q) and moves
+// in chunks; chunk g carries piece g of every block and uses buffer g % 2:
+//  1. every rank copies piece g of each other rank's block into that rank's region of its
+//     own buffer, and arrives;
+//  2. once all have arrived, each rank combines piece g of its own block, in rank order,
+//     from its own input and its region in every peer's buffer, into its output;
+//  3. allreduce only: it also copies that result into its own region, arrives, and once
+//     all have, copies the other blocks' pieces from their owners' buffers.
+// A rank writes buffer g % 2 again in chunk g + 2 only after every rank arrived in step 1
+// of chunk g + 1, and so finished reading it in chunk g. A rank waits for the others by
+// reading their counters: polling while they should be close, then sleeping in short naps.
+//
+// Every element is combined by its block's owner in rank order, exactly as on the MPI
+// path: the same bits on every rank, fused or alone, whichever path ran.
+//
+// Thread contract: the backend's, called from the background thread only; every member
+// calls the same methods in the same order.
+
+#include <atomic>
+#include <cstdint>
+#include <vector>
+
+#include "chorus/types.h"
+#include "collectives/reduce_kernels.h"
+#include "collectives/shared_segment.h"
+
+namespace chorus {
+
+class ShmReducer {
+ public:
+  /// The segment's size for `size` ranks.
+  static std::size_t segment_bytes(int size);
+  /// Initializes a new segment of segment_bytes(size) (on the rank that created it).
+  static void init_segment(void* base, int size);
+
+  /// Uses `segment` (mapped by every member, initialized by init_segment), as `rank` of
+  /// `size`.
+  ShmReducer(SharedSegment segment, int rank, int size);
+
+  /// The MPI backend's allreduce, with its blocks: `counts[q]` elements for rank q, in
+  /// rank order, adding up to the tensor. send may equal recv.
+  void allreduce(const void* send, void* recv, const std::vector<int64_t>& counts, DataType dtype,
+                 ReduceOp op, kernels::Scale scale);
+  /// The MPI backend's reducescatter: recv gets this rank's block. recv may be that block
+  /// inside send.
+  void reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,
+                     DataType dtype, ReduceOp op, kernels::Scale scale);
+
+ private:
+  struct alignas(64) Counter {
+    std::atomic<uint64_t> arrivals{0};
+  };
+
+  void reduce(const void* send, void* recv, const std::vector<int64_t>& counts, DataType dtype,
+              ReduceOp op, kernels::Scale scale, bool share);
+  char* region(int owner, uint64_t chunk, int block) const;
+  // Counts this rank's arrival, then waits until every rank has arrived as often; `bytes`:
+  // about what the others move in the meantime.
+  void arrive_and_wait(int64_t bytes);
+
+  static std::size_t region_bytes(int size);
+
+  SharedSegment segment_;
+  int rank_;
+  int size_;
+  std::size_t region_;
+  Counter* counters_;
+  char* buffers_;
+  uint64_t chunks_ = 0;    // chunks so far: the next uses buffer chunks_ % 2
+  uint64_t arrivals_ = 0;  // this rank's, as in its counter
+  std::vector<const void*> sources_;
+  std::vector<int64_t> offsets_;
+};
+
+}  // namespace chorus
