@@ -4,8 +4,8 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
-#include <cstdint>
 #include <cstring>
 #include <utility>
 #include <vector>
@@ -24,11 +24,17 @@ void* map_segment(const std::string& name, std::size_t bytes, bool create, std::
     *why = errno_text("shm_open");
     return nullptr;
   }
-  if (create && ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    *why = errno_text("ftruncate");
-    close(fd);
-    shm_unlink(name.c_str());
-    return nullptr;
+  // Reserved now rather than on first touch: where /dev/shm is too small (a container's
+  // default), this fails here, instead of a SIGBUS in the middle of a reduction.
+  if (create) {
+    const int err = posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+    if (err != 0) {
+      errno = err;
+      *why = errno_text("posix_fallocate");
+      close(fd);
+      shm_unlink(name.c_str());
+      return nullptr;
+    }
   }
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
@@ -71,8 +77,8 @@ Status SharedSegment::join(ControlTransport& host, const std::string& what, std:
     bytes_ = data_ ? bytes : 0;
   };
   if (host.rank() == 0) {
-    name = "/chorus-" + what + "-" + std::to_string(getpid()) + "-" +
-           std::to_string(reinterpret_cast<uintptr_t>(this) & 0xffffff);
+    static std::atomic<int> segments{0};
+    name = "/chorus-" + what + "-" + std::to_string(getpid()) + "-" + std::to_string(segments++);
     map(/*create=*/true);
     if (!data_) name.clear();
     if (data_ && init) init(data_);

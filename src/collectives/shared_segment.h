@@ -23,16 +23,15 @@ class SharedSegment {
   SharedSegment(const SharedSegment&) = delete;
   SharedSegment& operator=(const SharedSegment&) = delete;
 
-  /// Maps `bytes` of zero-filled shared memory on every member of `host`, whose members
-  /// must all run on this host. Rank 0 runs `init` on the new segment before the others
-  /// see it. All or none: where any member could not map it, every member stays unmapped
-  /// and `why` says why; that is not an error, only a failed exchange is. `what` names the
-  /// segment (letters and dashes). Collective over `host`.
+  /// Maps `bytes` of zero-filled shared memory, reserved at once, on every member of
+  /// `host`, whose members must all run on this host. Rank 0 runs `init` on the new
+  /// segment before the others see it. All or none: where any member could not map it,
+  /// every member stays unmapped and `why` says why; that is not an error, only a failed
+  /// exchange is. `what` names the segment (letters and dashes). Collective over `host`.
   Status join(ControlTransport& host, const std::string& what, std::size_t bytes,
               const std::function<void(void*)>& init, std::string* why);
 
   void* data() const { return data_; }
-  std::size_t size() const { return bytes_; }
   bool mapped() const { return data_ != nullptr; }
 
  private:
