@@ -1,5 +1,7 @@
 #include "topology/topology_groups.h"
 
+#include <string>
+
 namespace chorus {
 
 StatusOr<TopologyGroups> create_topology_groups(MpiWorld& world, const RankMap& map) {
@@ -16,6 +18,12 @@ StatusOr<TopologyGroups> create_topology_groups(MpiWorld& world, const RankMap& 
   if (groups.local->size() != map.local_size || groups.local->rank() != map.local_rank ||
       groups.cross->size() != static_cast<int>(map.cross_set().size())) {
     return internal_error("create_topology_groups: the groups MPI built disagree with the map");
+  }
+  // The local group is one host's ranks: like any set on one host, it reduces through shared
+  // memory where every rank can map it, and by MPI messages otherwise.
+  if (groups.local->size() > 1) {
+    std::string unmapped;
+    if (Status s = groups.local->join_host(&unmapped); !s.ok()) return s;
   }
   return groups;
 }
