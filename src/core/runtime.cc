@@ -6,14 +6,7 @@
 #include <algorithm>
 
 #include "collectives/backoff.h"
-#include "collectives/gpu_path.h"
-#include "core/host_rounds.h"
 #include "core/logging.h"
-#include "topology/binding.h"
-#include "topology/launcher_view.h"
-#ifdef CHORUS_WITH_NCCL
-#include "collectives/nccl_backend.h"
-#endif
 
 namespace chorus {
 namespace {
@@ -21,11 +14,6 @@ namespace {
 // How long shutdown waits for the other ranks to take part in the final round before
 // leaving without them (a rank that died or hangs must not hang the others' exit).
 constexpr auto kShutdownGrace = std::chrono::seconds(10);
-
-// How long the background thread waits for a GPU collective's stream before aborting the
-// set's NCCL communicators: NCCL does not report a peer that never joined a collective, so
-// without a bound such a wait never ends. Generous: a peer's ready event may come late.
-constexpr auto kGpuSyncTimeout = std::chrono::minutes(5);
 
 // After a cycle that ran something, the trainer usually submits again within
 // microseconds (the next layer's gradient, the next step); watching the queue for a
@@ -182,128 +170,6 @@ void Runtime::run(std::promise<Status> started) {
   }
   started.set_value(Status());
   loop();
-}
-
-Status Runtime::setup() {
-  StatusOr<std::unique_ptr<MpiWorld>> world = MpiWorld::init();
-  if (!world.ok()) return world.status();
-  world_ = std::move(world).value();
-  rank_ = world_->rank();
-  size_ = world_->size();
-  configure_logging(rank_, config_.log_level);
-  StatusOr<std::vector<std::string>> names = world_->host_names();
-  if (!names.ok()) return names.status();
-  log().debug("config: {}", config_.describe());
-#ifdef CHORUS_WITH_NCCL
-  log().debug("built with {}", nccl_version_string());
-#endif
-  if (Status s = setup_topology(*names); !s.ok()) return s;
-  if (Status s = setup_doorbells(); !s.ok()) return s;
-  if (!config_.timeline_path.empty() && rank_ == 0) {
-    StatusOr<std::unique_ptr<Timeline>> tl = Timeline::open(config_.timeline_path, rank_);
-    if (!tl.ok()) return tl.status();
-    timeline_ = std::move(tl).value();
-  }
-  std::vector<int> all(size_);
-  for (int r = 0; r < size_; ++r) all[r] = r;
-  StatusOr<std::unique_ptr<SetState>> global = make_set(0, all);
-  if (!global.ok()) return global.status();
-  sets_[0] = std::move(global).value();
-  return {};
-}
-
-// The rank map from every rank's host name, checked against the launcher's variables; the
-// binding (CHORUS_BIND) of the process and of this, the background thread; and the local
-// and cross groups when hierarchical collectives may use them.
-Status Runtime::setup_topology(const std::vector<std::string>& names) {
-  map_ = compute_rank_map(names, rank_);
-  log().debug("{}", describe_rank(map_, rank_, size_));
-  if (rank_ == 0) log().info("{}", format_host_table(map_, size_));
-  LauncherCheck check = check_launcher_view(map_, rank_, size_, process_env());
-  for (const std::string& w : check.warnings) log().warn("{}", w);
-  for (const std::string& n : check.notes) log().debug("launcher check: {}", n);
-  StatusOr<BindingResult> bound = apply_binding(config_.bind, map_);
-  // A binding failure is this rank's alone: returning here would leave the others waiting
-  // in the world-wide collectives below (the groups, the global set). Run unbound instead.
-  if (!bound.ok()) {
-    log().warn("CHORUS_BIND: binding failed, running unbound: {}", bound.status().to_string());
-  } else if (bound->warning) {
-    log().warn("{}", bound->message);
-  } else {
-    log().log(config_.bind == BindMode::kNone ? spdlog::level::debug : spdlog::level::info, "{}",
-              bound->message);
-  }
-  // The hierarchical GPU allreduce needs them when asked for, and may choose itself on a
-  // layout that allows it; the map is the same on every rank, so all build them or none.
-  if (hierarchical_groups_needed(config_.hierarchical_allreduce, map_)) {
-    StatusOr<TopologyGroups> groups = create_topology_groups(*world_, map_);
-    if (!groups.ok()) return groups.status();
-    topology_groups_ = std::move(groups).value();
-  }
-  return {};
-}
-
-// The host's shared doorbells, on every host with more than one rank (the map is the same on
-// every rank, so all take part in the split or none).
-Status Runtime::setup_doorbells() {
-  bool shared_hosts = false;
-  for (const std::vector<int>& host : map_.hosts) shared_hosts = shared_hosts || host.size() > 1;
-  if (!shared_hosts) return {};
-  StatusOr<std::unique_ptr<MpiGroup>> host = world_->split(map_.cross_rank, rank_);
-  if (!host.ok()) return host.status();
-  if (Status s = doorbells_.join_host((*host)->control()); !s.ok()) return s;
-  return {};
-}
-
-StatusOr<std::unique_ptr<Runtime::SetState>> Runtime::make_set(int32_t id,
-                                                               const std::vector<int>& ranks) {
-  StatusOr<std::unique_ptr<MpiGroup>> group = world_->create_group(ranks);
-  if (!group.ok()) return group.status();
-  SetInfo info{static_cast<int>(ranks.size()), -1};
-  for (int i = 0; i < static_cast<int>(ranks.size()); ++i) {
-    if (ranks[i] == rank_) info.rank = i;
-  }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    set_info_[id] = info;
-  }
-  if (!*group) return std::unique_ptr<SetState>();
-  auto set = std::make_unique<SetState>();
-  set->id = id;
-  set->group = std::move(group).value();
-  NegotiatorOptions nopts{config_.cache_capacity, config_.stall_check_seconds,
-                          config_.stall_shutdown_seconds};
-  set->control = &set->group->control();
-  const std::string label = id == 0 ? "global" : "set " + std::to_string(id);
-  // A set on one host reduces through shared memory. The map is the same on every rank, so
-  // all its members join or none.
-  if (ranks.size() > 1 && map_.one_host(ranks)) {
-    std::string why;
-    if (Status s = set->group->join_host(&why); !s.ok()) return s;
-    if (!why.empty())
-      log().debug("{}: no shared memory for reductions ({}); MPI moves them", label, why);
-  }
-  // The global set of a job on one host runs its rounds on the host's board.
-  if (id == 0 && map_.cross_size == 1 && doorbells_.shared()) {
-    set->host_rounds = std::make_unique<HostRounds>(set->control, &doorbells_);
-    set->control = set->host_rounds.get();
-  }
-  set->negotiator = std::make_unique<Negotiator>(set->control, nopts, label);
-  set->executor = std::make_unique<Executor>(
-      &set->group->backend(), static_cast<std::size_t>(config_.fusion_threshold_bytes),
-      timeline_.get());
-  GpuContextSetup gpu;
-  gpu.label = label;
-  gpu.global_set = id == 0;
-  gpu.hierarchical_requested = config_.hierarchical_allreduce;
-  gpu.requested_backend = config_.gpu_backend;
-  if (id == 0) gpu.groups = &topology_groups_;
-  gpu.map = &map_;
-  gpu.device = &gpu_device_;
-  gpu.local_rank = map_.local_rank;
-  gpu.sync_timeout = kGpuSyncTimeout;
-  set->executor->set_gpu_setup(gpu);
-  return set;
 }
 
 void Runtime::loop() {
@@ -517,40 +383,6 @@ Status Runtime::cycle(bool stop_asked, bool* shutdown, bool* productive) {
   }
   if (*productive && mark_cycles_) timeline_->mark_cycle(start);
   return apply_set_changes(changes);
-}
-
-// Process sets change at the end of a cycle, in response order, on every rank: creating
-// one is a collective over the global communicator.
-Status Runtime::apply_set_changes(const std::vector<Response>& changes) {
-  SetState& global = *sets_.at(0);
-  for (const Response& r : changes) {
-    if (r.op == OpType::kAddProcessSet) {
-      std::vector<int> ranks(r.ranks.begin(), r.ranks.end());
-      StatusOr<std::unique_ptr<SetState>> set = make_set(r.value, ranks);
-      if (!set.ok()) return set.status();
-      if (*set) sets_[r.value] = std::move(set).value();
-      log().debug("process set {} created with {} ranks", r.value, ranks.size());
-    } else {
-      const int32_t id = r.ranks.at(0);
-      auto it = sets_.find(id);
-      if (it != sets_.end()) {
-        SetState& gone = *it->second;
-        while (!gone.entries.empty()) {
-          finish(
-              gone, gone.entries.any(),
-              Status(StatusCode::kAborted, "process set " + std::to_string(id) + " was removed"));
-        }
-        sets_.erase(it);
-      }
-      std::lock_guard<std::mutex> lock(mu_);
-      set_info_.erase(id);
-    }
-    if (Entry* e = global.entries.find(r.name)) {
-      e->handle->value = r.value;
-      finish(global, *e, Status());
-    }
-  }
-  return {};
 }
 
 // Requests in the order they came. The active timeline is closed before the next one opens,
