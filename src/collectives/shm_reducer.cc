@@ -111,7 +111,7 @@ void ShmReducer::arrive_and_wait(int64_t bytes) {
   const auto spin_until = poll_deadline(bytes);
   bool spinning = true;
   Backoff backoff(std::chrono::microseconds(50), /*eager=*/false);
-  int reads = 0;
+  int64_t reads = 0;
   for (int q = 0; q < size_; ++q) {
     while (counters_[q].arrivals.load(std::memory_order_acquire) < arrivals_) {
       ++reads;
