@@ -99,10 +99,7 @@ Status MpiBackend::allreduce(const void* send, void* recv, int64_t count, DataTy
     kernels::reduce_ordered(recv, &send, 1, count, dtype, op, scale);
     return {};
   }
-  if (shm_) {
-    shm_->allreduce(send, recv, blocks(count), dtype, op, scale);
-    return {};
-  }
+  if (shm_) return shm_->allreduce(send, recv, blocks(count), dtype, op, scale);
   if (count * esz <= kGatherAllBytes) {
     return gather_all_reduce(send, recv, 0, count, count, dtype, op, scale);
   }
@@ -159,10 +156,7 @@ Status MpiBackend::reducescatter(const void* send, void* recv, const std::vector
     kernels::reduce_ordered(recv, &send, 1, counts[0], dtype, op, scale);
     return {};
   }
-  if (shm_) {
-    shm_->reducescatter(send, recv, counts, dtype, op, scale);
-    return {};
-  }
+  if (shm_) return shm_->reducescatter(send, recv, counts, dtype, op, scale);
   return pipelined_reduce_scatter(send, recv, counts, dtype, op, scale);
 }
 

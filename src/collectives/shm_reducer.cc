@@ -1,9 +1,15 @@
 #include "collectives/shm_reducer.h"
 
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <new>
+#include <string>
 #include <thread>
 #include <utility>
 
@@ -17,6 +23,12 @@ namespace {
 // make a large tensor pay a wait every few kilobytes.
 constexpr std::size_t kBufferBytes = std::size_t{256} << 10;
 constexpr std::size_t kMinRegionBytes = std::size_t{16} << 10;
+
+// The inode of this process's pid namespace: pids compare only within one. 0 if unknown.
+uint64_t pid_namespace() {
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
+}
 
 }  // namespace
 
@@ -43,27 +55,30 @@ ShmReducer::ShmReducer(SharedSegment segment, int rank, int size)
       counters_(static_cast<Counter*>(segment_.data())),
       buffers_(static_cast<char*>(segment_.data()) + sizeof(Counter) * size),
       sources_(size),
-      offsets_(size + 1) {}
+      offsets_(size + 1) {
+  counters_[rank_].pid.store(getpid(), std::memory_order_relaxed);
+  counters_[rank_].pid_namespace.store(pid_namespace(), std::memory_order_relaxed);
+}
 
 char* ShmReducer::region(int owner, uint64_t chunk, int block) const {
   const std::size_t buffer = static_cast<std::size_t>(owner) * 2 + chunk % 2;
   return buffers_ + (buffer * size_ + block) * region_;
 }
 
-void ShmReducer::allreduce(const void* send, void* recv, const std::vector<int64_t>& counts,
-                           DataType dtype, ReduceOp op, kernels::Scale scale) {
-  reduce(send, recv, counts, dtype, op, scale, /*share=*/true);
+Status ShmReducer::allreduce(const void* send, void* recv, const std::vector<int64_t>& counts,
+                             DataType dtype, ReduceOp op, kernels::Scale scale) {
+  return reduce(send, recv, counts, dtype, op, scale, /*share=*/true);
 }
 
-void ShmReducer::reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,
-                               DataType dtype, ReduceOp op, kernels::Scale scale) {
-  reduce(send, recv, counts, dtype, op, scale, /*share=*/false);
+Status ShmReducer::reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,
+                                 DataType dtype, ReduceOp op, kernels::Scale scale) {
+  return reduce(send, recv, counts, dtype, op, scale, /*share=*/false);
 }
 
 // `share`: recv is the whole output and every rank gets every block (allreduce); otherwise
 // recv is this rank's block.
-void ShmReducer::reduce(const void* send, void* recv, const std::vector<int64_t>& counts,
-                        DataType dtype, ReduceOp op, kernels::Scale scale, bool share) {
+Status ShmReducer::reduce(const void* send, void* recv, const std::vector<int64_t>& counts,
+                          DataType dtype, ReduceOp op, kernels::Scale scale, bool share) {
   const auto esz = static_cast<int64_t>(dtype_size(dtype));
   const int64_t per = static_cast<int64_t>(region_) / esz;  // of each block, per chunk
   int64_t longest = 0;
@@ -81,7 +96,7 @@ void ShmReducer::reduce(const void* send, void* recv, const std::vector<int64_t>
         std::memcpy(region(rank_, chunks_, q), in + (offsets_[q] + first) * esz, piece_bytes(q));
       }
     }
-    arrive_and_wait(per * esz * size_);
+    if (Status s = arrive_and_wait(per * esz * size_); !s.ok()) return s;
     const int64_t mine = piece_bytes(rank_);
     if (mine > 0) {
       for (int q = 0; q < size_; ++q) {
@@ -92,39 +107,62 @@ void ShmReducer::reduce(const void* send, void* recv, const std::vector<int64_t>
     }
     if (!share) continue;
     if (mine > 0) std::memcpy(region(rank_, chunks_, rank_), own_out + first * esz, mine);
-    arrive_and_wait(per * esz);
+    if (Status s = arrive_and_wait(per * esz); !s.ok()) return s;
     for (int q = 0; q < size_; ++q) {
       if (q != rank_ && piece_bytes(q) > 0) {
         std::memcpy(out + (offsets_[q] + first) * esz, region(q, chunks_, q), piece_bytes(q));
       }
     }
   }
+  return {};
 }
 
-void ShmReducer::arrive_and_wait(int64_t bytes) {
+Status ShmReducer::arrive_and_wait(int64_t bytes) {
   // Tight polling for the first kSpins reads (a peer that is running arrives within
   // microseconds), then a yield per read, so that a peer waiting for this core gets it.
+  // Once napping, the awaited process is checked every kCheckEvery naps (a few ms).
   constexpr int kSpins = 1000;
   constexpr int kClockEvery = 64;
+  constexpr int kCheckEvery = 64;
   ++arrivals_;
   counters_[rank_].arrivals.store(arrivals_, std::memory_order_release);
   const auto spin_until = poll_deadline(bytes);
   bool spinning = true;
   Backoff backoff(std::chrono::microseconds(50), /*eager=*/false);
   int64_t reads = 0;
+  int64_t naps = 0;
   for (int q = 0; q < size_; ++q) {
     while (counters_[q].arrivals.load(std::memory_order_acquire) < arrivals_) {
       ++reads;
       if (spinning && reads % kClockEvery == 0) {
         spinning = std::chrono::steady_clock::now() < spin_until;
       }
-      if (!spinning) {
-        backoff.pause();
-      } else if (reads > kSpins) {
-        std::this_thread::yield();
+      if (spinning) {
+        if (reads > kSpins) std::this_thread::yield();
+        continue;
+      }
+      backoff.pause();
+      if (++naps % kCheckEvery == 0 && gone(q)) {
+        return Status(StatusCode::kAborted,
+                      "rank " + std::to_string(q) + " of this set (pid " +
+                          std::to_string(counters_[q].pid.load(std::memory_order_relaxed)) +
+                          ", on this host) exited in the middle of a reduction; rank " +
+                          std::to_string(rank_) + " was waiting for it");
       }
     }
   }
+  return {};
+}
+
+bool ShmReducer::gone(int q) const {
+  const Counter& c = counters_[q];
+  const int64_t pid = c.pid.load(std::memory_order_relaxed);
+  const uint64_t ns = c.pid_namespace.load(std::memory_order_relaxed);
+  // A pid from another namespace (or unknown) says nothing here.
+  if (pid <= 0 || ns == 0 || ns != counters_[rank_].pid_namespace.load(std::memory_order_relaxed)) {
+    return false;
+  }
+  return kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
 }
 
 }  // namespace chorus

@@ -16,7 +16,10 @@
 //     all have, copies the other blocks' pieces from their owners' buffers.
 // A rank writes buffer g % 2 again in chunk g + 2 only after every rank arrived in step 1
 // of chunk g + 1, and so finished reading it in chunk g. A rank waits for the others by
-// reading their counters: polling while they should be close, then sleeping in short naps.
+// reading their counters: polling while they should be close, then sleeping in short naps,
+// and every few milliseconds of naps checking that the process it waits for still exists:
+// a rank that died mid-reduction fails the reduction on the others, naming it, where the
+// launcher does not end the job.
 //
 // Every element is combined by its block's owner in rank order, exactly as on the MPI
 // path: the same bits on every rank, fused or alone, whichever path ran.
@@ -28,6 +31,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "chorus/status.h"
 #include "chorus/types.h"
 #include "collectives/reduce_kernels.h"
 #include "collectives/shared_segment.h"
@@ -47,24 +51,29 @@ class ShmReducer {
 
   /// The MPI backend's allreduce, with its blocks: `counts[q]` elements for rank q, in
   /// rank order, adding up to the tensor. send may equal recv.
-  void allreduce(const void* send, void* recv, const std::vector<int64_t>& counts, DataType dtype,
-                 ReduceOp op, kernels::Scale scale);
+  Status allreduce(const void* send, void* recv, const std::vector<int64_t>& counts, DataType dtype,
+                   ReduceOp op, kernels::Scale scale);
   /// The MPI backend's reducescatter: recv gets this rank's block. recv may be that block
   /// inside send.
-  void reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,
-                     DataType dtype, ReduceOp op, kernels::Scale scale);
+  Status reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,
+                       DataType dtype, ReduceOp op, kernels::Scale scale);
 
  private:
   struct alignas(64) Counter {
     std::atomic<uint64_t> arrivals{0};
+    // The owner's process and its pid namespace (0: unknown), for the liveness check.
+    std::atomic<int64_t> pid{0};
+    std::atomic<uint64_t> pid_namespace{0};
   };
 
-  void reduce(const void* send, void* recv, const std::vector<int64_t>& counts, DataType dtype,
-              ReduceOp op, kernels::Scale scale, bool share);
+  Status reduce(const void* send, void* recv, const std::vector<int64_t>& counts, DataType dtype,
+                ReduceOp op, kernels::Scale scale, bool share);
   char* region(int owner, uint64_t chunk, int block) const;
   // Counts this rank's arrival, then waits until every rank has arrived as often; `bytes`:
-  // about what the others move in the meantime.
-  void arrive_and_wait(int64_t bytes);
+  // about what the others move in the meantime. Fails if a rank waited for has exited.
+  Status arrive_and_wait(int64_t bytes);
+  // Whether rank q's process is known to have exited.
+  bool gone(int q) const;
 
   static std::size_t region_bytes(int size);
 
