@@ -86,10 +86,10 @@ Status MpiBackend::join_host(ControlTransport& control, std::string* why) {
 
 char* MpiBackend::scratch(std::size_t bytes) { return scratch_.get(bytes); }
 
-std::vector<int64_t> MpiBackend::blocks(int64_t count) const {
-  std::vector<int64_t> counts(size_, count / size_);
-  for (int64_t i = 0; i < count % size_; ++i) ++counts[i];
-  return counts;
+const std::vector<int64_t>& MpiBackend::blocks(int64_t count) {
+  blocks_.assign(size_, count / size_);
+  for (int64_t i = 0; i < count % size_; ++i) ++blocks_[i];
+  return blocks_;
 }
 
 Status MpiBackend::allreduce(const void* send, void* recv, int64_t count, DataType dtype,
@@ -103,7 +103,7 @@ Status MpiBackend::allreduce(const void* send, void* recv, int64_t count, DataTy
   if (count * esz <= kGatherAllBytes) {
     return gather_all_reduce(send, recv, 0, count, count, dtype, op, scale);
   }
-  const std::vector<int64_t> counts = blocks(count);
+  const std::vector<int64_t>& counts = blocks(count);
   std::vector<int64_t> offsets = prefix_offsets(counts);
   char* out = static_cast<char*>(recv);
   Status s = pipelined_reduce_scatter(send, out + offsets[rank_] * esz, counts, dtype, op, scale);

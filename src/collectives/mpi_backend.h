@@ -58,8 +58,8 @@ class MpiBackend final : public Backend {
   static constexpr int64_t kChunkBytes = 256 << 10;
 
   // Block q, reduced by rank q: counts[q] elements of `count`, the first count % size one
-  // larger.
-  std::vector<int64_t> blocks(int64_t count) const;
+  // larger. In blocks_, valid until the next call.
+  const std::vector<int64_t>& blocks(int64_t count);
   Status gather_all_reduce(const void* send, void* recv, int64_t offset, int64_t count,
                            int64_t total, DataType dtype, ReduceOp op, kernels::Scale scale);
   Status pipelined_reduce_scatter(const void* send, void* recv, const std::vector<int64_t>& counts,
@@ -75,6 +75,7 @@ class MpiBackend final : public Backend {
   HostBuffer scratch_;
   std::vector<MPI_Request> requests_;
   std::vector<const void*> sources_;
+  std::vector<int64_t> blocks_;
   std::unique_ptr<ShmReducer> shm_;  // set by join_host
 };
 
