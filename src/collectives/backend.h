@@ -3,8 +3,10 @@
 // set and device kind; the runtime asks each registered backend, in the configured order,
 // whether it supports a tensor's device and uses the first that says yes.
 //
-// Contract: called only from the background thread; every member of the set calls the
-// same methods in the same order (the negotiated order). Sizes are per rank, in elements
+// Contract: called only from the thread that runs the runtime's cycles (the background
+// thread, or a trainer thread waiting on a handle for a backend whose allreduce makes no
+// MPI call: core/runtime.h), one at a time; every member of the set calls the same methods
+// in the same order (the negotiated order). Sizes are per rank, in elements
 // for reductions and in bytes for data movement.
 
 #include <cstdint>
@@ -24,6 +26,9 @@ class Backend {
   virtual bool supports(const Device& device) const = 0;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  /// True if allreduce makes no MPI, NCCL or CUDA call (it reduces through shared memory),
+  /// so that a thread other than the background thread may run it.
+  virtual bool allreduce_without_mpi() const { return false; }
 
   /// recv = scale(send_0 op send_1 op ... op send_{n-1}), combined in rank order for every
   /// element (the same bits whatever the buffer's size or offset). send may equal recv.

@@ -40,6 +40,7 @@ class MpiBackend final : public Backend {
   bool supports(const Device& device) const override { return device.is_cpu(); }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  bool allreduce_without_mpi() const override { return size_ == 1 || shm_ != nullptr; }
 
   Status allreduce(const void* send, void* recv, int64_t count, DataType dtype, ReduceOp op,
                    kernels::Scale scale) override;

@@ -112,6 +112,17 @@ Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& res
   return {};
 }
 
+bool Executor::runs_without_mpi(
+    const std::vector<std::shared_ptr<const Response>>& responses) const {
+  for (const auto& r : responses) {
+    if (r->status.ok() &&
+        !(r->op == OpType::kAllreduce && r->device.is_cpu() && backend_->allreduce_without_mpi())) {
+      return false;
+    }
+  }
+  return true;
+}
+
 Status Executor::run_allreduce_batch(const std::vector<Job>& batch, Clock::time_point agreed,
                                      const Finish& finish) {
   const Response& first = *batch.front().response;

@@ -1,6 +1,8 @@
 #pragma once
 // Runs one process set's agreed responses on this rank: fuses what the planner groups,
-// packs, calls the backend, unpacks, and finishes the entries. Background thread only.
+// packs, calls the backend, unpacks, and finishes the entries. Called by the thread that
+// runs the runtime's cycles: the background thread, or a waiting trainer thread for
+// responses that runs_without_mpi() accepts (core/runtime.h).
 // Every member of the set runs the same responses in the same order, so the backend calls
 // line up across ranks; a rank without an entry for an allreduce (it joined) contributes
 // zeros.
@@ -52,6 +54,9 @@ class Executor {
   /// backend error); per-tensor errors go to the entries.
   Status execute(const std::vector<std::shared_ptr<const Response>>& responses, EntryTable& entries,
                  Clock::time_point agreed, const Finish& finish);
+  /// True if executing `responses` makes no MPI, NCCL or CUDA call: each one failed, or is an
+  /// allreduce of host memory on a backend that reduces without MPI.
+  bool runs_without_mpi(const std::vector<std::shared_ptr<const Response>>& responses) const;
 
  private:
   Status run_allreduce_batch(const std::vector<Job>& batch, Clock::time_point agreed,

@@ -42,7 +42,15 @@ const Status kNoHandle(StatusCode::kFailedPrecondition, "empty Handle: no collec
 bool Handle::poll() const { return !state_ || state_->done.load(std::memory_order_acquire); }
 
 Status Handle::wait(std::chrono::milliseconds timeout) const {
+  using Clock = std::chrono::steady_clock;
   if (!state_) return kNoHandle;
+  if (state_->done.load(std::memory_order_acquire)) return state_->status;
+  // A timeout beyond a century is forever (and would overflow the clock's nanoseconds).
+  const bool forever = timeout >= std::chrono::hours(24 * 365 * 100);
+  const Clock::time_point until = forever ? Clock::time_point::max() : Clock::now() + timeout;
+  // Doing the work here, when the runtime lets this thread, saves handing it to the
+  // background thread and back: two context switches where the cores are all busy.
+  if (std::shared_ptr<detail::Driver> driver = state_->driver.lock()) driver->drive(*state_, until);
   // A short spin first: a small collective often completes within microseconds, and a
   // futex sleep plus wake-up would cost more than the collective itself.
   for (int i = 0; i < 200; ++i) {
@@ -51,9 +59,9 @@ Status Handle::wait(std::chrono::milliseconds timeout) const {
   }
   std::unique_lock<std::mutex> lock(state_->mu);
   auto ready = [&] { return state_->done.load(std::memory_order_acquire); };
-  if (timeout == kForever) {
+  if (forever) {
     state_->cv.wait(lock, ready);
-  } else if (!state_->cv.wait_for(lock, timeout, ready)) {
+  } else if (!state_->cv.wait_until(lock, until, ready)) {
     return Status(StatusCode::kTimedOut,
                   "collective still running after " + std::to_string(timeout.count()) + " ms");
   }

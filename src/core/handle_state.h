@@ -4,6 +4,7 @@
 // seen (acquire).
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -13,6 +14,20 @@
 #include "chorus/types.h"
 
 namespace chorus::detail {
+
+struct HandleState;
+
+/// Lets a thread that waits for a handle do the runtime's work itself (core/runtime.h).
+class Driver {
+ public:
+  /// Runs the runtime's pending work on the calling thread while it may (it never makes an
+  /// MPI call there), until `handle` is done or `until`; returns at once if another thread
+  /// is at it.
+  virtual void drive(HandleState& handle, std::chrono::steady_clock::time_point until) = 0;
+
+ protected:
+  ~Driver() = default;
+};
 
 struct HandleState {
   /// `parts`: entries that must finish before the handle completes (a grouped allreduce
@@ -27,6 +42,7 @@ struct HandleState {
   /// Output storage that lives as long as the handle.
   TensorRef allocate_output(DataType dtype, const std::vector<int64_t>& shape);
 
+  std::weak_ptr<Driver> driver;  ///< the runtime that runs the collective; set before submit
   std::atomic<bool> done{false};
   std::mutex mu;
   std::condition_variable cv;

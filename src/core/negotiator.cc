@@ -147,6 +147,16 @@ StatusOr<bool> Negotiator::poll() {
   return true;
 }
 
+bool Negotiator::completes_locally() const {
+  auto bit = [&](std::size_t b) { return (bits_[b / 64] >> (b % 64)) & 1; };
+  return agreed_ && bit(kNoNewRequests) && bit(kNoStallReport) && bit(kNoShutdown);
+}
+
+std::size_t Negotiator::max_round_words() const {
+  const auto slots = static_cast<std::size_t>(cache_.capacity());
+  return 1 + kPlanes * ((slots + 63) / 64);
+}
+
 Status Negotiator::complete(Clock::time_point now) {
   if (!agreed_) return failed_precondition("negotiator: complete() before poll() returned true");
   agreed_ = false;

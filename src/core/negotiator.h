@@ -74,6 +74,12 @@ class Negotiator {
   /// with the set's other members); round() then holds its result.
   Status complete(Clock::time_point now);
   bool in_round() const { return in_round_; }
+  /// After poll() returned true: complete() will neither gather nor broadcast (no member has
+  /// new requests or a stall to report) and no member asked to shut down, so the round
+  /// finishes on this rank alone, without the set's transport.
+  bool completes_locally() const;
+  /// The longest bit vector a round can carry with this negotiator's cache capacity.
+  std::size_t max_round_words() const;
   const Round& round() const { return round_; }
 
   /// Local requests not yet answered.

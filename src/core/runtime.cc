@@ -11,24 +11,24 @@
 namespace chorus {
 namespace {
 
-// How long shutdown waits for the other ranks to take part in the final round before
-// leaving without them (a rank that died or hangs must not hang the others' exit).
-constexpr auto kShutdownGrace = std::chrono::seconds(10);
-
 // After a cycle that ran something, the trainer usually submits again within
 // microseconds (the next layer's gradient, the next step); watching the queue for a
 // short while avoids a futex sleep and wake-up on each of those.
 constexpr auto kWatchAfterWork = std::chrono::microseconds(50);
 
-// Waiting for the other ranks in a round: pauses up to kRoundPause, and after kPatience of
-// pauses up to kPatientPause (Backoff).
-constexpr auto kRoundPause = std::chrono::microseconds(200);
-constexpr auto kPatience = std::chrono::microseconds(2000);
-constexpr auto kPatientPause = std::chrono::microseconds(1000);
+// Where trainer threads may run cycles, the background thread yields this many times before
+// it takes new work, so that a trainer about to wait for it takes it instead.
+constexpr int kTrainerGrace = 3;
 
-std::chrono::microseconds micros(double ms) {
-  return std::chrono::microseconds(static_cast<int64_t>(ms * 1000));
-}
+// What a trainer thread did last, to tell whether it waits for each collective right after
+// submitting it.
+struct ThreadPattern {
+  const detail::HandleState* last_submit = nullptr;
+  int submits_since_wait = 0;
+  bool waits_at_once = false;  // its last wait was for its one submit since the wait before
+  bool ring_owed = false;      // its last submit left the background thread asleep
+};
+thread_local ThreadPattern t_pattern;
 
 }  // namespace
 
@@ -95,6 +95,14 @@ std::string Runtime::generate_name(OpType op, int32_t set_id) {
 
 Handle Runtime::submit(std::span<Entry> entries) {
   std::shared_ptr<detail::HandleState> handle = entries.front().handle;
+  handle->driver = weak_from_this();
+  ThreadPattern& t = t_pattern;
+  // A thread that waits for each collective right after submitting it runs it in that
+  // wait; waking the background thread would only take its core. Should the wait not come
+  // next, the thread's next submit or wait rings, or the background thread's next look
+  // (within the cycle time) finds the work.
+  const bool defer =
+      t.waits_at_once && t.submits_since_wait == 0 && drivable_.load(std::memory_order_relaxed);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (state_ != State::kRunning) {
@@ -114,8 +122,39 @@ Handle Runtime::submit(std::span<Entry> entries) {
     }
     work_queued_.store(true, std::memory_order_release);
   }
-  doorbells_.ring();
+  if (!defer || t.ring_owed) doorbells_.ring();
+  t.ring_owed = defer;
+  t.last_submit = handle.get();
+  ++t.submits_since_wait;
   return Handle(std::move(handle));
+}
+
+void Runtime::drive(detail::HandleState& handle, Clock::time_point until) {
+  ThreadPattern& t = t_pattern;
+  const bool owed = t.ring_owed;
+  t.waits_at_once = &handle == t.last_submit && t.submits_since_wait == 1;
+  t.submits_since_wait = 0;
+  t.ring_owed = false;
+  std::unique_lock<std::mutex> progress(progress_mu_, std::defer_lock);
+  if (!drivable_.load(std::memory_order_acquire) || !progress.try_lock()) {
+    if (owed) doorbells_.ring();
+    return;
+  }
+  driving_.store(true, std::memory_order_seq_cst);
+  if (Status s = drive_phases(handle, until); !s.ok()) {
+    log().error("a cycle run by a waiting trainer thread failed: {}", s.to_string());
+    trainer_failure_ = s;
+  }
+  const bool left = phase_ != Phase::kBegin || pending() || !trainer_failure_.ok();
+  // Cleared before the queue is looked at: a submit that the background thread ignored
+  // while this thread drove is then seen here, or that thread sees it itself.
+  driving_.store(false, std::memory_order_seq_cst);
+  const bool queued = work_queued_.load(std::memory_order_seq_cst);
+  progress.unlock();
+  if (left || queued) {
+    handed_over_.store(true, std::memory_order_release);
+    doorbells_.ring();
+  }
 }
 
 Status Runtime::start_timeline(const std::string& path, bool mark_cycles) {
@@ -173,45 +212,49 @@ void Runtime::run(std::promise<Status> started) {
 }
 
 void Runtime::loop() {
-  const auto cycle_time = micros(config_.cycle_time_ms);
+  const auto cycle_time = this->cycle_time();
   const auto min_backoff = std::chrono::microseconds(20);
   auto backoff = min_backoff;
+  // This thread's last cycle ran something. Cycles that trainer threads ran do not count:
+  // watching for their next submit would only take the core they run on.
   bool productive = false;
   Status ended;
   // False after a failed round: MPI may then hold requests that never complete, and
   // finalizing could hang, so MPI is left to the process's exit.
   bool mpi_usable = true;
-  // Swapped with the queue each cycle and emptied after use, so that both keep their
-  // capacity: no reallocation as a step's tensors arrive.
-  std::vector<Entry> fresh;
+  std::unique_lock<std::mutex> progress(progress_mu_);
+  update_drivable();
   while (true) {
-    bool pending = false;
-    for (auto& [id, set] : sets_) pending = pending || set->negotiator->pending() > 0;
-    std::vector<TimelineRequest> timeline_requests;
-    bool stop_asked;
-    if (productive && !pending) {
-      const Clock::time_point until = Clock::now() + kWatchAfterWork;
-      while (!work_queued_.load(std::memory_order_acquire) && Clock::now() < until) {
-        std::this_thread::yield();
+    bool stop_asked = false;
+    if (phase_ == Phase::kBegin && trainer_failure_.ok()) {
+      // Between cycles: trainer threads may run one while this thread waits for work.
+      const bool was_pending = pending();
+      const uint64_t cycles = cycles_;
+      progress.unlock();
+      if (productive && !was_pending) {
+        const Clock::time_point until = Clock::now() + kWatchAfterWork;
+        while (!work_queued_.load(std::memory_order_acquire) && Clock::now() < until) {
+          std::this_thread::yield();
+        }
+      }
+      // Idle: take part in a round every cycle time. Waiting on peers after a round that
+      // ran nothing: back off up to the cycle time.
+      bool woken = true;
+      if (!(was_pending && productive)) {
+        woken = wait_for_work(was_pending ? backoff : cycle_time, was_pending, cycles);
+      }
+      progress.lock();
+      handed_over_.store(false, std::memory_order_relaxed);
+      const bool took = take_queue(&stop_asked);
+      backoff = !took && !productive ? std::min(backoff * 2, cycle_time) : min_backoff;
+      // Woken for work that a trainer thread ran meanwhile: nothing is left to do.
+      if (woken && !took && !stop_asked && phase_ == Phase::kBegin && !pending() &&
+          trainer_failure_.ok()) {
+        continue;
       }
     }
-    // Idle: take part in a round every cycle time. Waiting on peers after a round that
-    // ran nothing: back off up to the cycle time.
-    if (!(pending && productive)) wait_for_work(pending ? backoff : cycle_time, pending);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      fresh.swap(queue_);
-      timeline_requests.swap(timeline_requests_);
-      work_queued_.store(false, std::memory_order_relaxed);
-      stop_asked = stop_requested_;
-    }
-    backoff = fresh.empty() && !productive ? std::min(backoff * 2, cycle_time) : min_backoff;
-    // Before the fresh entries: what was submitted after start_timeline returned is recorded.
-    apply_timeline_requests(std::move(timeline_requests));
-    accept(fresh);
-    fresh.clear();
     bool shutdown = false;
-    Status s = cycle(stop_asked, &shutdown, &productive);
+    Status s = trainer_failure_.ok() ? cycle(stop_asked, &shutdown, &productive) : trainer_failure_;
     if (!s.ok()) {
       log().error("background loop stopped: {}", s.to_string());
       ended = s;
@@ -225,6 +268,9 @@ void Runtime::loop() {
       break;
     }
   }
+  drivable_.store(false, std::memory_order_release);
+  log().debug("{} cycles, {} of them run by trainer threads waiting on a handle", cycles_,
+              trainer_cycles_);
   fail_all(ended);
   std::vector<TimelineRequest> unanswered;
   Status stopped;
@@ -247,24 +293,63 @@ void Runtime::loop() {
 }
 
 // Sleeps until this rank has something to do: new work, a timeline request or a stop (each
-// rings its doorbell), `timeout`, or, while it holds requests that wait for its peers, a
-// peer on this host that started the next cycle: that peer waits for this rank, and may
-// bring what the requests wait for. A rank with nothing pending ignores such a peer: joining
-// its round early would only make it start another.
-void Runtime::wait_for_work(std::chrono::microseconds timeout, bool pending) {
+// rings its doorbell), work that a trainer thread handed over, `timeout`, or, while it
+// holds requests that wait for its peers, a peer on this host that started the next cycle:
+// that peer waits for this rank, and may bring what the requests wait for. A rank with
+// nothing pending ignores such a peer: joining its round early would only make it start
+// another. `cycles`: the cycles this rank had started. While a trainer thread runs a cycle,
+// only its hand-over (or the timeout) ends the wait. Returns false if the timeout ended it.
+bool Runtime::wait_for_work(std::chrono::microseconds timeout, bool pending, uint64_t cycles) {
   const Clock::time_point until = Clock::now() + timeout;
   const uint32_t wake = pending ? Doorbells::kOwnWork | Doorbells::kPeers : Doorbells::kOwnWork;
+  int grace = drivable_.load(std::memory_order_relaxed) ? kTrainerGrace : 0;
   while (true) {
     const uint32_t seen = doorbells_.seq();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!queue_.empty() || !timeline_requests_.empty() || stop_requested_) return;
+    if (handed_over_.load(std::memory_order_acquire)) return true;
+    if (!driving_.load(std::memory_order_seq_cst)) {
+      bool queued;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!timeline_requests_.empty() || stop_requested_) return true;
+        queued = !queue_.empty();
+      }
+      if (queued && grace-- > 0) {
+        std::this_thread::yield();
+        continue;
+      }
+      if (queued) return true;
+      if (pending && doorbells_.peer_ahead(cycles)) return true;
     }
-    if (pending && doorbells_.peer_ahead(cycles_)) return;
     const auto left = std::chrono::duration_cast<std::chrono::microseconds>(until - Clock::now());
-    if (left.count() <= 0) return;
+    if (left.count() <= 0) return false;
     doorbells_.wait(seen, left, wake);
   }
+}
+
+// Takes the queue into the sets (accept) and applies the timeline requests; `stop_asked`:
+// this rank asked to stop. Returns true if there were entries.
+bool Runtime::take_queue(bool* stop_asked) {
+  std::vector<TimelineRequest> timeline_requests;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    fresh_.swap(queue_);
+    timeline_requests.swap(timeline_requests_);
+    work_queued_.store(false, std::memory_order_relaxed);
+    *stop_asked = stop_requested_;
+  }
+  // Before the fresh entries: what was submitted after start_timeline returned is recorded.
+  apply_timeline_requests(std::move(timeline_requests));
+  const bool took = !fresh_.empty();
+  accept(fresh_);
+  fresh_.clear();
+  return took;
+}
+
+bool Runtime::pending() const {
+  for (const auto& [id, set] : sets_) {
+    if (set->negotiator->pending() > 0) return true;
+  }
+  return false;
 }
 
 // Takes the queue's entries into their sets. The entries of one submit (a grouped
@@ -318,71 +403,6 @@ Status Runtime::check_unique_names(const SetState& set, const std::vector<Entry>
     if (twice) return duplicate_name(q);
   }
   return {};
-}
-
-Status Runtime::cycle(bool stop_asked, bool* shutdown, bool* productive) {
-  const Clock::time_point start = Clock::now();
-  bool eager = stop_asked;
-  for (auto& [id, set] : sets_) eager = eager || set->negotiator->pending() > 0;
-  for (auto& [id, set] : sets_) {
-    if (Status s = set->negotiator->start(id == 0 && stop_asked, start); !s.ok()) return s;
-  }
-  // After the rounds started (their bits on the board), so that a peer woken by the ring
-  // finds them.
-  doorbells_.announce(++cycles_);
-  // Rounds that complete when the last peer arrives, all of whose peers ring on arrival.
-  bool rung = true;
-  for (auto& [id, set] : sets_) rung = rung && set->control->completes_on_arrival();
-  // A rank with nothing of its own pending skips the spin: it only keeps idle peers company.
-  // When the rounds are rung, the wait sleeps until a peer rings (the cycle time bounds it:
-  // stop requests and the shutdown grace are checked). Otherwise pauses grow to 200 us;
-  // after 2 ms of waiting (a peer still in its backward pass, say) to 1 ms, so that a long
-  // wait wakes the thread less often; a ring from a peer on this host still ends a pause
-  // early.
-  const auto cycle_time = micros(config_.cycle_time_ms);
-  Backoff poller(std::min(cycle_time, kRoundPause), eager, std::min(cycle_time, kPatientPause),
-                 kPatience);
-  while (true) {
-    const uint32_t seen = doorbells_.seq();
-    bool done = true;
-    for (auto& [id, set] : sets_) {
-      if (!set->negotiator->in_round()) continue;
-      StatusOr<bool> finished = set->negotiator->poll();
-      if (!finished.ok()) return finished.status();
-      done = done && *finished;
-    }
-    if (done) break;
-    if (stop_asked && Clock::now() - start > kShutdownGrace) {
-      return Status(StatusCode::kAborted,
-                    "shutdown: other ranks did not answer within 10 s; leaving without them");
-    }
-    const std::chrono::microseconds pause = poller.next();
-    if (pause.count() > 0) doorbells_.wait(seen, rung ? cycle_time : pause, Doorbells::kPeers);
-  }
-  // The blocking part of each round, in ascending set id on every rank (see negotiator.h).
-  for (auto& [id, set] : sets_) {
-    if (Status s = set->negotiator->complete(Clock::now()); !s.ok()) return s;
-  }
-  const Clock::time_point agreed = Clock::now();
-  *productive = false;
-  std::vector<Response> changes;
-  for (auto& [id, set] : sets_) {
-    const Negotiator::Round& round = set->negotiator->round();
-    if (id == 0) *shutdown = round.shutdown;
-    *productive = *productive || !round.responses.empty();
-    for (const auto& r : round.responses) {
-      if (r->status.ok() &&
-          (r->op == OpType::kAddProcessSet || r->op == OpType::kRemoveProcessSet)) {
-        changes.push_back(*r);
-      }
-    }
-    SetState* state = set.get();
-    Status s = set->executor->execute(round.responses, set->entries, agreed,
-                                      [&](Entry& e, const Status& st) { finish(*state, e, st); });
-    if (!s.ok()) return s;
-  }
-  if (*productive && mark_cycles_) timeline_->mark_cycle(start);
-  return apply_set_changes(changes);
 }
 
 // Requests in the order they came. The active timeline is closed before the next one opens,

@@ -3,8 +3,20 @@
 // sets with their negotiators and executors, timeline) and the background thread that
 // drives them; the public API forwards to it.
 //
-// Threads: trainer threads call submit() and the accessors; everything else runs on the
-// background thread ("chorus-bg"), the only thread that calls MPI.
+// Threads: trainer threads call submit() and the accessors; the work runs on the
+// background thread ("chorus-bg"), the only thread that calls MPI, NCCL or CUDA.
+//
+// A cycle (take the queue, start the rounds, wait for them, complete them, execute the
+// responses) runs under progress_mu_, in phases that any holder of the lock may take up
+// where the last one left. A trainer thread waiting on a handle (Handle::wait) may take the
+// lock when the background thread does not hold it, and run the phases that make no MPI
+// call: in a job on one host whose only process set is the global one, the rounds go
+// through the host's board and the allreduces of host tensors through shared memory
+// (collectives/shm_reducer.h). It stops where a phase would need MPI (a coordinator
+// exchange, another kind of collective, a process set change, shutdown), or when its
+// handle is done, and leaves the rest to the background thread, which it rings. This
+// saves two context switches per collective (to the background thread and back), which
+// on a host whose cores all run trainers is most of a small collective's time.
 
 #include <array>
 #include <atomic>
@@ -28,6 +40,7 @@
 #include "core/entry.h"
 #include "core/entry_table.h"
 #include "core/executor.h"
+#include "core/handle_state.h"
 #include "core/negotiator.h"
 #include "timeline/timeline.h"
 #include "topology/rank_map.h"
@@ -35,7 +48,7 @@
 
 namespace chorus {
 
-class Runtime {
+class Runtime final : public detail::Driver, public std::enable_shared_from_this<Runtime> {
  public:
   using Clock = std::chrono::steady_clock;
 
@@ -80,6 +93,9 @@ class Runtime {
   Status start_timeline(const std::string& path, bool mark_cycles);
   Status stop_timeline();
 
+  /// Handle::wait's hook: runs cycles on the calling thread while it may (see above).
+  void drive(detail::HandleState& handle, Clock::time_point until) override;
+
  private:
   struct SetState {
     int32_t id = 0;
@@ -91,6 +107,13 @@ class Runtime {
     EntryTable entries;
   };
   enum class State { kStarting, kRunning, kStopped };
+  // Where the cycle in flight stands: the next phase to run.
+  enum class Phase {
+    kBegin,     // no cycle in flight: start one (begin_cycle)
+    kPoll,      // rounds started: poll them until every set's is done (poll_rounds)
+    kComplete,  // rounds done: complete them (complete_rounds)
+    kExecute,   // responses known: execute them (execute_rounds)
+  };
   // A start_timeline (path set) or stop_timeline (path empty) waiting for the background
   // thread, which takes them at the top of a cycle and answers through `done`.
   struct TimelineRequest {
@@ -106,8 +129,19 @@ class Runtime {
   StatusOr<std::unique_ptr<SetState>> make_set(int32_t id, const std::vector<int>& ranks);
   Status setup_doorbells();
   void loop();
-  void wait_for_work(std::chrono::microseconds timeout, bool pending);
+  std::chrono::microseconds cycle_time() const {
+    return std::chrono::microseconds(static_cast<int64_t>(config_.cycle_time_ms * 1000));
+  }
+  bool wait_for_work(std::chrono::microseconds timeout, bool pending, uint64_t cycles);
   Status cycle(bool stop_asked, bool* shutdown, bool* productive);
+  bool take_queue(bool* stop_asked);
+  bool pending() const;
+  Status begin_cycle(bool stop_asked);
+  StatusOr<bool> poll_rounds();
+  Status complete_rounds();
+  Status execute_rounds(bool* shutdown, bool* productive);
+  void update_drivable();
+  Status drive_phases(detail::HandleState& handle, Clock::time_point until);
   void accept(std::vector<Entry>& fresh);
   Status duplicate_name(const Request& q) const;
   Status check_unique_names(const SetState& set, const std::vector<Entry>& fresh, std::size_t begin,
@@ -130,8 +164,26 @@ class Runtime {
   std::unique_ptr<MpiWorld> world_;     // background thread
   std::unique_ptr<Timeline> timeline_;  // background thread (after setup); rank 0 only
   bool mark_cycles_ = false;            // background thread: timeline_ gets CYCLE_START marks
-  std::map<int32_t, std::unique_ptr<SetState>> sets_;  // background thread
-  uint64_t cycles_ = 0;                                // background thread: cycles started
+  // Held by whichever thread runs the cycle's phases (see above); it guards the members
+  // marked "progress", which before setup ends and after the loop only the background
+  // thread touches.
+  std::mutex progress_mu_;
+  std::map<int32_t, std::unique_ptr<SetState>> sets_;  // progress
+  uint64_t cycles_ = 0;                                // progress: cycles started
+  Phase phase_ = Phase::kBegin;                        // progress
+  Clock::time_point cycle_start_;                      // progress: when the cycle began
+  bool cycle_stop_asked_ = false;                      // progress: the cycle asks to stop
+  // Progress: the queue's entries, taken by whoever runs the cycle; emptied after use, and
+  // swapped with the queue, so that both keep their capacity.
+  std::vector<Entry> fresh_;
+  Status trainer_failure_;  // progress: a phase failed on a trainer thread; the loop ends
+  // Written under progress_mu_: trainer threads may run cycles (see update_drivable()).
+  std::atomic<bool> drivable_{false};
+  std::atomic<bool> driving_{false};  // a trainer thread holds progress_mu_
+  // A trainer thread left work for the background thread (a cycle in flight, requests
+  // pending, or a queue), and rang its doorbell.
+  std::atomic<bool> handed_over_{false};
+  uint64_t trainer_cycles_ = 0;  // progress: cycles that a trainer thread finished
   // Rung by trainer threads (submit, timeline requests, shutdown) and by the host's other
   // ranks; the background thread sleeps on it.
   Doorbells doorbells_;

@@ -1,0 +1,189 @@
+// The cycle's phases, and who runs them: the background thread (cycle()), or a trainer
+// thread waiting on a handle (drive()) for the phases that make no MPI call. See runtime.h.
+
+#include <algorithm>
+#include <thread>
+
+#include "collectives/backoff.h"
+#include "core/logging.h"
+#include "core/runtime.h"
+
+namespace chorus {
+namespace {
+
+// How long shutdown waits for the other ranks to take part in the final round before
+// leaving without them (a rank that died or hangs must not hang the others' exit).
+constexpr auto kShutdownGrace = std::chrono::seconds(10);
+
+// Waiting for the other ranks in a round: pauses up to kRoundPause, and after kPatience of
+// pauses up to kPatientPause (Backoff).
+constexpr auto kRoundPause = std::chrono::microseconds(200);
+constexpr auto kPatience = std::chrono::microseconds(2000);
+constexpr auto kPatientPause = std::chrono::microseconds(1000);
+
+// How long a trainer thread polls a round for peers that have not arrived before it leaves
+// the round to the background thread, which sleeps between looks. Peers that submitted the
+// same collective arrive within microseconds; one still computing may take milliseconds.
+constexpr auto kTrainerPoll = std::chrono::microseconds(50);
+// Tests of a round a trainer thread makes before it yields between them.
+constexpr int kTrainerSpins = 50;
+
+}  // namespace
+
+Status Runtime::begin_cycle(bool stop_asked) {
+  cycle_start_ = Clock::now();
+  cycle_stop_asked_ = stop_asked;
+  for (auto& [id, set] : sets_) {
+    if (Status s = set->negotiator->start(id == 0 && stop_asked, cycle_start_); !s.ok()) return s;
+  }
+  // After the rounds started (their bits on the board), so that a peer woken by the ring
+  // finds them.
+  doorbells_.announce(++cycles_);
+  phase_ = Phase::kPoll;
+  return {};
+}
+
+StatusOr<bool> Runtime::poll_rounds() {
+  bool done = true;
+  for (auto& [id, set] : sets_) {
+    if (!set->negotiator->in_round()) continue;
+    StatusOr<bool> finished = set->negotiator->poll();
+    if (!finished.ok()) return finished.status();
+    done = done && *finished;
+  }
+  if (done) phase_ = Phase::kComplete;
+  return done;
+}
+
+// The blocking part of each round, in ascending set id on every rank (see negotiator.h).
+Status Runtime::complete_rounds() {
+  for (auto& [id, set] : sets_) {
+    if (Status s = set->negotiator->complete(Clock::now()); !s.ok()) return s;
+  }
+  phase_ = Phase::kExecute;
+  return {};
+}
+
+Status Runtime::execute_rounds(bool* shutdown, bool* productive) {
+  phase_ = Phase::kBegin;
+  const Clock::time_point agreed = Clock::now();
+  *productive = false;
+  std::vector<Response> changes;
+  for (auto& [id, set] : sets_) {
+    const Negotiator::Round& round = set->negotiator->round();
+    if (id == 0) *shutdown = round.shutdown;
+    *productive = *productive || !round.responses.empty();
+    for (const auto& r : round.responses) {
+      if (r->status.ok() &&
+          (r->op == OpType::kAddProcessSet || r->op == OpType::kRemoveProcessSet)) {
+        changes.push_back(*r);
+      }
+    }
+    SetState* state = set.get();
+    Status s = set->executor->execute(round.responses, set->entries, agreed,
+                                      [&](Entry& e, const Status& st) { finish(*state, e, st); });
+    if (!s.ok()) return s;
+  }
+  if (*productive && mark_cycles_) timeline_->mark_cycle(cycle_start_);
+  if (changes.empty()) return {};
+  Status s = apply_set_changes(changes);
+  update_drivable();
+  return s;
+}
+
+// The background thread's cycle: takes it up at whichever phase it stands (a trainer thread
+// may have left it midway), and waits for the rounds between looks.
+Status Runtime::cycle(bool stop_asked, bool* shutdown, bool* productive) {
+  if (phase_ == Phase::kBegin) {
+    if (Status s = begin_cycle(stop_asked); !s.ok()) return s;
+  }
+  if (phase_ == Phase::kPoll) {
+    const bool eager = cycle_stop_asked_ || pending();
+    // Rounds that complete when the last peer arrives, all of whose peers ring on arrival.
+    bool rung = true;
+    for (auto& [id, set] : sets_) rung = rung && set->control->completes_on_arrival();
+    // A rank with nothing of its own pending skips the spin: it only keeps idle peers
+    // company. When the rounds are rung, the wait sleeps until a peer rings (the cycle time
+    // bounds it: stop requests and the shutdown grace are checked). Otherwise pauses grow to
+    // 200 us; after 2 ms of waiting (a peer still in its backward pass, say) to 1 ms, so that
+    // a long wait wakes the thread less often; a ring from a peer on this host still ends a
+    // pause early.
+    const auto cycle_time = this->cycle_time();
+    Backoff poller(std::min(cycle_time, kRoundPause), eager, std::min(cycle_time, kPatientPause),
+                   kPatience);
+    while (true) {
+      const uint32_t seen = doorbells_.seq();
+      StatusOr<bool> done = poll_rounds();
+      if (!done.ok()) return done.status();
+      if (*done) break;
+      if (cycle_stop_asked_ && Clock::now() - cycle_start_ > kShutdownGrace) {
+        return Status(StatusCode::kAborted,
+                      "shutdown: other ranks did not answer within 10 s; leaving without them");
+      }
+      const std::chrono::microseconds pause = poller.next();
+      if (pause.count() > 0) doorbells_.wait(seen, rung ? cycle_time : pause, Doorbells::kPeers);
+    }
+  }
+  if (phase_ == Phase::kComplete) {
+    if (Status s = complete_rounds(); !s.ok()) return s;
+  }
+  return execute_rounds(shutdown, productive);
+}
+
+// Trainer threads may run cycles when every round goes through the host's board (the global
+// set of a one-host job, alone) and fits there: then no round makes an MPI call.
+void Runtime::update_drivable() {
+  bool may = sets_.size() == 1;
+  for (auto& [id, set] : sets_) {
+    may = may && set->host_rounds != nullptr &&
+          set->negotiator->max_round_words() <= Doorbells::kRoundWords;
+  }
+  drivable_.store(may, std::memory_order_release);
+}
+
+// Runs phases until `handle` is done, `until`, or a phase that needs the background thread.
+Status Runtime::drive_phases(detail::HandleState& handle, Clock::time_point until) {
+  const Clock::time_point give_up = std::min(until, Clock::now() + kTrainerPoll);
+  int polls = 0;
+  while (!handle.done.load(std::memory_order_acquire) &&
+         drivable_.load(std::memory_order_relaxed) && trainer_failure_.ok()) {
+    switch (phase_) {
+      case Phase::kBegin: {
+        bool stop_asked = false;
+        take_queue(&stop_asked);
+        // The final round is the background thread's; a cycle with nothing pending would
+        // only be an idle round, which is the background thread's too.
+        if (stop_asked || !pending()) return {};
+        if (Status s = begin_cycle(false); !s.ok()) return s;
+        break;
+      }
+      case Phase::kPoll: {
+        StatusOr<bool> done = poll_rounds();
+        if (!done.ok()) return done.status();
+        if (*done) break;
+        if (Clock::now() >= give_up) return {};
+        if (++polls > kTrainerSpins) std::this_thread::yield();
+        break;
+      }
+      case Phase::kComplete:
+        for (auto& [id, set] : sets_) {
+          if (!set->negotiator->completes_locally()) return {};
+        }
+        if (Status s = complete_rounds(); !s.ok()) return s;
+        break;
+      case Phase::kExecute: {
+        for (auto& [id, set] : sets_) {
+          if (!set->executor->runs_without_mpi(set->negotiator->round().responses)) return {};
+        }
+        bool shutdown = false;
+        bool productive = false;
+        if (Status s = execute_rounds(&shutdown, &productive); !s.ok()) return s;
+        ++trainer_cycles_;
+        break;
+      }
+    }
+  }
+  return {};
+}
+
+}  // namespace chorus
