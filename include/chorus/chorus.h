@@ -87,11 +87,11 @@ Handle join();
 /// Starts writing a Chrome-trace timeline (the CHORUS_TIMELINE format) to `path`, as
 /// CHORUS_TIMELINE does at init. Not collective: call it on any rank, from any thread after
 /// init(); rank 0 writes the file, the other ranks return OK and write nothing. Returns once
-/// the background thread switched, so a collective submitted after the call is recorded. A
+/// Chorus switched, so a collective submitted after the call is recorded. A
 /// timeline already active (from CHORUS_TIMELINE or an earlier call) is closed first, a
 /// complete file, and the new one replaces it; if `path` cannot be opened, the call fails
 /// with kInvalidArgument and no timeline is active. `mark_cycles`: also mark the start of
-/// every background cycle that ran a collective (a global "CYCLE_START" instant).
+/// every cycle that ran a collective (a global "CYCLE_START" instant).
 /// Fails with kNotInitialized before init() and after shutdown().
 Status start_timeline(const std::string& path, bool mark_cycles = false);
 /// Stops the active timeline and closes its file, a complete JSON array: nothing recorded

@@ -16,7 +16,10 @@ namespace detail {
 struct HandleState;
 }
 
-/// Returned by every collective at once; the work runs on the background thread.
+/// Returned by every collective at once; the work runs on Chorus's background thread. In a
+/// job on one host with no process set but the global one, a wait() without a timeout may
+/// run an allreduce on the calling thread instead, which saves handing it to the background
+/// thread and back; it never makes an MPI call there.
 ///
 /// Contract: poll() and wait() may be called from any thread, any number of times.
 /// wait() returns the final Status, or kTimedOut if the work is still running when the

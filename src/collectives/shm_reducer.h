@@ -24,8 +24,8 @@
 // Every element is combined by its block's owner in rank order, exactly as on the MPI
 // path: the same bits on every rank, fused or alone, whichever path ran.
 //
-// Thread contract: the backend's, called from the background thread only; every member
-// calls the same methods in the same order.
+// Thread contract: the backend's (collectives/backend.h), one thread at a time; every
+// member calls the same methods in the same order.
 
 #include <atomic>
 #include <cstdint>

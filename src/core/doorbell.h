@@ -13,7 +13,8 @@
 // Without the segment (one rank on the host, or shared memory unavailable) the doorbell is
 // private to the process: only its own threads ring it, and rounds are polled.
 //
-// Threads: ring() from any thread; everything else from the background thread.
+// Threads: ring() from any thread; wait() from the background thread only (a slot has one
+// waiter); the rest from the thread that runs the cycle (core/runtime.h).
 
 #include <atomic>
 #include <chrono>

@@ -115,8 +115,8 @@ Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& res
 bool Executor::runs_without_mpi(
     const std::vector<std::shared_ptr<const Response>>& responses) const {
   for (const auto& r : responses) {
-    if (r->status.ok() &&
-        !(r->op == OpType::kAllreduce && r->device.is_cpu() && backend_->allreduce_without_mpi())) {
+    if (!r->device.is_cpu()) return false;
+    if (r->status.ok() && !(r->op == OpType::kAllreduce && backend_->allreduce_without_mpi())) {
       return false;
     }
   }

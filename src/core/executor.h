@@ -43,8 +43,8 @@ class Executor {
   /// calls it when it makes the set; without it: the set's own backend, flat, on
   /// cuda:0. Call before the first execute().
   void set_gpu_setup(const GpuContextSetup& setup);
-  /// Where the phases of later responses are recorded (null: nowhere). Background thread,
-  /// between execute() calls: start_timeline/stop_timeline switch it there.
+  /// Where the phases of later responses are recorded (null: nowhere). Between execute()
+  /// calls: start_timeline/stop_timeline switch it there.
   void set_timeline(Timeline* timeline) { timeline_ = timeline; }
 
   /// Executes `responses` in order. `entries` maps names to this rank's entries; `finish`
@@ -54,8 +54,8 @@ class Executor {
   /// backend error); per-tensor errors go to the entries.
   Status execute(const std::vector<std::shared_ptr<const Response>>& responses, EntryTable& entries,
                  Clock::time_point agreed, const Finish& finish);
-  /// True if executing `responses` makes no MPI, NCCL or CUDA call: each one failed, or is an
-  /// allreduce of host memory on a backend that reduces without MPI.
+  /// True if executing `responses` makes no MPI, NCCL or CUDA call: each one is on host
+  /// memory and failed, or is an allreduce on a backend that reduces without MPI.
   bool runs_without_mpi(const std::vector<std::shared_ptr<const Response>>& responses) const;
 
  private:

@@ -39,7 +39,11 @@ const std::vector<int64_t> kNoSplits{};
 const Status kNoHandle(StatusCode::kFailedPrecondition, "empty Handle: no collective behind it");
 }  // namespace
 
-bool Handle::poll() const { return !state_ || state_->done.load(std::memory_order_acquire); }
+bool Handle::poll() const {
+  if (!state_ || state_->done.load(std::memory_order_acquire)) return true;
+  if (std::shared_ptr<detail::Driver> driver = state_->driver.lock()) driver->wake();
+  return false;
+}
 
 Status Handle::wait(std::chrono::milliseconds timeout) const {
   using Clock = std::chrono::steady_clock;
@@ -49,8 +53,15 @@ Status Handle::wait(std::chrono::milliseconds timeout) const {
   const bool forever = timeout >= std::chrono::hours(24 * 365 * 100);
   const Clock::time_point until = forever ? Clock::time_point::max() : Clock::now() + timeout;
   // Doing the work here, when the runtime lets this thread, saves handing it to the
-  // background thread and back: two context switches where the cores are all busy.
-  if (std::shared_ptr<detail::Driver> driver = state_->driver.lock()) driver->drive(*state_, until);
+  // background thread and back: two context switches where the cores are all busy. Not
+  // under a timeout: the work may take as long as the collective.
+  if (std::shared_ptr<detail::Driver> driver = state_->driver.lock()) {
+    if (forever) {
+      driver->drive(*state_);
+    } else {
+      driver->wake();
+    }
+  }
   // A short spin first: a small collective often completes within microseconds, and a
   // futex sleep plus wake-up would cost more than the collective itself.
   for (int i = 0; i < 200; ++i) {

@@ -1,7 +1,8 @@
 #pragma once
-// What a Handle points at. Written by the background thread, read by trainer threads: the
-// fields other than `done` are written before `done` is set (release) and read after it is
-// seen (acquire).
+// What a Handle points at. Written by the thread that runs the cycle (core/runtime.h), read
+// by trainer threads: the fields other than `done` and `driver` are written before `done`
+// is set (release) and read after it is seen (acquire); `driver` is set before the handle
+// is submitted.
 
 #include <atomic>
 #include <chrono>
@@ -21,9 +22,13 @@ struct HandleState;
 class Driver {
  public:
   /// Runs the runtime's pending work on the calling thread while it may (it never makes an
-  /// MPI call there), until `handle` is done or `until`; returns at once if another thread
-  /// is at it.
-  virtual void drive(HandleState& handle, std::chrono::steady_clock::time_point until) = 0;
+  /// MPI call there): until `handle` is done, or the work needs the background thread, or
+  /// peers keep it waiting; returns at once if another thread is at it. For a wait without
+  /// a timeout: the work it runs may take as long as the collective.
+  virtual void drive(HandleState& handle) = 0;
+  /// The calling thread looks at a handle without running the work (poll, a wait with a
+  /// timeout): the background thread must do it, and is woken if it may be asleep.
+  virtual void wake() = 0;
 
  protected:
   ~Driver() = default;
@@ -36,8 +41,8 @@ struct HandleState {
   /// A failed handle that never reaches the background thread.
   static std::shared_ptr<HandleState> failed(Status status);
 
-  /// One part finished (background thread). The first failure wins; the handle completes
-  /// when the last part finishes.
+  /// One part finished (the thread that runs the cycle). The first failure wins; the handle
+  /// completes when the last part finishes.
   void finish(const Status& part);
   /// Output storage that lives as long as the handle.
   TensorRef allocate_output(DataType dtype, const std::vector<int64_t>& shape);

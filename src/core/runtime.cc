@@ -99,8 +99,8 @@ Handle Runtime::submit(std::span<Entry> entries) {
   ThreadPattern& t = t_pattern;
   // A thread that waits for each collective right after submitting it runs it in that
   // wait; waking the background thread would only take its core. Should the wait not come
-  // next, the thread's next submit or wait rings, or the background thread's next look
-  // (within the cycle time) finds the work.
+  // next, the thread's next submit, wait or poll rings (wake()); a thread that does none of
+  // those leaves the work to the background thread's next look, within the cycle time.
   const bool defer =
       t.waits_at_once && t.submits_since_wait == 0 && drivable_.load(std::memory_order_relaxed);
   {
@@ -120,7 +120,9 @@ Handle Runtime::submit(std::span<Entry> entries) {
       e.enqueued = Clock::now();
       queue_.push_back(std::move(e));
     }
-    work_queued_.store(true, std::memory_order_release);
+    // Sequentially consistent, like the ring and drive()'s reads: a trainer thread that stops
+    // driving sees it, or the background thread does (see drive()).
+    work_queued_.store(true, std::memory_order_seq_cst);
   }
   if (!defer || t.ring_owed) doorbells_.ring();
   t.ring_owed = defer;
@@ -129,7 +131,16 @@ Handle Runtime::submit(std::span<Entry> entries) {
   return Handle(std::move(handle));
 }
 
-void Runtime::drive(detail::HandleState& handle, Clock::time_point until) {
+void Runtime::wake() {
+  ThreadPattern& t = t_pattern;
+  // A thread that polls or waits with a timeout runs nothing itself: its submits ring.
+  t.waits_at_once = false;
+  if (!t.ring_owed) return;
+  t.ring_owed = false;
+  doorbells_.ring();
+}
+
+void Runtime::drive(detail::HandleState& handle) {
   ThreadPattern& t = t_pattern;
   const bool owed = t.ring_owed;
   t.waits_at_once = &handle == t.last_submit && t.submits_since_wait == 1;
@@ -141,7 +152,7 @@ void Runtime::drive(detail::HandleState& handle, Clock::time_point until) {
     return;
   }
   driving_.store(true, std::memory_order_seq_cst);
-  if (Status s = drive_phases(handle, until); !s.ok()) {
+  if (Status s = drive_phases(handle); !s.ok()) {
     log().error("a cycle run by a waiting trainer thread failed: {}", s.to_string());
     trainer_failure_ = s;
   }
@@ -245,12 +256,15 @@ void Runtime::loop() {
       }
       progress.lock();
       handed_over_.store(false, std::memory_order_relaxed);
-      const bool took = take_queue(&stop_asked);
-      backoff = !took && !productive ? std::min(backoff * 2, cycle_time) : min_backoff;
-      // Woken for work that a trainer thread ran meanwhile: nothing is left to do.
-      if (woken && !took && !stop_asked && phase_ == Phase::kBegin && !pending() &&
-          trainer_failure_.ok()) {
-        continue;
+      // A trainer thread may have left a cycle midway: the queue waits for the next one.
+      if (phase_ == Phase::kBegin) {
+        const bool took = take_queue(&stop_asked);
+        backoff = !took && !productive ? std::min(backoff * 2, cycle_time) : min_backoff;
+        // Woken for work that a trainer thread ran meanwhile: nothing is left to do.
+        if (woken && !took && !stop_asked && !pending() && trainer_failure_.ok()) {
+          productive = false;
+          continue;
+        }
       }
     }
     bool shutdown = false;
@@ -298,7 +312,8 @@ void Runtime::loop() {
 // that peer waits for this rank, and may bring what the requests wait for. A rank with
 // nothing pending ignores such a peer: joining its round early would only make it start
 // another. `cycles`: the cycles this rank had started. While a trainer thread runs a cycle,
-// only its hand-over (or the timeout) ends the wait. Returns false if the timeout ended it.
+// new work and peers are its business: only its hand-over, a stop, a timeline request or the
+// timeout end the wait. Returns false if the timeout ended it.
 bool Runtime::wait_for_work(std::chrono::microseconds timeout, bool pending, uint64_t cycles) {
   const Clock::time_point until = Clock::now() + timeout;
   const uint32_t wake = pending ? Doorbells::kOwnWork | Doorbells::kPeers : Doorbells::kOwnWork;
@@ -306,13 +321,13 @@ bool Runtime::wait_for_work(std::chrono::microseconds timeout, bool pending, uin
   while (true) {
     const uint32_t seen = doorbells_.seq();
     if (handed_over_.load(std::memory_order_acquire)) return true;
+    bool queued;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!timeline_requests_.empty() || stop_requested_) return true;
+      queued = !queue_.empty();
+    }
     if (!driving_.load(std::memory_order_seq_cst)) {
-      bool queued;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        if (!timeline_requests_.empty() || stop_requested_) return true;
-        queued = !queue_.empty();
-      }
       if (queued && grace-- > 0) {
         std::this_thread::yield();
         continue;
@@ -354,8 +369,8 @@ bool Runtime::pending() const {
 
 // Takes the queue's entries into their sets. The entries of one submit (a grouped
 // allreduce's members share a handle) are checked and taken all or nothing. Duplicate
-// names are caught here, on the background thread, which owns the table of what is in
-// flight: the trainer's enqueue stays free of it. The table owns each entry from here on;
+// names are caught here, by the thread that runs the cycle, which owns the table of what
+// is in flight: the trainer's enqueue stays free of it. The table owns each entry from here on;
 // the negotiator reads the entry's request in place.
 void Runtime::accept(std::vector<Entry>& fresh) {
   const Clock::time_point now = Clock::now();

@@ -4,7 +4,7 @@
 // drives them; the public API forwards to it.
 //
 // Threads: trainer threads call submit() and the accessors; the work runs on the
-// background thread ("chorus-bg"), the only thread that calls MPI, NCCL or CUDA.
+// background thread ("chorus-bg"), the only thread that calls MPI or NCCL.
 //
 // A cycle (take the queue, start the rounds, wait for them, complete them, execute the
 // responses) runs under progress_mu_, in phases that any holder of the lock may take up
@@ -93,8 +93,10 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   Status start_timeline(const std::string& path, bool mark_cycles);
   Status stop_timeline();
 
-  /// Handle::wait's hook: runs cycles on the calling thread while it may (see above).
-  void drive(detail::HandleState& handle, Clock::time_point until) override;
+  /// Handle's hooks (detail::Driver): runs cycles on the calling thread while it may (see
+  /// above); wakes the background thread for work this thread's submit left to it.
+  void drive(detail::HandleState& handle) override;
+  void wake() override;
 
  private:
   struct SetState {
@@ -114,8 +116,8 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
     kComplete,  // rounds done: complete them (complete_rounds)
     kExecute,   // responses known: execute them (execute_rounds)
   };
-  // A start_timeline (path set) or stop_timeline (path empty) waiting for the background
-  // thread, which takes them at the top of a cycle and answers through `done`.
+  // A start_timeline (path set) or stop_timeline (path empty) waiting for the thread that
+  // runs the cycle, which takes them with the queue and answers through `done`.
   struct TimelineRequest {
     std::string path;
     bool mark_cycles = false;
@@ -141,7 +143,7 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   Status complete_rounds();
   Status execute_rounds(bool* shutdown, bool* productive);
   void update_drivable();
-  Status drive_phases(detail::HandleState& handle, Clock::time_point until);
+  Status drive_phases(detail::HandleState& handle);
   void accept(std::vector<Entry>& fresh);
   Status duplicate_name(const Request& q) const;
   Status check_unique_names(const SetState& set, const std::vector<Entry>& fresh, std::size_t begin,
@@ -162,8 +164,8 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   int rank_ = -1;
   int size_ = -1;
   std::unique_ptr<MpiWorld> world_;     // background thread
-  std::unique_ptr<Timeline> timeline_;  // background thread (after setup); rank 0 only
-  bool mark_cycles_ = false;            // background thread: timeline_ gets CYCLE_START marks
+  std::unique_ptr<Timeline> timeline_;  // progress; rank 0 only
+  bool mark_cycles_ = false;            // progress: timeline_ gets CYCLE_START marks
   // Held by whichever thread runs the cycle's phases (see above); it guards the members
   // marked "progress", which before setup ends and after the loop only the background
   // thread touches.

@@ -141,9 +141,10 @@ void Runtime::update_drivable() {
   drivable_.store(may, std::memory_order_release);
 }
 
-// Runs phases until `handle` is done, `until`, or a phase that needs the background thread.
-Status Runtime::drive_phases(detail::HandleState& handle, Clock::time_point until) {
-  const Clock::time_point give_up = std::min(until, Clock::now() + kTrainerPoll);
+// Runs phases until `handle` is done, or a phase needs the background thread, or the peers
+// keep a round waiting longer than kTrainerPoll.
+Status Runtime::drive_phases(detail::HandleState& handle) {
+  const Clock::time_point give_up = Clock::now() + kTrainerPoll;
   int polls = 0;
   while (!handle.done.load(std::memory_order_acquire) &&
          drivable_.load(std::memory_order_relaxed) && trainer_failure_.ok()) {

@@ -1,7 +1,7 @@
 #pragma once
 // Chrome-trace timeline (CHORUS_TIMELINE=path, or chorus::start_timeline at run time): one
 // row per tensor, one complete event per phase, and optionally a CYCLE_START marker per
-// background cycle that ran something. Producers (the background thread, trainer threads) append
+// cycle that ran something. Producers (the background thread, trainer threads) append
 // under a short lock; a writer thread owned by the Timeline drains and writes. The file is valid
 // JSON after every flush: each write puts the closing "]" back at the end, so a job that dies early
 // still leaves a file that Perfetto and chrome://tracing load.

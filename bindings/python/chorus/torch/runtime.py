@@ -292,7 +292,7 @@ def start_timeline(file_path, mark_cycles=False):
     Returns once the change took effect, so collectives started afterwards are recorded. An
     active timeline (HOROVOD_TIMELINE / CHORUS_TIMELINE, or an earlier call) is closed first,
     a complete file, and replaced. ``mark_cycles`` adds a CYCLE_START mark for every
-    background cycle that ran a collective. A path rank 0 cannot create raises
+    cycle that ran a collective. A path rank 0 cannot create raises
     CollectiveError (a RuntimeError), and then no timeline is active."""
     _checked(None)
     _ext.start_timeline(os.fspath(file_path), bool(mark_cycles))
