@@ -242,6 +242,7 @@ const char* thread_level_name(int level) {
 }  // namespace
 
 StatusOr<std::unique_ptr<MpiWorld>> MpiWorld::init() {
+  mpi_detail::t_mpi_thread = true;
   int initialized = 0, finalized = 0;
   CHORUS_MPI_CHECK(MPI_Initialized(&initialized));
   CHORUS_MPI_CHECK(MPI_Finalized(&finalized));
