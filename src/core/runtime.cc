@@ -16,10 +16,6 @@ namespace {
 // short while avoids a futex sleep and wake-up on each of those.
 constexpr auto kWatchAfterWork = std::chrono::microseconds(50);
 
-// Where trainer threads may run cycles, the background thread yields this many times before
-// it takes new work, so that a trainer about to wait for it takes it instead.
-constexpr int kTrainerGrace = 3;
-
 // What a trainer thread did last, to tell whether it waits for each collective right after
 // submitting it.
 struct ThreadPattern {
@@ -317,7 +313,6 @@ void Runtime::loop() {
 bool Runtime::wait_for_work(std::chrono::microseconds timeout, bool pending, uint64_t cycles) {
   const Clock::time_point until = Clock::now() + timeout;
   const uint32_t wake = pending ? Doorbells::kOwnWork | Doorbells::kPeers : Doorbells::kOwnWork;
-  int grace = drivable_.load(std::memory_order_relaxed) ? kTrainerGrace : 0;
   while (true) {
     const uint32_t seen = doorbells_.seq();
     if (handed_over_.load(std::memory_order_acquire)) return true;
@@ -328,10 +323,6 @@ bool Runtime::wait_for_work(std::chrono::microseconds timeout, bool pending, uin
       queued = !queue_.empty();
     }
     if (!driving_.load(std::memory_order_seq_cst)) {
-      if (queued && grace-- > 0) {
-        std::this_thread::yield();
-        continue;
-      }
       if (queued) return true;
       if (pending && doorbells_.peer_ahead(cycles)) return true;
     }
