@@ -5,7 +5,6 @@
 // is submitted.
 
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>

@@ -13,8 +13,9 @@
 // call: in a job on one host whose only process set is the global one, the rounds go
 // through the host's board and the allreduces of host tensors through shared memory
 // (collectives/shm_reducer.h). It stops where a phase would need MPI (a coordinator
-// exchange, another kind of collective, a process set change, shutdown), or when its
-// handle is done, and leaves the rest to the background thread, which it rings. This
+// exchange, another kind of collective, a process set change, shutdown), when peers keep a
+// round waiting, or when its handle is done, and leaves the rest to the background thread,
+// which it rings. This
 // saves two context switches per collective (to the background thread and back), which
 // on a host whose cores all run trainers is most of a small collective's time.
 
