@@ -50,6 +50,22 @@ class MpiControl final : public ControlTransport {
     return true;
   }
 
+  // The ranks whose bits have not reached this one: while it folds in (or, as an extra,
+  // until the result comes back), every other rank; at exchange step k, all but the ranks of
+  // its aligned block of 2^k and their extras; after the exchanges, none.
+  std::vector<int> missing() const override {
+    const bool alone = step_ == kFoldIn || (extra() && step_ != kDone);
+    const int block = step_ >= 0 ? 1 << step_ : pow2_;
+    const int base = rank_ & ~(block - 1);
+    std::vector<int> out;
+    for (int r = 0; r < size_; ++r) {
+      const int core = r >= pow2_ ? r - pow2_ : r;
+      const bool heard = r == rank_ || (!alone && core >= base && core < base + block);
+      if (!heard) out.push_back(r);
+    }
+    return out;
+  }
+
   StatusOr<std::vector<std::string>> gather(const std::string& mine) override {
     int len = static_cast<int>(mine.size());
     std::vector<int> lens(rank_ == 0 ? size_ : 0), displs(lens.size());
@@ -177,15 +193,24 @@ class MpiWorldImpl final : public MpiWorld {
     char mine[MPI_MAX_PROCESSOR_NAME] = {0};
     int len = 0;
     CHORUS_MPI_CHECK(MPI_Get_processor_name(mine, &len));
-    std::vector<char> all(static_cast<std::size_t>(size_) * MPI_MAX_PROCESSOR_NAME);
-    CHORUS_MPI_CHECK(MPI_Allgather(mine, MPI_MAX_PROCESSOR_NAME, MPI_CHAR, all.data(),
-                                   MPI_MAX_PROCESSOR_NAME, MPI_CHAR, world_));
-    std::vector<std::string> names;
+    return allgather(std::string(mine, strnlen(mine, MPI_MAX_PROCESSOR_NAME)));
+  }
+
+  StatusOr<std::vector<std::string>> allgather(const std::string& mine) override {
+    int len = static_cast<int>(mine.size());
+    std::vector<int> lens(size_), displs(size_);
+    CHORUS_MPI_CHECK(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, world_));
+    int64_t total = 0;
     for (int r = 0; r < size_; ++r) {
-      const char* p = all.data() + static_cast<std::size_t>(r) * MPI_MAX_PROCESSOR_NAME;
-      names.emplace_back(p, strnlen(p, MPI_MAX_PROCESSOR_NAME));
+      displs[r] = static_cast<int>(total);
+      total += lens[r];
     }
-    return names;
+    std::string all(static_cast<std::size_t>(total), '\0');
+    CHORUS_MPI_CHECK(MPI_Allgatherv(mine.data(), len, MPI_BYTE, all.data(), lens.data(),
+                                    displs.data(), MPI_BYTE, world_));
+    std::vector<std::string> out;
+    for (int r = 0; r < size_; ++r) out.push_back(all.substr(displs[r], lens[r]));
+    return out;
   }
 
   StatusOr<std::unique_ptr<MpiGroup>> create_group(const std::vector<int>& ranks) override {

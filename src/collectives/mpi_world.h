@@ -42,6 +42,8 @@ class MpiWorld {
   virtual int size() const = 0;
   /// Every rank's host name, index = global rank. Collective.
   virtual StatusOr<std::vector<std::string>> host_names() = 0;
+  /// Every rank's `mine`, index = global rank. Collective.
+  virtual StatusOr<std::vector<std::string>> allgather(const std::string& mine) = 0;
   /// Creates the communicators of a set of global ranks. Collective over every rank, in the
   /// same order everywhere; returns nullptr on ranks outside the set.
   virtual StatusOr<std::unique_ptr<MpiGroup>> create_group(const std::vector<int>& ranks) = 0;

@@ -13,7 +13,6 @@ namespace chorus::codec {
 namespace {
 
 constexpr int kNumDeviceKinds = 2;  // Device::Kind: kCPU, kCUDA
-constexpr int kNumStatusCodes = static_cast<int>(StatusCode::kDataLoss) + 1;
 
 // Smallest encoding of one element (every string and vector empty). A count prefix is
 // checked against these before any element is decoded, so a forged count can neither
@@ -233,11 +232,14 @@ void write_request(Writer& w, const Request& q) {
 Request read_request(Reader& r) {
   Request q;
   q.rank = r.i32("Request.rank");
-  q.op = r.enumerator<OpType>("Request.op", kNumOpTypes);
+  // A request's enumerations are taken as they come: a value this build does not know (a
+  // peer built otherwise) fails that collective on every rank (check_request, in the
+  // coordinator's decision), not the whole message.
+  q.op = static_cast<OpType>(r.u8("Request.op"));
   q.name = r.str("Request.name");
-  q.dtype = r.enumerator<DataType>("Request.dtype", kNumDataTypes);
-  q.reduce_op = r.enumerator<ReduceOp>("Request.reduce_op", kNumReduceOps);
-  q.device.kind = r.enumerator<Device::Kind>("Request.device.kind", kNumDeviceKinds);
+  q.dtype = static_cast<DataType>(r.u8("Request.dtype"));
+  q.reduce_op = static_cast<ReduceOp>(r.u8("Request.reduce_op"));
+  q.device.kind = static_cast<Device::Kind>(r.u8("Request.device.kind"));
   q.device.index = r.i32("Request.device.index");
   q.shape = r.ints<int64_t>("Request.shape");
   q.root = r.i32("Request.root");

@@ -2,6 +2,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
@@ -29,14 +30,16 @@ Status parse_int(const Getenv& env, const char* var, int64_t min, int64_t* out) 
   return {};
 }
 
-Status parse_double(const Getenv& env, const char* var, double* out) {
+Status parse_double(const Getenv& env, const char* var, double max, double* out) {
   const char* raw = env(var);
   if (raw == nullptr || *raw == '\0') return {};
   errno = 0;
   char* end = nullptr;
   double v = std::strtod(raw, &end);
-  if (errno != 0 || *end != '\0' || !std::isfinite(v) || v < 0) {
-    return bad_value(var, raw, "a number >= 0");
+  if (errno != 0 || *end != '\0' || !std::isfinite(v) || v < 0 || v > max) {
+    char accepted[64];
+    std::snprintf(accepted, sizeof accepted, "a number between 0 and %g", max);
+    return bad_value(var, raw, accepted);
   }
   *out = v;
   return {};
@@ -87,12 +90,18 @@ StatusOr<Config> Config::load(const Options& options, const Getenv& env,
   // The environment first, then Options on top: a field set in code wins.
   Status s;
   if (!(s = parse_int(env, "CHORUS_FUSION_THRESHOLD", 0, &c.fusion_threshold_bytes)).ok()) return s;
-  if (!(s = parse_double(env, "CHORUS_CYCLE_TIME", &c.cycle_time_ms)).ok()) return s;
+  if (!(s = parse_double(env, "CHORUS_CYCLE_TIME", 10000, &c.cycle_time_ms)).ok()) return s;
   if (!(s = parse_int(env, "CHORUS_CACHE_CAPACITY", 0, &c.cache_capacity)).ok()) return s;
-  if (!(s = parse_double(env, "CHORUS_STALL_CHECK_SECONDS", &c.stall_check_seconds)).ok()) return s;
-  if (!(s = parse_double(env, "CHORUS_STALL_SHUTDOWN_SECONDS", &c.stall_shutdown_seconds)).ok()) {
+  if (!(s = parse_double(env, "CHORUS_STALL_CHECK_SECONDS", kMaxSeconds, &c.stall_check_seconds))
+           .ok())
+    return s;
+  if (!(s = parse_double(env, "CHORUS_STALL_SHUTDOWN_SECONDS", kMaxSeconds,
+                         &c.stall_shutdown_seconds))
+           .ok()) {
     return s;
   }
+  if (!(s = parse_double(env, "CHORUS_LIVENESS_SECONDS", kMaxSeconds, &c.liveness_seconds)).ok())
+    return s;
   if (!(s = parse_tristate(env, "CHORUS_HIERARCHICAL_ALLREDUCE", &c.hierarchical_allreduce)).ok()) {
     return s;
   }
@@ -105,6 +114,7 @@ StatusOr<Config> Config::load(const Options& options, const Getenv& env,
   if (options.timeline_path) c.timeline_path = *options.timeline_path;
   if (options.stall_check_seconds) c.stall_check_seconds = *options.stall_check_seconds;
   if (options.stall_shutdown_seconds) c.stall_shutdown_seconds = *options.stall_shutdown_seconds;
+  if (options.liveness_seconds) c.liveness_seconds = *options.liveness_seconds;
   if (options.hierarchical_allreduce) c.hierarchical_allreduce = *options.hierarchical_allreduce;
   if (options.log_level) c.log_level = *options.log_level;
   // An empty or unset CHORUS_BIND means none.
@@ -128,10 +138,10 @@ StatusOr<Config> Config::load(const Options& options, const Getenv& env,
         "or rebuild Chorus with NCCL");
   }
 
-  // Options bypass the parsers, so range checks are repeated on the merged values.
-  if (c.fusion_threshold_bytes < 0) {
+  // Options bypass the parsers, so every range is checked on the merged values.
+  if (c.fusion_threshold_bytes < 0 || c.fusion_threshold_bytes > kMaxFusionThreshold) {
     return bad_value("CHORUS_FUSION_THRESHOLD", std::to_string(c.fusion_threshold_bytes),
-                     "an integer >= 0");
+                     "bytes, an integer between 0 and 4294967296 (4 GiB)");
   }
   if (c.cache_capacity < 0 || c.cache_capacity > (1 << 20)) {
     return bad_value("CHORUS_CACHE_CAPACITY", std::to_string(c.cache_capacity),
@@ -142,13 +152,12 @@ StatusOr<Config> Config::load(const Options& options, const Getenv& env,
                      "milliseconds, > 0 and <= 10000");
   }
   // Written so that NaN fails too.
-  if (!(c.stall_check_seconds >= 0)) {
-    return bad_value("CHORUS_STALL_CHECK_SECONDS", std::to_string(c.stall_check_seconds),
-                     "seconds >= 0");
-  }
-  if (!(c.stall_shutdown_seconds >= 0)) {
-    return bad_value("CHORUS_STALL_SHUTDOWN_SECONDS", std::to_string(c.stall_shutdown_seconds),
-                     "seconds >= 0");
+  for (auto [var, v] : {std::pair{"CHORUS_STALL_CHECK_SECONDS", c.stall_check_seconds},
+                        std::pair{"CHORUS_STALL_SHUTDOWN_SECONDS", c.stall_shutdown_seconds},
+                        std::pair{"CHORUS_LIVENESS_SECONDS", c.liveness_seconds}}) {
+    if (!(v >= 0 && v <= kMaxSeconds)) {
+      return bad_value(var, std::to_string(v), "seconds, between 0 and 604800 (a week)");
+    }
   }
   if (!valid_log_level(c.log_level)) {
     return bad_value("CHORUS_LOG_LEVEL", c.log_level,
@@ -168,10 +177,29 @@ std::string Config::describe() const {
       << " CHORUS_TIMELINE=" << timeline_path
       << " CHORUS_STALL_CHECK_SECONDS=" << stall_check_seconds
       << " CHORUS_STALL_SHUTDOWN_SECONDS=" << stall_shutdown_seconds
+      << " CHORUS_LIVENESS_SECONDS=" << liveness_seconds
       << " CHORUS_HIERARCHICAL_ALLREDUCE=" << tristate_name(hierarchical_allreduce)
       << " CHORUS_LOG_LEVEL=" << log_level << " CHORUS_BIND=" << bind_mode_name(bind)
       << " CHORUS_GPU_BACKEND=" << gpu_backend_name(gpu_backend);
   return out.str();
+}
+
+Settings Config::agreed() const {
+  // Exact, so that values that differ in the last digit read differently.
+  auto text = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.17g", v);
+    return std::string(buf);
+  };
+  return {
+      {"CHORUS_FUSION_THRESHOLD", std::to_string(fusion_threshold_bytes)},
+      {"CHORUS_CACHE_CAPACITY", std::to_string(cache_capacity)},
+      {"CHORUS_HIERARCHICAL_ALLREDUCE", tristate_name(hierarchical_allreduce)},
+      {"CHORUS_GPU_BACKEND", gpu_backend_name(gpu_backend)},
+      {"CHORUS_STALL_CHECK_SECONDS", text(stall_check_seconds)},
+      {"CHORUS_STALL_SHUTDOWN_SECONDS", text(stall_shutdown_seconds)},
+      {"CHORUS_LIVENESS_SECONDS", text(liveness_seconds)},
+  };
 }
 
 }  // namespace chorus

@@ -6,6 +6,8 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "chorus/options.h"
 #include "chorus/status.h"
@@ -13,6 +15,9 @@
 #include "topology/cpu_plan.h"
 
 namespace chorus {
+
+/// Named settings, as {variable, value}.
+using Settings = std::vector<std::pair<std::string, std::string>>;
 
 /// What this build of the library offers, for the settings that depend on it.
 struct BuildFeatures {
@@ -22,11 +27,17 @@ struct BuildFeatures {
 };
 
 struct Config {
+  /// The largest CHORUS_FUSION_THRESHOLD: a fusion buffer of this size is allocated when a
+  /// batch needs it, and one far beyond any useful size would fail there instead of at init.
+  static constexpr int64_t kMaxFusionThreshold = int64_t{1} << 32;
+  /// The largest number of seconds any setting takes (a week).
+  static constexpr double kMaxSeconds = 7 * 24 * 3600;
+
   /// CHORUS_FUSION_THRESHOLD, bytes: most bytes packed into one fusion buffer; 0 turns
-  /// fusion off. Default 512 KiB, the fastest of 256 KiB..64 MiB in bench/allreduce_bench's
-  /// sweep: fusion pays for small tensors (many calls become one), while copying tensors of
-  /// hundreds of KB costs more than their own call, and a buffer that stays in cache
-  /// pipelines better than one huge buffer.
+  /// fusion off; at most kMaxFusionThreshold. Default 512 KiB, the fastest of 256 KiB..64 MiB
+  /// in bench/allreduce_bench's sweep: fusion pays for small tensors (many calls become one), while
+  /// copying tensors of hundreds of KB costs more than their own call, and a buffer that stays in
+  /// cache pipelines better than one huge buffer.
   int64_t fusion_threshold_bytes = 512 << 10;
   /// CHORUS_CYCLE_TIME, milliseconds: how often an idle background thread takes part in a
   /// negotiation round so that peers waiting on it (join, stall reports, shutdown) progress.
@@ -44,6 +55,13 @@ struct Config {
   double stall_check_seconds = 60.0;
   /// CHORUS_STALL_SHUTDOWN_SECONDS: fail such tensors on every rank after this long; 0: never.
   double stall_shutdown_seconds = 0.0;
+  /// CHORUS_LIVENESS_SECONDS: how long a rank waits in a negotiation round for the others
+  /// before it fails every pending and later collective, naming the ranks that did not
+  /// arrive (dead, or with their background thread stuck); 0: wait for ever. Every rank's
+  /// background thread takes part in a round at least every cycle time, busy or not, so a
+  /// round waits this long only for a rank that stopped. Default 60 s: longer than any
+  /// single collective of a training step, so that the deadline never fires on a slow one.
+  double liveness_seconds = 60.0;
   /// CHORUS_HIERARCHICAL_ALLREDUCE: GPU allreduces of the global set reduce inside each
   /// node, then across nodes. Unset (or "auto"): automatic, on where the layout allows it
   /// and the GPU path is NCCL; 1: on wherever the layout allows it; 0: off
@@ -71,6 +89,10 @@ struct Config {
 
   /// Every setting as "CHORUS_X=value", space-separated on one line, for the debug log.
   std::string describe() const;
+  /// The settings that shape what ranks do together, as {variable, value}: they must be the
+  /// same on every rank, which init() checks (core/runtime_setup.cc). The others (cycle
+  /// time, timeline, log level, binding) are each rank's own.
+  Settings agreed() const;
 };
 
 }  // namespace chorus

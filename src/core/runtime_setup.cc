@@ -7,6 +7,7 @@
 
 #include "collectives/gpu_path.h"
 #include "core/host_rounds.h"
+#include "core/init_agreement.h"
 #include "core/logging.h"
 #include "core/runtime.h"
 #include "topology/binding.h"
@@ -25,6 +26,9 @@ constexpr auto kGpuSyncTimeout = std::chrono::minutes(5);
 
 }  // namespace
 
+// Each step's outcome is agreed (core/init_agreement.h), so that every rank fails together
+// where one does, instead of the others waiting in the next collective call. The steps that
+// only some ranks take (the timeline, on rank 0) come first, agreed with the settings.
 Status Runtime::setup() {
   StatusOr<std::unique_ptr<MpiWorld>> world = MpiWorld::init();
   if (!world.ok()) return world.status();
@@ -32,25 +36,38 @@ Status Runtime::setup() {
   rank_ = world_->rank();
   size_ = world_->size();
   configure_logging(rank_, config_.log_level);
-  StatusOr<std::vector<std::string>> names = world_->host_names();
-  if (!names.ok()) return names.status();
   log().debug("config: {}", config_.describe());
 #ifdef CHORUS_WITH_NCCL
   log().debug("built with {}", nccl_version_string());
 #endif
-  if (Status s = setup_topology(*names); !s.ok()) return s;
-  if (Status s = setup_doorbells(); !s.ok()) return s;
+  Status local;
   if (!config_.timeline_path.empty() && rank_ == 0) {
     StatusOr<std::unique_ptr<Timeline>> tl = Timeline::open(config_.timeline_path, rank_);
-    if (!tl.ok()) return tl.status();
-    timeline_ = std::move(tl).value();
+    if (tl.ok()) {
+      timeline_ = std::move(tl).value();
+    } else {
+      local = tl.status();
+    }
   }
+  if (Status s = agree(local, "opening the timeline", config_.agreed()); !s.ok()) return s;
+  StatusOr<std::vector<std::string>> names = world_->host_names();
+  if (!names.ok()) return names.status();
+  if (Status s = agree(setup_topology(*names), "the topology", {}); !s.ok()) return s;
+  if (Status s = agree(setup_doorbells(), "the host's board", {}); !s.ok()) return s;
   std::vector<int> all(size_);
   for (int r = 0; r < size_; ++r) all[r] = r;
   StatusOr<std::unique_ptr<SetState>> global = make_set(0, all);
-  if (!global.ok()) return global.status();
+  if (Status s = agree(global.status(), "the global process set", {}); !s.ok()) return s;
   sets_[0] = std::move(global).value();
   return {};
+}
+
+// Every rank's outcome of `step` (and its settings) to every rank: the same verdict everywhere.
+Status Runtime::agree(const Status& local, const std::string& step, const Settings& settings) {
+  StatusOr<std::vector<std::string>> reports =
+      world_->allgather(encode_init_report(local, settings));
+  if (!reports.ok()) return reports.status();
+  return decide_init(step, local, *reports);
 }
 
 // The rank map from every rank's host name, checked against the launcher's variables; the
@@ -113,7 +130,7 @@ StatusOr<std::unique_ptr<Runtime::SetState>> Runtime::make_set(int32_t id,
   set->id = id;
   set->group = std::move(group).value();
   NegotiatorOptions nopts{config_.cache_capacity, config_.stall_check_seconds,
-                          config_.stall_shutdown_seconds};
+                          config_.stall_shutdown_seconds, config_.liveness_seconds};
   set->control = &set->group->control();
   const std::string label = id == 0 ? "global" : "set " + std::to_string(id);
   // A set on one host reduces through shared memory. The map is the same on every rank, so
@@ -172,6 +189,7 @@ Status Runtime::apply_set_changes(const std::vector<Response>& changes) {
       }
       std::lock_guard<std::mutex> lock(mu_);
       set_info_.erase(id);
+      names_in_flight_.erase(id);
     }
     if (Entry* e = global.entries.find(r.name)) {
       e->handle->value = r.value;

@@ -117,10 +117,59 @@ TEST(ConfigTest, ZeroTurnsFeaturesOff) {
   EXPECT_EQ(c->stall_shutdown_seconds, 0.0);
 }
 
-TEST(ConfigTest, LargeFusionThresholdBeyond32Bits) {
-  StatusOr<Config> c = load_env({{"CHORUS_FUSION_THRESHOLD", "8589934592"}});  // 8 GiB
+TEST(ConfigTest, FusionThresholdUpToFourGiB) {
+  StatusOr<Config> c = load_env({{"CHORUS_FUSION_THRESHOLD", "4294967296"}});
   ASSERT_TRUE(c.ok()) << c.status().to_string();
-  EXPECT_EQ(c->fusion_threshold_bytes, int64_t{8} << 30);
+  EXPECT_EQ(c->fusion_threshold_bytes, int64_t{4} << 30);
+}
+
+// A threshold no allocation could honour fails at init, with the range, instead of in the
+// first fused batch.
+TEST(ConfigTest, FusionThresholdBeyondFourGiBFailsWithTheRange) {
+  for (const char* v : {"4294967297", "1000000000000000"}) {
+    StatusOr<Config> c = load_env({{"CHORUS_FUSION_THRESHOLD", v}});
+    expect_invalid(c, "CHORUS_FUSION_THRESHOLD", v);
+    EXPECT_NE(c.status().message().find("between 0 and 4294967296"), std::string::npos)
+        << c.status().message();
+  }
+  Options o;
+  o.fusion_threshold_bytes = int64_t{1} << 40;
+  expect_invalid(load_env({}, o), "CHORUS_FUSION_THRESHOLD", "1099511627776");
+}
+
+TEST(ConfigTest, LivenessSeconds) {
+  StatusOr<Config> c = load_env({});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->liveness_seconds, 60.0);
+  c = load_env({{"CHORUS_LIVENESS_SECONDS", "2.5"}});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->liveness_seconds, 2.5);
+  Options o;
+  o.liveness_seconds = 0;
+  c = load_env({{"CHORUS_LIVENESS_SECONDS", "2.5"}}, o);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->liveness_seconds, 0.0);
+  o.liveness_seconds = 1e9;
+  expect_invalid(load_env({}, o), "CHORUS_LIVENESS_SECONDS", "1000000000");
+}
+
+// The settings init() compares across ranks, and only those.
+TEST(ConfigTest, AgreedSettingsAreThoseRanksShare) {
+  StatusOr<Config> c = load_env({{"CHORUS_FUSION_THRESHOLD", "4096"},
+                                 {"CHORUS_CACHE_CAPACITY", "33"},
+                                 {"CHORUS_STALL_CHECK_SECONDS", "0.1"}});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  const Settings list = c->agreed();
+  std::map<std::string, std::string> agreed(list.begin(), list.end());
+  EXPECT_EQ(agreed["CHORUS_FUSION_THRESHOLD"], "4096");
+  EXPECT_EQ(agreed["CHORUS_CACHE_CAPACITY"], "33");
+  EXPECT_EQ(agreed["CHORUS_HIERARCHICAL_ALLREDUCE"], "auto");
+  EXPECT_EQ(agreed["CHORUS_GPU_BACKEND"], "auto");
+  EXPECT_EQ(agreed["CHORUS_STALL_CHECK_SECONDS"], "0.10000000000000001");
+  EXPECT_EQ(agreed["CHORUS_LIVENESS_SECONDS"], "60");
+  for (const char* own :
+       {"CHORUS_CYCLE_TIME", "CHORUS_TIMELINE", "CHORUS_LOG_LEVEL", "CHORUS_BIND"})
+    EXPECT_EQ(agreed.count(own), 0u) << own;
 }
 
 TEST(ConfigTest, CacheCapacityUpperBoundIsAccepted) {
@@ -315,17 +364,19 @@ INSTANTIATE_TEST_SUITE_P(
 
 INSTANTIATE_TEST_SUITE_P(
     Numbers, ConfigBadEnvTest,
-    ::testing::Values(BadValue{"CHORUS_CYCLE_TIME", "fast"}, BadValue{"CHORUS_CYCLE_TIME", "-2"},
-                      BadValue{"CHORUS_CYCLE_TIME", "5ms"}, BadValue{"CHORUS_CYCLE_TIME", "0"},
-                      BadValue{"CHORUS_CYCLE_TIME", "nan"}, BadValue{"CHORUS_CYCLE_TIME", "inf"},
-                      BadValue{"CHORUS_CYCLE_TIME", "20000"},
-                      BadValue{"CHORUS_STALL_CHECK_SECONDS", "soon"},
-                      BadValue{"CHORUS_STALL_CHECK_SECONDS", "-1"},
-                      BadValue{"CHORUS_STALL_CHECK_SECONDS", "60s"},
-                      BadValue{"CHORUS_STALL_CHECK_SECONDS", "inf"},
-                      BadValue{"CHORUS_STALL_SHUTDOWN_SECONDS", "never"},
-                      BadValue{"CHORUS_STALL_SHUTDOWN_SECONDS", "-3"},
-                      BadValue{"CHORUS_STALL_SHUTDOWN_SECONDS", "1,5"}));
+    ::testing::Values(
+        BadValue{"CHORUS_CYCLE_TIME", "fast"}, BadValue{"CHORUS_CYCLE_TIME", "-2"},
+        BadValue{"CHORUS_CYCLE_TIME", "5ms"}, BadValue{"CHORUS_CYCLE_TIME", "0"},
+        BadValue{"CHORUS_CYCLE_TIME", "nan"}, BadValue{"CHORUS_CYCLE_TIME", "inf"},
+        BadValue{"CHORUS_CYCLE_TIME", "20000"}, BadValue{"CHORUS_STALL_CHECK_SECONDS", "soon"},
+        BadValue{"CHORUS_STALL_CHECK_SECONDS", "-1"}, BadValue{"CHORUS_STALL_CHECK_SECONDS", "60s"},
+        BadValue{"CHORUS_STALL_CHECK_SECONDS", "inf"},
+        BadValue{"CHORUS_STALL_SHUTDOWN_SECONDS", "never"},
+        BadValue{"CHORUS_STALL_SHUTDOWN_SECONDS", "-3"},
+        BadValue{"CHORUS_STALL_SHUTDOWN_SECONDS", "1,5"},
+        BadValue{"CHORUS_STALL_SHUTDOWN_SECONDS", "1e300"},
+        BadValue{"CHORUS_LIVENESS_SECONDS", "forever"}, BadValue{"CHORUS_LIVENESS_SECONDS", "-1"},
+        BadValue{"CHORUS_LIVENESS_SECONDS", "604801"}));
 
 INSTANTIATE_TEST_SUITE_P(Words, ConfigBadEnvTest,
                          ::testing::Values(BadValue{"CHORUS_HIERARCHICAL_ALLREDUCE", "yes"},
@@ -445,8 +496,8 @@ TEST(ConfigTest, DescribeNamesEverySetting) {
   for (const char* want :
        {"CHORUS_FUSION_THRESHOLD=4096", "CHORUS_CYCLE_TIME=5", "CHORUS_CACHE_CAPACITY=33",
         "CHORUS_TIMELINE=/tmp/t.json", "CHORUS_STALL_CHECK_SECONDS=60",
-        "CHORUS_STALL_SHUTDOWN_SECONDS=0", "CHORUS_HIERARCHICAL_ALLREDUCE=1",
-        "CHORUS_LOG_LEVEL=info", "CHORUS_BIND=none"}) {
+        "CHORUS_STALL_SHUTDOWN_SECONDS=0", "CHORUS_LIVENESS_SECONDS=60",
+        "CHORUS_HIERARCHICAL_ALLREDUCE=1", "CHORUS_LOG_LEVEL=info", "CHORUS_BIND=none"}) {
     EXPECT_NE(d.find(want), std::string::npos) << "missing " << want << " in: " << d;
   }
 }
