@@ -1,11 +1,6 @@
 #include "collectives/shm_reducer.h"
 
-#include <signal.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <new>
@@ -23,12 +18,6 @@ namespace {
 // make a large tensor pay a wait every few kilobytes.
 constexpr std::size_t kBufferBytes = std::size_t{256} << 10;
 constexpr std::size_t kMinRegionBytes = std::size_t{16} << 10;
-
-// The inode of this process's pid namespace: pids compare only within one. 0 if unknown.
-uint64_t pid_namespace() {
-  struct stat st;
-  return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<uint64_t>(st.st_ino) : 0;
-}
 
 }  // namespace
 
@@ -56,8 +45,7 @@ ShmReducer::ShmReducer(SharedSegment segment, int rank, int size)
       buffers_(static_cast<char*>(segment_.data()) + sizeof(Counter) * size),
       sources_(size),
       offsets_(size + 1) {
-  counters_[rank_].pid.store(getpid(), std::memory_order_relaxed);
-  counters_[rank_].pid_namespace.store(pid_namespace(), std::memory_order_relaxed);
+  counters_[rank_].process.set_to_this_process();
 }
 
 char* ShmReducer::region(int owner, uint64_t chunk, int block) const {
@@ -142,27 +130,16 @@ Status ShmReducer::arrive_and_wait(int64_t bytes) {
         continue;
       }
       backoff.pause();
-      if (++naps % kCheckEvery == 0 && gone(q)) {
+      if (++naps % kCheckEvery == 0 && counters_[q].process.exited()) {
         return Status(StatusCode::kAborted,
                       "rank " + std::to_string(q) + " of this set (pid " +
-                          std::to_string(counters_[q].pid.load(std::memory_order_relaxed)) +
+                          std::to_string(counters_[q].process.pid.load(std::memory_order_relaxed)) +
                           ", on this host) exited in the middle of a reduction; rank " +
                           std::to_string(rank_) + " was waiting for it");
       }
     }
   }
   return {};
-}
-
-bool ShmReducer::gone(int q) const {
-  const Counter& c = counters_[q];
-  const int64_t pid = c.pid.load(std::memory_order_relaxed);
-  const uint64_t ns = c.pid_namespace.load(std::memory_order_relaxed);
-  // A pid from another namespace (or unknown) says nothing here.
-  if (pid <= 0 || ns == 0 || ns != counters_[rank_].pid_namespace.load(std::memory_order_relaxed)) {
-    return false;
-  }
-  return kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH;
 }
 
 }  // namespace chorus

@@ -33,6 +33,7 @@
 
 #include "chorus/status.h"
 #include "chorus/types.h"
+#include "collectives/process_id.h"
 #include "collectives/reduce_kernels.h"
 #include "collectives/shared_segment.h"
 
@@ -61,9 +62,7 @@ class ShmReducer {
  private:
   struct alignas(64) Counter {
     std::atomic<uint64_t> arrivals{0};
-    // The owner's process and its pid namespace (0: unknown), for the liveness check.
-    std::atomic<int64_t> pid{0};
-    std::atomic<uint64_t> pid_namespace{0};
+    SharedProcessId process;  // the owner, for the liveness check
   };
 
   Status reduce(const void* send, void* recv, const std::vector<int64_t>& counts, DataType dtype,
@@ -72,8 +71,6 @@ class ShmReducer {
   // Counts this rank's arrival, then waits until every rank has arrived as often; `bytes`:
   // about what the others move in the meantime. Fails if a rank waited for has exited.
   Status arrive_and_wait(int64_t bytes);
-  // Whether rank q's process is known to have exited.
-  bool gone(int q) const;
 
   static std::size_t region_bytes(int size);
 

@@ -126,10 +126,13 @@ StatusOr<Prepared> prepare(OpType op, const std::string& name, ProcessSet ps) {
   Prepared p;
   p.rt = runtime();
   std::optional<Runtime::SetInfo> info;
-  if (!p.rt || !p.rt->running_set_info(ps.id, &info)) {
+  if (!p.rt) {
     return Status(StatusCode::kNotInitialized,
                   std::string("chorus::") + op_type_name(op) +
                       " called while Chorus is not initialized (call chorus::init() first)");
+  }
+  if (!p.rt->running_set_info(ps.id, &info)) {
+    return p.rt->stopped(std::string("chorus::") + op_type_name(op));
   }
   if (!info) {
     return invalid_argument(std::string(op_type_name(op)) + ": process set " +
@@ -260,10 +263,6 @@ Handle grouped_allreduce(const std::vector<std::string>& names,
                                    std::to_string(names.size()) +
                                    " names; give as many outputs (and names, or none) as inputs"));
   }
-  if (static_cast<int>(options.op) >= kNumReduceOps) {
-    return failed(invalid_argument("allreduce: unknown reduce op " +
-                                   std::to_string(static_cast<int>(options.op))));
-  }
   std::vector<Entry> entries;
   std::shared_ptr<Runtime> rt;
   std::string group;
@@ -353,9 +352,6 @@ Handle reducescatter(const std::string& name, const TensorRef& input,
   for (Status s : {check_rows(op, n, input), check_scale(op, n, "prescale", options.prescale),
                    check_scale(op, n, "postscale", options.postscale)}) {
     if (!s.ok()) return failed(s);
-  }
-  if (static_cast<int>(options.op) >= kNumReduceOps) {
-    return failed(invalid_argument(what(op, n) + "unknown reduce op"));
   }
   Request& q = p->entry.request;
   describe_tensor(q, input);

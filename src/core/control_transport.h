@@ -31,6 +31,23 @@ class ControlTransport {
   /// of polling.
   virtual bool completes_on_arrival() const { return false; }
 
+  /// For the liveness report of a round that waits too long: the members whose part of the
+  /// round in flight has not reached this rank, directly or through another member. A
+  /// transport that cannot tell names every other member.
+  virtual std::vector<int> missing() const {
+    std::vector<int> others;
+    for (int r = 0; r < size(); ++r) {
+      if (r != rank()) others.push_back(r);
+    }
+    return others;
+  }
+  /// Of `ranks`, the members known to have exited, described ("rank 2 (pid 4242)"); empty
+  /// where none is known to have (a transport that cannot tell).
+  virtual std::string exited(const std::vector<int>& ranks) const {
+    (void)ranks;
+    return {};
+  }
+
   /// Gathers one message per member at rank 0 (index = rank; empty elsewhere). Blocking:
   /// called only right after an AND completed, when every member is known to be here.
   virtual StatusOr<std::vector<std::string>> gather(const std::string& mine) = 0;

@@ -84,6 +84,21 @@ Response decide_response(const std::string& name,
     resp.status = internal_error("coordinator: no request for '" + name + "'");
     return resp;
   }
+  // Values this build does not know fail the collective on every rank. The response carries
+  // only known values, so that every rank decodes it.
+  for (int r = 0; r < n; ++r) {
+    if (!by_rank[r]) continue;
+    if (Status s = check_request(*by_rank[r]); !s.ok()) {
+      Response e;
+      e.name = name;
+      e.op = static_cast<int>(ref->op) < kNumOpTypes ? ref->op : OpType::kAllreduce;
+      e.group = ref->group;
+      e.group_size = ref->group_size;
+      e.group_index = ref->group_index;
+      e.status = invalid_argument("the request of rank " + std::to_string(r) + ": " + s.message());
+      return e;
+    }
+  }
   resp.op = ref->op;
   resp.dtype = ref->dtype;
   resp.reduce_op = ref->reduce_op;

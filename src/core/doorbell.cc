@@ -52,6 +52,7 @@ Status Doorbells::join_host(ControlTransport& host) {
   slots_ptr_ = static_cast<Slot*>(board_.data());
   slots_ = n;
   self_ = host.rank();
+  self().process.set_to_this_process();
   return {};
 }
 
@@ -101,6 +102,15 @@ bool Doorbells::and_round(uint64_t round, std::vector<uint64_t>* bits) const {
     }
   }
   return true;
+}
+
+std::vector<int> Doorbells::behind(uint64_t round) const {
+  std::vector<int> ranks;
+  for (int i = 0; i < slots_; ++i) {
+    if (i != self_ && slots_ptr_[i].rounds[round % 2].round.load(std::memory_order_acquire) < round)
+      ranks.push_back(i);
+  }
+  return ranks;
 }
 
 bool Doorbells::wait(uint32_t seen, std::chrono::microseconds timeout, uint32_t wake) {

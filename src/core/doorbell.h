@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "chorus/status.h"
+#include "collectives/process_id.h"
 #include "collectives/shared_segment.h"
 
 namespace chorus {
@@ -72,6 +73,13 @@ class Doorbells {
   /// If every other rank on the board published round `round`, ANDs their bits into `bits`
   /// and returns true; otherwise leaves `bits` alone.
   bool and_round(uint64_t round, std::vector<uint64_t>* bits) const;
+  /// The ranks of the board (local ranks) that have not published round `round` yet.
+  std::vector<int> behind(uint64_t round) const;
+  /// Whether the process of the board's rank `rank` is known to have exited, and its pid.
+  bool exited(int rank) const { return slots_ptr_[rank].process.exited(); }
+  int64_t pid(int rank) const {
+    return slots_ptr_[rank].process.pid.load(std::memory_order_relaxed);
+  }
 
  private:
   struct alignas(64) Mailbox {
@@ -82,7 +90,8 @@ class Doorbells {
     std::atomic<uint32_t> seq{0};
     std::atomic<uint32_t> waiting{0};  // the Wake flags of a sleeping waiter, else 0
     std::atomic<uint64_t> cycle{0};
-    Mailbox rounds[2];  // by round parity
+    SharedProcessId process;  // the slot's rank, for the liveness check
+    Mailbox rounds[2];        // by round parity
   };
   static void ring_slot(Slot& slot, uint32_t wake);
   Slot& self() const { return slots_ptr_[self_]; }

@@ -1,5 +1,8 @@
 #include "core/host_rounds.h"
 
+#include <string>
+#include <vector>
+
 namespace chorus {
 
 Status HostRounds::start_and(std::vector<uint64_t>* bits) {
@@ -13,6 +16,22 @@ Status HostRounds::start_and(std::vector<uint64_t>* bits) {
 StatusOr<bool> HostRounds::test_and() {
   if (!on_board_) return inner_->test_and();
   return board_->and_round(round_, bits_);
+}
+
+std::vector<int> HostRounds::missing() const {
+  if (!on_board_) return inner_->missing();
+  return board_->behind(round_);
+}
+
+// The board's slots are the set's ranks (one host, in rank order): each records its process.
+std::string HostRounds::exited(const std::vector<int>& ranks) const {
+  std::string out;
+  for (int r : ranks) {
+    if (!board_->exited(r)) continue;
+    out += (out.empty() ? "rank " : ", rank ") + std::to_string(r) + " (pid " +
+           std::to_string(board_->pid(r)) + ")";
+  }
+  return out;
 }
 
 }  // namespace chorus

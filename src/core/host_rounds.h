@@ -26,6 +26,8 @@ class HostRounds final : public ControlTransport {
   Status start_and(std::vector<uint64_t>* bits) override;
   StatusOr<bool> test_and() override;
   bool completes_on_arrival() const override { return on_board_; }
+  std::vector<int> missing() const override;
+  std::string exited(const std::vector<int>& ranks) const override;
   StatusOr<std::vector<std::string>> gather(const std::string& mine) override {
     return inner_->gather(mine);
   }

@@ -43,6 +43,39 @@ int64_t num_elements(const std::vector<int64_t>& shape) {
   return static_cast<int64_t>(n);
 }
 
+Status check_request(const Request& q) {
+  const std::string what = std::string(op_type_name(q.op)) + " '" + q.name + "': ";
+  auto unknown = [&](const char* field, int v, int count) {
+    return invalid_argument(what + field + " " + std::to_string(v) +
+                            " is not one this build of Chorus knows (0 to " +
+                            std::to_string(count - 1) + ")");
+  };
+  if (static_cast<int>(q.op) >= kNumOpTypes) {
+    return unknown("operation", static_cast<int>(q.op), kNumOpTypes);
+  }
+  if (static_cast<int>(q.dtype) >= kNumDataTypes) {
+    return unknown("dtype", static_cast<int>(q.dtype), kNumDataTypes);
+  }
+  if (static_cast<int>(q.reduce_op) >= kNumReduceOps) {
+    return unknown("reduce op", static_cast<int>(q.reduce_op), kNumReduceOps);
+  }
+  if (q.device.kind != Device::Kind::kCPU && q.device.kind != Device::Kind::kCUDA) {
+    return unknown("device kind", static_cast<int>(q.device.kind), 2);
+  }
+  uint64_t bytes = dtype_size(q.dtype);
+  for (int64_t d : q.shape) {
+    if (d < 0)
+      return invalid_argument(what + "shape " + shape_string(q.shape) +
+                              " has a negative dimension");
+    if (d > 0 && bytes > kMaxTensorBytes / static_cast<uint64_t>(d)) {
+      return invalid_argument(what + "shape " + shape_string(q.shape) + " of " +
+                              dtype_name(q.dtype) + " holds more than 2^62 bytes");
+    }
+    bytes *= static_cast<uint64_t>(d);
+  }
+  return {};
+}
+
 std::string shape_string(const std::vector<int64_t>& shape) {
   std::string out = "[";
   for (std::size_t i = 0; i < shape.size(); ++i) {

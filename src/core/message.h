@@ -94,6 +94,15 @@ struct ResponseList {
 
 /// Number of elements of a shape (1 for a scalar shape {}).
 int64_t num_elements(const std::vector<int64_t>& shape);
+/// The most bytes one tensor may have (2^62): its element count and size in bytes then fit
+/// in int64_t and size_t on every platform Chorus builds on.
+inline constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 62;
+
+/// Checks what every op's request shares: each enumeration (op, dtype, reduce op, device
+/// kind) holds a value this build knows, and the shape has no negative dimension and at most
+/// kMaxTensorBytes. Run on every request at submit (one check for every op), and by the
+/// coordinator on every rank's request, which may come from a rank built otherwise.
+Status check_request(const Request& q);
 /// "[3,4]"
 std::string shape_string(const std::vector<int64_t>& shape);
 

@@ -1,6 +1,7 @@
 #include "core/negotiator.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 
 #include "core/codec.h"
@@ -12,6 +13,23 @@ namespace {
 double seconds_between(Negotiator::Clock::time_point a, Negotiator::Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
+
+std::string seconds_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", v);
+  return buf;
+}
+
+std::string ranks_string(const std::vector<int>& ranks) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < ranks.size(); ++i) {
+    out += (i ? ", " : "") + std::to_string(ranks[i]);
+  }
+  return out + "]";
+}
+
+// How often a rank waiting in a round looks at its peers' liveness.
+constexpr auto kLivenessLook = std::chrono::milliseconds(200);
 
 }  // namespace
 
@@ -135,16 +153,49 @@ Status Negotiator::start(bool shutdown, Clock::time_point now) {
 
   Status s = transport_->start_and(&bits_);
   if (s.ok()) in_round_ = true;
+  round_started_ = now;
+  next_look_ = now + kLivenessLook;
   return s;
 }
 
 StatusOr<bool> Negotiator::poll() {
   if (!in_round_) return failed_precondition("negotiator: poll() without a round in flight");
   StatusOr<bool> done = transport_->test_and();
-  if (!done.ok() || !*done) return done;
+  if (!done.ok()) return done;
+  if (!*done) {
+    if (Status s = check_liveness(Clock::now()); !s.ok()) return s;
+    return false;
+  }
   in_round_ = false;
   agreed_ = true;
   return true;
+}
+
+// A round waits for every member, so a member that stopped taking part (its process exited,
+// or its background thread is stuck) would keep the others in it for ever. Looked at every
+// kLivenessLook: a member on this host known to have exited fails the round at once; any
+// member the round still misses after liveness_seconds fails it then.
+Status Negotiator::check_liveness(Clock::time_point now) {
+  if (now < next_look_) return {};
+  next_look_ = now + kLivenessLook;
+  const std::vector<int> missing = transport_->missing();
+  const std::string exited = transport_->exited(missing);
+  const double waited = seconds_between(round_started_, now);
+  std::string why;
+  if (!exited.empty()) {
+    why = exited + " exited";
+  } else if (options_.liveness_seconds > 0 && waited > options_.liveness_seconds) {
+    why = "it has not heard from ranks " + ranks_string(missing) + " within " +
+          seconds_text(options_.liveness_seconds) + " s (CHORUS_LIVENESS_SECONDS)";
+  } else {
+    return {};
+  }
+  return Status(StatusCode::kAborted,
+                "rank " + std::to_string(transport_->rank()) + " (" + label_ +
+                    "): stopped waiting in a negotiation round after " + seconds_text(waited) +
+                    " s: " + why +
+                    "; a rank that stops taking part (exited, killed, or with Chorus's background "
+                    "thread stuck) fails every collective of the job");
 }
 
 bool Negotiator::completes_locally() const {

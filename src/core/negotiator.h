@@ -42,6 +42,8 @@ struct NegotiatorOptions {
   int64_t cache_capacity = 1024;
   double stall_check_seconds = 60;
   double stall_shutdown_seconds = 0;
+  /// A round that still misses a member after this long fails (0: never); see poll().
+  double liveness_seconds = 60;
 };
 
 class Negotiator {
@@ -69,7 +71,9 @@ class Negotiator {
   void submit(Request&& request, Clock::time_point now) = delete;  // would dangle
   /// Starts a round. `shutdown`: this rank asks every member to stop.
   Status start(bool shutdown, Clock::time_point now);
-  /// Drives the round's AND without blocking; true once it is done.
+  /// Drives the round's AND without blocking; true once it is done. Fails (ABORTED, naming
+  /// the members) when a member the round waits for is known to have exited, or is still
+  /// missing after liveness_seconds.
   StatusOr<bool> poll();
   /// Finishes the round after poll() returned true (may block in a gather and broadcast
   /// with the set's other members); round() then holds its result.
@@ -109,6 +113,7 @@ class Negotiator {
     return 64 * plane_word(plane) + static_cast<std::size_t>(slot);
   }
 
+  Status check_liveness(Clock::time_point now);
   StatusOr<std::vector<Response>> exchange(const RequestList& mine, Clock::time_point now);
   void finish(std::vector<Response> coordinated);
 
@@ -125,6 +130,8 @@ class Negotiator {
   // The round in flight.
   bool in_round_ = false;
   bool agreed_ = false;  // the AND is done, complete() is due
+  Clock::time_point round_started_;
+  Clock::time_point next_look_;  // the next liveness look (check_liveness)
   int slot_bound_ = 0;
   std::size_t plane_words_ = 0;
   std::vector<uint64_t> bits_;

@@ -4,6 +4,8 @@
 #include <sys/prctl.h>
 
 #include <algorithm>
+#include <exception>
+#include <new>
 
 #include "collectives/backoff.h"
 #include "core/logging.h"
@@ -25,6 +27,21 @@ struct ThreadPattern {
   bool ring_owed = false;      // its last submit left the background thread asleep
 };
 thread_local ThreadPattern t_pattern;
+
+// Runs a cycle's work, turning what it throws (an allocation that failed, above all) into a
+// Status: the runtime then stops and fails every handle, instead of the process aborting.
+template <class F>
+Status guarded(F&& work) {
+  try {
+    return work();
+  } catch (const std::bad_alloc&) {
+    return Status(StatusCode::kInternal,
+                  "out of memory: an allocation of Chorus's background work failed "
+                  "(a fusion buffer, or the output of a collective)");
+  } catch (const std::exception& e) {
+    return internal_error(std::string("Chorus's background work threw: ") + e.what());
+  }
+}
 
 }  // namespace
 
@@ -68,6 +85,17 @@ std::optional<Runtime::SetInfo> Runtime::set_info(int32_t id) const {
   return it->second;
 }
 
+Status Runtime::stopped(const std::string& call) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stopped_locked(call);
+}
+
+Status Runtime::stopped_locked(const std::string& call) const {
+  if (stopped_because_.ok())
+    return Status(StatusCode::kNotInitialized, call + ": Chorus is not running");
+  return Status(stopped_because_.code(), call + ": " + stopped_because_.message());
+}
+
 bool Runtime::running_set_info(int32_t id, std::optional<SetInfo>* info) const {
   std::lock_guard<std::mutex> lock(mu_);
   if (state_ != State::kRunning) return false;
@@ -99,18 +127,32 @@ Handle Runtime::submit(std::span<Entry> entries) {
   // those leaves the work to the background thread's next look, within the cycle time.
   const bool defer =
       t.waits_at_once && t.submits_since_wait == 0 && drivable_.load(std::memory_order_relaxed);
+  for (const Entry& e : entries) {
+    if (Status s = check_request(e.request); !s.ok()) {
+      return Handle(detail::HandleState::failed(std::move(s)));
+    }
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (state_ != State::kRunning) {
-      return Handle(detail::HandleState::failed(
-          stopped_because_.ok() ? Status(StatusCode::kNotInitialized, "Chorus is not running")
-                                : stopped_because_));
+      return Handle(
+          detail::HandleState::failed(stopped_locked(op_type_name(entries.front().request.op))));
     }
     const int32_t set = entries.front().set_id;
     if (!set_info_.count(set)) {
       return Handle(detail::HandleState::failed(
           invalid_argument("process set " + std::to_string(set) + " does not exist")));
     }
+    // Under the lock that puts the names in flight, so that no second submit of a name can
+    // pass between the check and the insertion, nor before the first one's handle is done.
+    std::unordered_set<std::string>& names = names_in_flight_[set];
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      const Request& q = entries[i].request;
+      bool twice = names.count(q.name) > 0;
+      for (std::size_t j = 0; j < i && !twice; ++j) twice = entries[j].request.name == q.name;
+      if (twice) return Handle(detail::HandleState::failed(duplicate_name(q)));
+    }
+    for (const Entry& e : entries) names.insert(e.request.name);
     // Entries of one submit stay adjacent in the queue: accept() takes them as a unit.
     for (Entry& e : entries) {
       e.enqueued = Clock::now();
@@ -148,7 +190,7 @@ void Runtime::drive(detail::HandleState& handle) {
     return;
   }
   driving_.store(true, std::memory_order_seq_cst);
-  if (Status s = drive_phases(handle); !s.ok()) {
+  if (Status s = guarded([&] { return drive_phases(handle); }); !s.ok()) {
     log().error("a cycle run by a waiting trainer thread failed: {}", s.to_string());
     trainer_failure_ = s;
   }
@@ -174,18 +216,15 @@ Status Runtime::stop_timeline() { return request_timeline({}, false); }
 // Only rank 0 writes a timeline, so the other ranks answer at once; like rank 0, they refuse
 // when Chorus is not running.
 Status Runtime::request_timeline(std::string path, bool mark_cycles) {
-  const std::string what = path.empty() ? "stop_timeline: " : "start_timeline: ";
   if (std::this_thread::get_id() == bg_thread_id_) {
-    return failed_precondition(what + "called on Chorus's background thread");
+    return failed_precondition(std::string(path.empty() ? "stop_timeline" : "start_timeline") +
+                               ": called on Chorus's background thread");
   }
   std::future<Status> done;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (state_ != State::kRunning) {
-      return stopped_because_.ok()
-                 ? Status(StatusCode::kNotInitialized, what + "Chorus is not running")
-                 : Status(stopped_because_.code(), what + stopped_because_.message());
-    }
+    if (state_ != State::kRunning)
+      return stopped_locked(path.empty() ? "stop_timeline" : "start_timeline");
     if (rank_ != 0) return {};
     TimelineRequest request;
     request.path = std::move(path);
@@ -264,7 +303,9 @@ void Runtime::loop() {
       }
     }
     bool shutdown = false;
-    Status s = trainer_failure_.ok() ? cycle(stop_asked, &shutdown, &productive) : trainer_failure_;
+    Status s = trainer_failure_.ok()
+                   ? guarded([&] { return cycle(stop_asked, &shutdown, &productive); })
+                   : trainer_failure_;
     if (!s.ok()) {
       log().error("background loop stopped: {}", s.to_string());
       ended = s;
@@ -287,9 +328,11 @@ void Runtime::loop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     state_ = State::kStopped;
-    stopped_because_ = ended.code() == StatusCode::kAborted && !stop_requested_
-                           ? ended
-                           : Status(StatusCode::kNotInitialized, "Chorus has been shut down");
+    // What the calls after this one say: why Chorus stopped, unless this rank stopped it.
+    stopped_because_ =
+        !ended.ok() && !stop_requested_
+            ? Status(ended.code(), "Chorus has stopped: " + ended.message())
+            : Status(StatusCode::kNotInitialized, "Chorus has been shut down on this rank");
     stopped = stopped_because_;
     unanswered.swap(timeline_requests_);
   }
@@ -359,33 +402,29 @@ bool Runtime::pending() const {
 }
 
 // Takes the queue's entries into their sets. The entries of one submit (a grouped
-// allreduce's members share a handle) are checked and taken all or nothing. Duplicate
-// names are caught here, by the thread that runs the cycle, which owns the table of what
-// is in flight: the trainer's enqueue stays free of it. The table owns each entry from here on;
-// the negotiator reads the entry's request in place.
+// allreduce's members share a handle) are taken all or nothing. Their names were checked
+// against those in flight at submit. The table owns each entry from here on; the negotiator
+// reads the entry's request in place.
 void Runtime::accept(std::vector<Entry>& fresh) {
   const Clock::time_point now = Clock::now();
   for (std::size_t begin = 0; begin < fresh.size();) {
     std::size_t end = begin + 1;
     while (end < fresh.size() && fresh[end].handle == fresh[begin].handle) ++end;
     auto it = sets_.find(fresh[begin].set_id);
-    Status refused;
     if (it == sets_.end() || !it->second) {
-      refused = invalid_argument("process set " + std::to_string(fresh[begin].set_id) +
-                                 " was removed before the collective ran");
-    } else if (end - begin > 1) {
-      refused = check_unique_names(*it->second, fresh, begin, end);
-    }
-    for (std::size_t i = begin; i < end; ++i) {
-      Entry& e = fresh[i];
-      if (refused.ok()) {
-        if (Entry* placed = it->second->entries.insert(e)) {
-          it->second->negotiator->submit(placed->request, now);
+      const Status refused = invalid_argument("process set " + std::to_string(fresh[begin].set_id) +
+                                              " was removed before the collective ran");
+      for (std::size_t i = begin; i < end; ++i) release(fresh[i], refused);
+    } else {
+      for (std::size_t i = begin; i < end; ++i) {
+        Entry* placed = it->second->entries.insert(fresh[i]);
+        // submit() refused names in flight, so the table cannot hold this one.
+        if (!placed) {
+          release(fresh[i], internal_error(duplicate_name(fresh[i].request).message()));
           continue;
         }
-        refused = duplicate_name(e.request);  // one entry alone: `e` was not moved from
+        it->second->negotiator->submit(placed->request, now);
       }
-      e.handle->finish(refused);
     }
     begin = end;
   }
@@ -396,19 +435,6 @@ Status Runtime::duplicate_name(const Request& q) const {
                           "': a collective with this name is already in flight on rank " +
                           std::to_string(rank_) +
                           "; names must be unique among in-flight collectives");
-}
-
-// The members of one grouped submit, fresh[begin, end): refused as a whole if a name is in
-// flight already or appears twice among them.
-Status Runtime::check_unique_names(const SetState& set, const std::vector<Entry>& fresh,
-                                   std::size_t begin, std::size_t end) const {
-  for (std::size_t i = begin; i < end; ++i) {
-    const Request& q = fresh[i].request;
-    bool twice = set.entries.contains(q.name);
-    for (std::size_t j = begin; j < i && !twice; ++j) twice = fresh[j].request.name == q.name;
-    if (twice) return duplicate_name(q);
-  }
-  return {};
 }
 
 // Requests in the order they came. The active timeline is closed before the next one opens,
@@ -442,8 +468,19 @@ void Runtime::set_timeline(std::unique_ptr<Timeline> timeline, bool mark_cycles)
 }
 
 void Runtime::finish(SetState& set, Entry& entry, const Status& status) {
-  entry.handle->finish(status);
+  release(entry, status);
   set.entries.erase(entry);
+}
+
+// The name leaves the names in flight before the handle completes: a thread that sees it
+// done may submit the name again at once.
+void Runtime::release(Entry& entry, const Status& status) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = names_in_flight_.find(entry.set_id);
+    if (it != names_in_flight_.end()) it->second.erase(entry.request.name);
+  }
+  entry.handle->finish(status);
 }
 
 void Runtime::fail_all(const Status& status) {
@@ -455,7 +492,7 @@ void Runtime::fail_all(const Status& status) {
     std::lock_guard<std::mutex> lock(mu_);
     queued.swap(queue_);
   }
-  for (Entry& e : queued) e.handle->finish(status);
+  for (Entry& e : queued) release(e, status);
 }
 
 }  // namespace chorus

@@ -31,6 +31,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "chorus/handle.h"
@@ -42,6 +43,7 @@
 #include "core/entry_table.h"
 #include "core/executor.h"
 #include "core/handle_state.h"
+#include "core/init_agreement.h"
 #include "core/negotiator.h"
 #include "timeline/timeline.h"
 #include "topology/rank_map.h"
@@ -68,6 +70,9 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   Status shutdown();
   /// False once shut down (also when another rank asked for it) or failed.
   bool running() const;
+  /// Why `call` cannot run once Chorus stopped: the failure or the peer's shutdown that
+  /// stopped it, or NOT_INITIALIZED after this rank's own shutdown.
+  Status stopped(const std::string& call) const;
 
   const RankMap& rank_map() const { return map_; }
   /// The GPU this rank's collectives use (pinned by its first CUDA tensor). Any thread.
@@ -128,6 +133,7 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   explicit Runtime(Config config) : config_(std::move(config)) {}
   void run(std::promise<Status> started);
   Status setup();
+  Status agree(const Status& local, const std::string& step, const Settings& settings);
   Status setup_topology(const std::vector<std::string>& names);
   StatusOr<std::unique_ptr<SetState>> make_set(int32_t id, const std::vector<int>& ranks);
   Status setup_doorbells();
@@ -147,14 +153,14 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   Status drive_phases(detail::HandleState& handle);
   void accept(std::vector<Entry>& fresh);
   Status duplicate_name(const Request& q) const;
-  Status check_unique_names(const SetState& set, const std::vector<Entry>& fresh, std::size_t begin,
-                            std::size_t end) const;
   Status apply_set_changes(const std::vector<Response>& changes);
   void finish(SetState& set, Entry& entry, const Status& status);
+  void release(Entry& entry, const Status& status);
   void fail_all(const Status& status);
   Status request_timeline(std::string path, bool mark_cycles);
   void apply_timeline_requests(std::vector<TimelineRequest> requests);
   void set_timeline(std::unique_ptr<Timeline> timeline, bool mark_cycles);
+  Status stopped_locked(const std::string& call) const;  // mu_ held
 
   const Config config_;
   RankMap map_;
@@ -195,6 +201,9 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   std::vector<Entry> queue_;
   std::vector<TimelineRequest> timeline_requests_;
   std::map<int32_t, SetInfo> set_info_;
+  // The names of the collectives submitted and not yet finished, per process set: a name
+  // joins at submit() and leaves just before its handle completes (release()).
+  std::unordered_map<int32_t, std::unordered_set<std::string>> names_in_flight_;
   State state_ = State::kStarting;
   bool stop_requested_ = false;
   Status stopped_because_;

@@ -72,10 +72,12 @@ std::string device_name(const Device& device) {
   return "cuda:" + std::to_string(device.index);
 }
 
+// Unsigned, like chorus::num_elements: a shape that overflows gives a meaningless number,
+// which the checks at submit reject, not undefined behaviour.
 int64_t TensorRef::num_elements() const {
-  int64_t n = 1;
-  for (int64_t d : shape) n *= d;
-  return n;
+  uint64_t n = 1;
+  for (int64_t d : shape) n *= static_cast<uint64_t>(d);
+  return static_cast<int64_t>(n);
 }
 
 std::string describe(const TensorRef& t) {

@@ -53,6 +53,37 @@ TEST(DecideResponseTest, DtypeMismatchNamesRanksAndValues) {
   expect_message_has(r, {"'w'", "dtype", "float32", "float64", "[0, 1]", "[2]"});
 }
 
+// A rank built otherwise may send values this build does not know: the collective fails on
+// every rank with a response every rank can decode, and the coordinator goes on.
+TEST(DecideResponseTest, UnknownEnumFailsTheCollectiveNamingTheRank) {
+  struct Case {
+    void (*spoil)(Request&);
+    const char* says;
+  };
+  const Case cases[] = {
+      {[](Request& q) { q.reduce_op = static_cast<ReduceOp>(9); }, "reduce op 9"},
+      {[](Request& q) { q.dtype = static_cast<DataType>(200); }, "dtype 200"},
+      {[](Request& q) { q.op = static_cast<OpType>(77); }, "operation 77"},
+      {[](Request& q) { q.device.kind = static_cast<Device::Kind>(5); }, "device kind 5"},
+  };
+  for (const Case& c : cases) {
+    auto by_rank = everywhere(allreduce("w"), 3);
+    c.spoil(*by_rank[1]);
+    Response r = decide_response("w", by_rank);
+    EXPECT_EQ(r.status.code(), StatusCode::kInvalidArgument) << c.says;
+    EXPECT_EQ(r.name, "w");
+    EXPECT_EQ(r.op, OpType::kAllreduce);
+    expect_message_has(r, {"rank 1", c.says, "not one this build of Chorus knows"});
+  }
+}
+
+TEST(DecideResponseTest, ShapeBeyondMemoryFails) {
+  auto by_rank = everywhere(allreduce("w", {int64_t{1} << 32, int64_t{1} << 32}), 2);
+  Response r = decide_response("w", by_rank);
+  EXPECT_EQ(r.status.code(), StatusCode::kInvalidArgument);
+  expect_message_has(r, {"rank 0", "[4294967296,4294967296]", "2^62 bytes"});
+}
+
 TEST(DecideResponseTest, DtypeMismatchOnRankZero) {
   auto by_rank = everywhere(allreduce("w"), 4);
   by_rank[0]->dtype = DataType::kInt32;
