@@ -1,8 +1,11 @@
 #include "collectives/mpi_world.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 
+#include "collectives/backoff.h"
 #include "collectives/mpi_backend.h"
 #include "collectives/mpi_check.h"
 
@@ -66,10 +69,17 @@ class MpiControl final : public ControlTransport {
     return out;
   }
 
+  void set_liveness(double seconds) override { liveness_seconds_ = seconds; }
+
+  // Non-blocking underneath, so that a member that stopped between the round and this call
+  // (killed, or stopped by a signal) fails the wait after the liveness bound instead of
+  // holding this rank in MPI for ever.
   StatusOr<std::vector<std::string>> gather(const std::string& mine) override {
     int len = static_cast<int>(mine.size());
     std::vector<int> lens(rank_ == 0 ? size_ : 0), displs(lens.size());
-    CHORUS_MPI_CHECK(MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm_));
+    MPI_Request req = MPI_REQUEST_NULL;
+    CHORUS_MPI_CHECK(MPI_Igather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, comm_, &req));
+    if (Status s = finish(&req, "gather"); !s.ok()) return s;
     std::string all;
     if (rank_ == 0) {
       int64_t total = 0;
@@ -79,8 +89,9 @@ class MpiControl final : public ControlTransport {
       }
       all.resize(static_cast<std::size_t>(total));
     }
-    CHORUS_MPI_CHECK(MPI_Gatherv(mine.data(), len, MPI_BYTE, all.data(), lens.data(), displs.data(),
-                                 MPI_BYTE, 0, comm_));
+    CHORUS_MPI_CHECK(MPI_Igatherv(mine.data(), len, MPI_BYTE, all.data(), lens.data(),
+                                  displs.data(), MPI_BYTE, 0, comm_, &req));
+    if (Status s = finish(&req, "gather"); !s.ok()) return s;
     std::vector<std::string> out;
     for (int r = 0; r < static_cast<int>(lens.size()); ++r)
       out.push_back(all.substr(displs[r], lens[r]));
@@ -88,10 +99,12 @@ class MpiControl final : public ControlTransport {
   }
   Status broadcast(std::string* data) override {
     int64_t len = static_cast<int64_t>(data->size());
-    CHORUS_MPI_CHECK(MPI_Bcast(&len, 1, MPI_INT64_T, 0, comm_));
+    MPI_Request req = MPI_REQUEST_NULL;
+    CHORUS_MPI_CHECK(MPI_Ibcast(&len, 1, MPI_INT64_T, 0, comm_, &req));
+    if (Status s = finish(&req, "broadcast"); !s.ok()) return s;
     data->resize(static_cast<std::size_t>(len));
-    CHORUS_MPI_CHECK(MPI_Bcast(data->data(), static_cast<int>(len), MPI_BYTE, 0, comm_));
-    return {};
+    CHORUS_MPI_CHECK(MPI_Ibcast(data->data(), static_cast<int>(len), MPI_BYTE, 0, comm_, &req));
+    return finish(&req, "broadcast");
   }
 
  private:
@@ -100,6 +113,31 @@ class MpiControl final : public ControlTransport {
   static constexpr int kFoldOut = -2;  // partners send the result, extras receive it
   static constexpr int kDone = -3;
   // Steps 0..log2(p)-1 are the exchanges with rank ^ (1 << step).
+
+  // Waits for `req`: spins first (every member is known to be in the exchange, so it is
+  // short), then sleeps between tests. Fails after liveness_seconds_ (0: never).
+  Status finish(MPI_Request* req, const char* what) {
+    const auto start = std::chrono::steady_clock::now();
+    Backoff backoff(std::chrono::microseconds(1000));
+    for (uint64_t tests = 1;; ++tests) {
+      int done = 0;
+      CHORUS_MPI_CHECK(MPI_Test(req, &done, MPI_STATUS_IGNORE));
+      if (done) return {};
+      if (tests % 1024 == 0 && liveness_seconds_ > 0) {
+        const double waited =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        if (waited > liveness_seconds_) {
+          char secs[32];
+          std::snprintf(secs, sizeof secs, "%.1f", waited);
+          return Status(StatusCode::kAborted,
+                        "rank " + std::to_string(rank_) + " waited " + secs +
+                            " s in the coordinator's " + what +
+                            " for a member that stopped taking part (CHORUS_LIVENESS_SECONDS)");
+        }
+      }
+      backoff.pause();
+    }
+  }
 
   bool extra() const { return rank_ >= pow2_; }
   bool has_extra() const { return rank_ + pow2_ < size_; }
@@ -156,6 +194,7 @@ class MpiControl final : public ControlTransport {
   std::vector<uint64_t> incoming_;
   MPI_Request requests_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   bool receiving_ = false;  // the current step combines incoming_ into bits_
+  double liveness_seconds_ = 0;
   int step_ = kDone;
 };
 

@@ -48,6 +48,10 @@ class ControlTransport {
     return {};
   }
 
+  /// How long gather() and broadcast() may wait for a member before they fail (ABORTED);
+  /// 0: for ever. The negotiator passes its liveness bound.
+  virtual void set_liveness(double seconds) { (void)seconds; }
+
   /// Gathers one message per member at rank 0 (index = rank; empty elsewhere). Blocking:
   /// called only right after an AND completed, when every member is known to be here.
   virtual StatusOr<std::vector<std::string>> gather(const std::string& mine) = 0;

@@ -39,6 +39,7 @@ Negotiator::Negotiator(ControlTransport* transport, NegotiatorOptions options, s
       label_(std::move(label)),
       cache_(options.cache_capacity) {
   if (transport_->rank() == 0) coordinator_ = std::make_unique<Coordinator>(transport_->size());
+  transport_->set_liveness(options_.liveness_seconds);
 }
 
 void Negotiator::submit(const Request& request, Clock::time_point now) {
