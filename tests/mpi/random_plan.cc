@@ -213,9 +213,13 @@ Round Plan::round(int index) const {
     const int64_t slot = rng.between(0, kSlots - 1);
     Collective c;
     if (rng.chance(0.4) && used_slots.insert(slot).second) {
-      // The same name and parameters in every round (global set), new values.
+      // The same name and parameters in every round (global set), new values; now and
+      // then more rows under the same name, which the cached response no longer fits.
       Rng slot_rng{config_.seed, kSlotTag, static_cast<uint64_t>(slot)};
       c = make(slot_rng, -1, world, "s" + std::to_string(slot));
+      if (rng.chance(0.15)) {
+        for (Tensor& t : c.tensors) t.rows += rng.between(1, 3);
+      }
     } else {
       const int set =
           nsets > 0 && rng.chance(0.6) ? static_cast<int>(rng.between(0, nsets - 1)) : -1;

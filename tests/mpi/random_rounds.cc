@@ -1,9 +1,10 @@
 // Randomized differential test of the collectives, under mpirun with 1 to 4 ranks. Each
 // round creates a few process sets, then every rank submits its part of the round's
-// collectives (random_plan.h) asynchronously, in an order of its own, waits for them, and
-// compares every output bit for bit with the result it computes itself (reference.h) from
-// every rank's inputs, which it derives from the seed. A round ends with an agreement on
-// whether any rank saw a mismatch, so the job fails as a whole.
+// collectives (random_plan.h) asynchronously, in an order of its own (from one thread, or
+// now and then from two), waits for them, and compares every output bit for bit with the
+// result it computes itself (reference.h) from every rank's inputs, which it derives from
+// the seed. A round ends with an agreement on whether any rank saw a mismatch, so the job
+// fails as a whole.
 //
 //   random_rounds [--seed N|random] [--rounds N] [--max-tensors N]
 //                 [--values exact|arbitrary] [--digest PREFIX]
@@ -440,7 +441,16 @@ int run_round(const Plan& plan, const Args& a, int index, std::FILE* digest, Cov
   std::iota(order.begin(), order.end(), 0);
   for (std::size_t k = order.size(); k > 1; --k)
     std::swap(order[k - 1], order[static_cast<std::size_t>(local.between(0, k - 1))]);
-  for (std::size_t k : order) submit(plan, *work[k]);
+  if (local.chance(0.25)) {
+    // Two trainer threads, each submitting every other collective of this rank's order.
+    std::thread other([&] {
+      for (std::size_t k = 1; k < order.size(); k += 2) submit(plan, *work[order[k]]);
+    });
+    for (std::size_t k = 0; k < order.size(); k += 2) submit(plan, *work[order[k]]);
+    other.join();
+  } else {
+    for (std::size_t k : order) submit(plan, *work[k]);
+  }
   wait_all(work, order, local);
   for (const auto& w : work) {
     const auto count = static_cast<int64_t>(w->c->tensors.size());
