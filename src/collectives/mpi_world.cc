@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 
 #include "collectives/backoff.h"
 #include "collectives/mpi_backend.h"
@@ -71,6 +72,42 @@ class MpiControl final : public ControlTransport {
 
   void set_liveness(double seconds) override { liveness_seconds_ = seconds; }
 
+  // A roll call: missing() says whose bits have not come, directly or through a partner, but
+  // a member stuck in the round looks missing to its partners like the one it waits for. So
+  // every member that reached the deadline tells every other that it is here, and listens
+  // for kRollCallGrace: the members neither heard from in the round nor in the roll call are
+  // absent. Members waiting in the same round reach their deadlines within a cycle or so of
+  // each other. The sends to absent members never complete; MPI is not used again after.
+  std::vector<int> absent() override {
+    std::vector<bool> heard(size_, true);
+    for (int r : missing()) heard[r] = false;
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) continue;
+      MPI_Request req = MPI_REQUEST_NULL;
+      if (MPI_Isend(&here_, 1, MPI_BYTE, r, kRollCallTag, comm_, &req) == MPI_SUCCESS)
+        MPI_Request_free(&req);
+    }
+    const auto until = std::chrono::steady_clock::now() + kRollCallGrace;
+    while (std::find(heard.begin(), heard.end(), false) != heard.end() &&
+           std::chrono::steady_clock::now() < until) {
+      int flag = 0;
+      MPI_Status status;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, kRollCallTag, comm_, &flag, &status) != MPI_SUCCESS) break;
+      if (!flag) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        continue;
+      }
+      char byte = 0;
+      MPI_Recv(&byte, 1, MPI_BYTE, status.MPI_SOURCE, kRollCallTag, comm_, MPI_STATUS_IGNORE);
+      heard[status.MPI_SOURCE] = true;
+    }
+    std::vector<int> out;
+    for (int r = 0; r < size_; ++r) {
+      if (!heard[r]) out.push_back(r);
+    }
+    return out;
+  }
+
   // Non-blocking underneath, so that a member that stopped between the round and this call
   // (killed, or stopped by a signal) fails the wait after the liveness bound instead of
   // holding this rank in MPI for ever.
@@ -109,6 +146,8 @@ class MpiControl final : public ControlTransport {
 
  private:
   static constexpr int kTag = 7300;
+  static constexpr int kRollCallTag = 7301;
+  static constexpr auto kRollCallGrace = std::chrono::seconds(2);
   static constexpr int kFoldIn = -1;   // extras send, partners receive
   static constexpr int kFoldOut = -2;  // partners send the result, extras receive it
   static constexpr int kDone = -3;
@@ -195,6 +234,7 @@ class MpiControl final : public ControlTransport {
   MPI_Request requests_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   bool receiving_ = false;  // the current step combines incoming_ into bits_
   double liveness_seconds_ = 0;
+  char here_ = 1;  // what a roll call sends
   int step_ = kDone;
 };
 

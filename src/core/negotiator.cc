@@ -179,14 +179,15 @@ StatusOr<bool> Negotiator::poll() {
 Status Negotiator::check_liveness(Clock::time_point now) {
   if (now < next_look_) return {};
   next_look_ = now + kLivenessLook;
-  const std::vector<int> missing = transport_->missing();
-  const std::string exited = transport_->exited(missing);
-  const double waited = seconds_between(round_started_, now);
+  const std::string exited = transport_->exited(transport_->missing());
+  double waited = seconds_between(round_started_, now);
   std::string why;
   if (!exited.empty()) {
     why = exited + " exited";
   } else if (options_.liveness_seconds > 0 && waited > options_.liveness_seconds) {
-    why = "it has not heard from ranks " + ranks_string(missing) + " within " +
+    const std::vector<int> absent = transport_->absent();
+    waited = seconds_between(round_started_, Clock::now());
+    why = "ranks " + ranks_string(absent) + " took no part in it for " +
           seconds_text(options_.liveness_seconds) + " s (CHORUS_LIVENESS_SECONDS)";
   } else {
     return {};

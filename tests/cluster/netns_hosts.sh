@@ -5,19 +5,23 @@
 # through plm_rsh_agent (a small script standing in for ssh), so ranks on different fake
 # hosts see different host names and talk over TCP across the bridge.
 #
-#   netns_hosts.sh MAP_PROBE CHORUSRUN
+#   netns_hosts.sh MAP_PROBE CHORUSRUN FAULTS
 #
 # Runs, each under a hard timeout:
 #   1. mpirun -np 4 -H h1:2,h2:2 -map-by ppr:2:node map_probe
 #   2. chorusrun -np 3 --ppr 1 -H h1:2,h2:2,h3:2 map_probe   (the launcher end to end)
+#   3. mpirun --enable-recovery -np 3 -H h1:1,h2:1,h3:1 faults peer_exits_idle
 # and checks the map every rank printed (host, local and cross ranks), that rank 0 printed
 # the host table, that no launcher variable disagreed, and that map_probe's allreduce
-# across the hosts was right. Everything it creates is named after this shell's pid and
+# across the hosts was right; then that when the rank on h3 exits while idle, the ranks on
+# h1 and h2 fail their collective within CHORUS_LIVENESS_SECONDS and the roll call, naming
+# rank 2 alone (tests/faults/faults.cc). Everything it creates is named after this shell's pid and
 # removed on exit, failure or interruption; leftovers of runs killed outright are removed
 # at the next start. Exit 77 (skipped) only when namespaces cannot be made here.
 set -u
 probe=$1
 chorusrun=$2
+faults=$3
 SKIP=77
 skip() { echo "netns_hosts.sh: SKIPPED: $*"; exit $SKIP; }
 fail() { echo "netns_hosts.sh: FAIL: $*"; exit 1; }
@@ -146,4 +150,17 @@ cat "$state/run2"
 [ $rc = 0 ] || fail "chorusrun exited $rc"
 grep -q "^h3    2     0 " "$state/run2" || fail "chorusrun --explain did not list rank 2 on h3"
 check_run "$state/run2" 3 1 3
+echo "== mpirun --enable-recovery -np 3 -H h1:1,h2:1,h3:1 faults peer_exits_idle"
+run3_start=$(date +%s)
+timeout -k 5 60 mpirun -np 3 -H h1:1,h2:1,h3:1 --bind-to none --enable-recovery \
+  -x CHORUS_LOG_LEVEL -x CHORUS_LIVENESS_SECONDS=3 -x FAULTS_DIR="$state" \
+  "$faults" peer_exits_idle >"$state/run3" 2>&1
+rc=$?
+cat "$state/run3"
+[ $rc = 124 ] && fail "a rank's exit across hosts hung the others (hard timeout)"
+for r in 0 1; do
+  grep -qE "^rank $r: peer_exits_idle ok: .*ranks \[2\] took no part" "$state/run3" ||
+    fail "rank $r did not fail its collective naming rank 2 alone"
+done
+[ $(( $(date +%s) - run3_start )) -le 40 ] || fail "the lost rank took more than 40 s to detect"
 echo "netns_hosts.sh: ok in $(( $(date +%s) - start )) s"

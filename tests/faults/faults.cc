@@ -261,8 +261,9 @@ int duplicate_name() {
 }
 
 // The last rank leaves the job while idle, under a launcher that keeps the others running
-// (mpirun --enable-recovery): the others' pending collective fails within the liveness
-// bound, naming it, and a later call says why Chorus stopped.
+// (mpirun --enable-recovery): the others' pending collective fails, naming it (on its host
+// at once, as exited; across hosts after CHORUS_LIVENESS_SECONDS, as taking no part), and a
+// later call says why Chorus stopped.
 int peer_exits_idle() {
   const int me = rank();
   const int gone = size() - 1;
@@ -276,17 +277,41 @@ int peer_exits_idle() {
   }
   std::this_thread::sleep_for(300ms);
   Status s = allreduce("after.exit", ref(v), ref(v)).wait(60s);
-  if (s.code() != StatusCode::kAborted || !has(s, "rank " + std::to_string(gone)) ||
-      !has(s, "exited"))
-    return fail(me,
-                "expected ABORTED naming rank " + std::to_string(gone) + ", got " + s.to_string());
+  const std::string g = std::to_string(gone);
+  const bool named = has(s, "rank " + g + " (pid") || has(s, "ranks [" + g + "] took no part");
+  if (s.code() != StatusCode::kAborted || !named)
+    return fail(me, "expected ABORTED naming rank " + g + " alone, got " + s.to_string());
   Status later = allreduce("later", ref(v), ref(v)).wait(10s);
   if (later.code() != StatusCode::kAborted || !has(later, "Chorus has stopped") ||
-      !has(later, "exited"))
+      !has(later, s.message()))
     return fail(me, "a later call should say why Chorus stopped, got " + later.to_string());
   say(me, "peer_exits_idle ok: " + s.to_string());
   say(me, "later call: " + later.to_string());
   std::_Exit(0);  // MPI cannot finalize without the dead rank
+}
+
+// The last rank is killed in the middle of a stream of allreduces (busy), under a launcher
+// that keeps the others running: their collectives fail with ABORTED, naming it, instead of
+// waiting in the reduction or the next round.
+int peer_killed_busy() {
+  const int me = rank();
+  const int gone = size() - 1;
+  std::vector<float> v(1 << 16, 1.0f);
+  for (int step = 0; step < 100000; ++step) {
+    if (step == 20 && me == gone) {
+      say(me, "killing myself mid-stream");
+      std::fflush(stderr);
+      raise(SIGKILL);
+    }
+    Status s = allreduce("busy." + std::to_string(step % 4), ref(v), ref(v)).wait(60s);
+    if (s.ok()) continue;
+    const std::string g = std::to_string(gone);
+    if (s.code() != StatusCode::kAborted || !has(s, "rank " + g))
+      return fail(me, "expected ABORTED naming rank " + g + ", got " + s.to_string());
+    say(me, "peer_killed_busy ok at step " + std::to_string(step) + ": " + s.to_string());
+    std::_Exit(0);  // MPI cannot finalize without the dead rank
+  }
+  return fail(me, "the job kept running without the killed rank");
 }
 
 // The last rank stops (SIGSTOP: alive, but taking no part) while the others wait in a
@@ -381,6 +406,8 @@ int main(int argc, char** argv) {
     rc = duplicate_name();
   else if (name == "peer_exits_idle")
     rc = peer_exits_idle();
+  else if (name == "peer_killed_busy")
+    rc = peer_killed_busy();
   else if (name == "peer_stops")
     rc = peer_stops();
   else if (name == "after_peer_shutdown")

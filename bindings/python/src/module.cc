@@ -66,6 +66,8 @@ chorus::Options to_options(const py::dict& d) {
       o.stall_check_seconds = value.cast<double>();
     } else if (k == "stall_shutdown_seconds") {
       o.stall_shutdown_seconds = value.cast<double>();
+    } else if (k == "liveness_seconds") {
+      o.liveness_seconds = value.cast<double>();
     } else if (k == "hierarchical_allreduce") {
       o.hierarchical_allreduce = value.cast<bool>();
     } else if (k == "log_level") {
