@@ -147,7 +147,7 @@ class MpiControl final : public ControlTransport {
  private:
   static constexpr int kTag = 7300;
   static constexpr int kRollCallTag = 7301;
-  static constexpr auto kRollCallGrace = std::chrono::seconds(2);
+  static constexpr auto kRollCallGrace = std::chrono::seconds(5);
   static constexpr int kFoldIn = -1;   // extras send, partners receive
   static constexpr int kFoldOut = -2;  // partners send the result, extras receive it
   static constexpr int kDone = -3;

@@ -315,7 +315,7 @@ void Runtime::loop() {
     if (shutdown) {
       ended = Status(StatusCode::kAborted,
                      stop_asked ? "Chorus was shut down while the collective was in flight"
-                                : "another rank called chorus::shutdown(); Chorus has stopped");
+                                : "another rank called chorus::shutdown(), which stops every rank");
       break;
     }
   }
@@ -418,9 +418,10 @@ void Runtime::accept(std::vector<Entry>& fresh) {
     } else {
       for (std::size_t i = begin; i < end; ++i) {
         Entry* placed = it->second->entries.insert(fresh[i]);
-        // submit() refused names in flight, so the table cannot hold this one.
+        // submit() refused names in flight, so the table cannot hold this one; the name in
+        // flight is the other entry's, and stays.
         if (!placed) {
-          release(fresh[i], internal_error(duplicate_name(fresh[i].request).message()));
+          fresh[i].handle->finish(internal_error(duplicate_name(fresh[i].request).message()));
           continue;
         }
         it->second->negotiator->submit(placed->request, now);
