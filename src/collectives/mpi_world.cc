@@ -74,38 +74,24 @@ class MpiControl final : public ControlTransport {
 
   // A roll call: missing() says whose bits have not come, directly or through a partner, but
   // a member stuck in the round looks missing to its partners like the one it waits for. So
-  // every member that reached the deadline tells every other that it is here, and listens
-  // for kRollCallGrace: the members neither heard from in the round nor in the roll call are
-  // absent. Members waiting in the same round reach their deadlines within a cycle or so of
+  // every member whose wait ran out tells every other that it is here (announce), and
+  // listens for kRollCallGrace: the members neither heard from in the round nor in the roll
+  // call are absent. Members waiting for the same thing run out within a cycle or so of
   // each other. The sends to absent members never complete; MPI is not used again after.
   std::vector<int> absent() override {
     std::vector<bool> heard(size_, true);
     for (int r : missing()) heard[r] = false;
+    announce();
+    return listen(std::move(heard));
+  }
+
+  void announce() override {
     for (int r = 0; r < size_; ++r) {
       if (r == rank_) continue;
       MPI_Request req = MPI_REQUEST_NULL;
       if (MPI_Isend(&here_, 1, MPI_BYTE, r, kRollCallTag, comm_, &req) == MPI_SUCCESS)
         MPI_Request_free(&req);
     }
-    const auto until = std::chrono::steady_clock::now() + kRollCallGrace;
-    while (std::find(heard.begin(), heard.end(), false) != heard.end() &&
-           std::chrono::steady_clock::now() < until) {
-      int flag = 0;
-      MPI_Status status;
-      if (MPI_Iprobe(MPI_ANY_SOURCE, kRollCallTag, comm_, &flag, &status) != MPI_SUCCESS) break;
-      if (!flag) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        continue;
-      }
-      char byte = 0;
-      MPI_Recv(&byte, 1, MPI_BYTE, status.MPI_SOURCE, kRollCallTag, comm_, MPI_STATUS_IGNORE);
-      heard[status.MPI_SOURCE] = true;
-    }
-    std::vector<int> out;
-    for (int r = 0; r < size_; ++r) {
-      if (!heard[r]) out.push_back(r);
-    }
-    return out;
   }
 
   // Non-blocking underneath, so that a member that stopped between the round and this call
@@ -153,6 +139,30 @@ class MpiControl final : public ControlTransport {
   static constexpr int kDone = -3;
   // Steps 0..log2(p)-1 are the exchanges with rank ^ (1 << step).
 
+  // The roll call's listening half: the ranks not in `heard` that announce themselves within
+  // kRollCallGrace are heard; returns the others.
+  std::vector<int> listen(std::vector<bool> heard) {
+    const auto until = std::chrono::steady_clock::now() + kRollCallGrace;
+    while (std::find(heard.begin(), heard.end(), false) != heard.end() &&
+           std::chrono::steady_clock::now() < until) {
+      int flag = 0;
+      MPI_Status status;
+      if (MPI_Iprobe(MPI_ANY_SOURCE, kRollCallTag, comm_, &flag, &status) != MPI_SUCCESS) break;
+      if (!flag) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        continue;
+      }
+      char byte = 0;
+      MPI_Recv(&byte, 1, MPI_BYTE, status.MPI_SOURCE, kRollCallTag, comm_, MPI_STATUS_IGNORE);
+      heard[status.MPI_SOURCE] = true;
+    }
+    std::vector<int> out;
+    for (int r = 0; r < size_; ++r) {
+      if (!heard[r]) out.push_back(r);
+    }
+    return out;
+  }
+
   // Waits for `req`: spins first (every member is known to be in the exchange, so it is
   // short), then sleeps between tests. Fails after liveness_seconds_ (0: never).
   Status finish(MPI_Request* req, const char* what) {
@@ -166,12 +176,18 @@ class MpiControl final : public ControlTransport {
         const double waited =
             std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
         if (waited > liveness_seconds_) {
+          std::vector<bool> heard(size_, false);
+          heard[rank_] = true;
+          announce();
+          const std::vector<int> gone = listen(std::move(heard));
+          std::string ranks;
+          for (int r : gone) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
           char secs[32];
-          std::snprintf(secs, sizeof secs, "%.1f", waited);
+          std::snprintf(secs, sizeof secs, "%.1f", liveness_seconds_);
           return Status(StatusCode::kAborted,
-                        "rank " + std::to_string(rank_) + " waited " + secs +
-                            " s in the coordinator's " + what +
-                            " for a member that stopped taking part (CHORUS_LIVENESS_SECONDS)");
+                        "rank " + std::to_string(rank_) + " stopped waiting in the coordinator's " +
+                            what + " after " + secs + " s (CHORUS_LIVENESS_SECONDS): ranks [" +
+                            ranks + "] took no part in it");
         }
       }
       backoff.pause();

@@ -42,9 +42,12 @@ class ControlTransport {
     return others;
   }
   /// At the liveness deadline, before the round fails: the members that are not waiting in
-  /// this round, as exactly as the transport can find out (it may ask the others, taking a
-  /// couple of seconds). Default: missing().
+  /// this round, as exactly as the transport can find out (it may ask the others, taking
+  /// seconds). Default: missing().
   virtual std::vector<int> absent() { return missing(); }
+  /// Tells every other member that this rank is still here, for a member whose own wait ran
+  /// out and asks (MPI's roll call, collectives/mpi_world.cc). Default: nothing to tell.
+  virtual void announce() {}
   /// Of `ranks`, the members known to have exited, described ("rank 2 (pid 4242)"); empty
   /// where none is known to have (a transport that cannot tell).
   virtual std::string exited(const std::vector<int>& ranks) const {

@@ -23,6 +23,14 @@ std::vector<int> HostRounds::missing() const {
   return board_->behind(round_);
 }
 
+// On the board the ranks that have not arrived are known exactly; the others still hear that
+// this rank is here, should one of them wait in the set's own transport.
+std::vector<int> HostRounds::absent() {
+  if (!on_board_) return inner_->absent();
+  inner_->announce();
+  return missing();
+}
+
 // The board's slots are the set's ranks (one host, in rank order): each records its process.
 std::string HostRounds::exited(const std::vector<int>& ranks) const {
   std::string out;

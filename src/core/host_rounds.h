@@ -27,7 +27,8 @@ class HostRounds final : public ControlTransport {
   StatusOr<bool> test_and() override;
   bool completes_on_arrival() const override { return on_board_; }
   std::vector<int> missing() const override;
-  std::vector<int> absent() override { return on_board_ ? missing() : inner_->absent(); }
+  std::vector<int> absent() override;
+  void announce() override { inner_->announce(); }
   void set_liveness(double seconds) override { inner_->set_liveness(seconds); }
   std::string exited(const std::vector<int>& ranks) const override;
   StatusOr<std::vector<std::string>> gather(const std::string& mine) override {

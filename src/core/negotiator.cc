@@ -159,11 +159,12 @@ Status Negotiator::start(bool shutdown, Clock::time_point now) {
   return s;
 }
 
-StatusOr<bool> Negotiator::poll() {
+StatusOr<bool> Negotiator::poll(bool liveness) {
   if (!in_round_) return failed_precondition("negotiator: poll() without a round in flight");
   StatusOr<bool> done = transport_->test_and();
   if (!done.ok()) return done;
   if (!*done) {
+    if (!liveness) return false;
     if (Status s = check_liveness(Clock::now()); !s.ok()) return s;
     return false;
   }

@@ -71,10 +71,12 @@ class Negotiator {
   void submit(Request&& request, Clock::time_point now) = delete;  // would dangle
   /// Starts a round. `shutdown`: this rank asks every member to stop.
   Status start(bool shutdown, Clock::time_point now);
-  /// Drives the round's AND without blocking; true once it is done. Fails (ABORTED, naming
-  /// the members) when a member the round waits for is known to have exited, or is still
-  /// missing after liveness_seconds.
-  StatusOr<bool> poll();
+  /// Drives the round's AND without blocking; true once it is done. With `liveness`, fails
+  /// (ABORTED, naming the members) when a member the round waits for is known to have
+  /// exited, or is still missing after liveness_seconds; that look may call the transport's
+  /// absent(), which may take seconds and make MPI calls: only the thread that owns MPI
+  /// passes true.
+  StatusOr<bool> poll(bool liveness = true);
   /// Finishes the round after poll() returned true (may block in a gather and broadcast
   /// with the set's other members); round() then holds its result.
   Status complete(Clock::time_point now);

@@ -322,7 +322,8 @@ void Runtime::loop() {
   drivable_.store(false, std::memory_order_release);
   log().debug("{} cycles, {} of them run by trainer threads waiting on a handle", cycles_,
               trainer_cycles_);
-  fail_all(ended);
+  // Stopped before the handles fail: a thread that sees its handle fail and submits again
+  // must find Chorus stopped, not a queue that no one will take.
   std::vector<TimelineRequest> unanswered;
   Status stopped;
   {
@@ -336,6 +337,7 @@ void Runtime::loop() {
     stopped = stopped_because_;
     unanswered.swap(timeline_requests_);
   }
+  fail_all(ended);
   for (TimelineRequest& q : unanswered) q.done.set_value(stopped);
   if (timeline_) timeline_->stop();
   sets_.clear();

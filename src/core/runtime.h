@@ -146,7 +146,7 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   bool take_queue(bool* stop_asked);
   bool pending() const;
   Status begin_cycle(bool stop_asked);
-  StatusOr<bool> poll_rounds();
+  StatusOr<bool> poll_rounds(bool liveness);
   Status complete_rounds();
   Status execute_rounds(bool* shutdown, bool* productive);
   void update_drivable();

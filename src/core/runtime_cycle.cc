@@ -43,11 +43,11 @@ Status Runtime::begin_cycle(bool stop_asked) {
   return {};
 }
 
-StatusOr<bool> Runtime::poll_rounds() {
+StatusOr<bool> Runtime::poll_rounds(bool liveness) {
   bool done = true;
   for (auto& [id, set] : sets_) {
     if (!set->negotiator->in_round()) continue;
-    StatusOr<bool> finished = set->negotiator->poll();
+    StatusOr<bool> finished = set->negotiator->poll(liveness);
     if (!finished.ok()) return finished.status();
     done = done && *finished;
   }
@@ -113,7 +113,7 @@ Status Runtime::cycle(bool stop_asked, bool* shutdown, bool* productive) {
                    kPatience);
     while (true) {
       const uint32_t seen = doorbells_.seq();
-      StatusOr<bool> done = poll_rounds();
+      StatusOr<bool> done = poll_rounds(/*liveness=*/true);
       if (!done.ok()) return done.status();
       if (*done) break;
       if (cycle_stop_asked_ && Clock::now() - cycle_start_ > kShutdownGrace) {
@@ -159,7 +159,8 @@ Status Runtime::drive_phases(detail::HandleState& handle) {
         break;
       }
       case Phase::kPoll: {
-        StatusOr<bool> done = poll_rounds();
+        // The liveness look may make MPI calls: the background thread's (see negotiator.h).
+        StatusOr<bool> done = poll_rounds(/*liveness=*/false);
         if (!done.ok()) return done.status();
         if (*done) break;
         if (Clock::now() >= give_up) return {};

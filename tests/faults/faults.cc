@@ -325,6 +325,8 @@ int peer_stops() {
   const std::string done_file = scratch("peer_stops.done");
   if (me == stuck) {
     std::remove(done_file.c_str());
+    for (int r = 0; r < stuck; ++r)
+      std::remove(scratch("peer_stops.failed." + std::to_string(r)).c_str());
     std::FILE* f = std::fopen(pid_file.c_str(), "w");
     if (!f) return fail(me, "cannot write " + pid_file);
     std::fprintf(f, "%d\n", static_cast<int>(getpid()));
@@ -349,7 +351,13 @@ int peer_stops() {
     return fail(me,
                 "expected ABORTED naming rank " + std::to_string(stuck) + ", got " + s.to_string());
   say(me, "peer_stops ok: " + s.to_string());
+  touch(scratch("peer_stops.failed." + std::to_string(me)));
   if (me == 0) {
+    // Woken earlier, it would answer a roll call that a peer still holds.
+    for (int r = 0; r < stuck; ++r) {
+      if (!wait_for_file(scratch("peer_stops.failed." + std::to_string(r)), 60s))
+        return fail(me, "rank " + std::to_string(r) + " never failed");
+    }
     int pid = 0;
     if (std::FILE* f = std::fopen(pid_file.c_str(), "r")) {
       if (std::fscanf(f, "%d", &pid) != 1) pid = 0;
