@@ -44,9 +44,10 @@ int64_t num_elements(const std::vector<int64_t>& shape) {
 }
 
 Status check_request(const Request& q) {
-  const std::string what = std::string(op_type_name(q.op)) + " '" + q.name + "': ";
+  // On every submit: the message is built only on failure.
+  auto what = [&] { return std::string(op_type_name(q.op)) + " '" + q.name + "': "; };
   auto unknown = [&](const char* field, int v, int count) {
-    return invalid_argument(what + field + " " + std::to_string(v) +
+    return invalid_argument(what() + field + " " + std::to_string(v) +
                             " is not one this build of Chorus knows (0 to " +
                             std::to_string(count - 1) + ")");
   };
@@ -65,10 +66,10 @@ Status check_request(const Request& q) {
   uint64_t bytes = dtype_size(q.dtype);
   for (int64_t d : q.shape) {
     if (d < 0)
-      return invalid_argument(what + "shape " + shape_string(q.shape) +
+      return invalid_argument(what() + "shape " + shape_string(q.shape) +
                               " has a negative dimension");
     if (d > 0 && bytes > kMaxTensorBytes / static_cast<uint64_t>(d)) {
-      return invalid_argument(what + "shape " + shape_string(q.shape) + " of " +
+      return invalid_argument(what() + "shape " + shape_string(q.shape) + " of " +
                               dtype_name(q.dtype) + " holds more than 2^62 bytes");
     }
     bytes *= static_cast<uint64_t>(d);

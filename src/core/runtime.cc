@@ -145,14 +145,19 @@ Handle Runtime::submit(std::span<Entry> entries) {
     }
     // Under the lock that puts the names in flight, so that no second submit of a name can
     // pass between the check and the insertion, nor before the first one's handle is done.
-    std::unordered_set<std::string>& names = names_in_flight_[set];
-    for (std::size_t i = 0; i < entries.size(); ++i) {
-      const Request& q = entries[i].request;
-      bool twice = names.count(q.name) > 0;
-      for (std::size_t j = 0; j < i && !twice; ++j) twice = entries[j].request.name == q.name;
-      if (twice) return Handle(detail::HandleState::failed(duplicate_name(q)));
+    NameSet& names = names_in_flight_[set];
+    if (entries.size() == 1) {
+      if (!names.insert(entries[0].request.name))
+        return Handle(detail::HandleState::failed(duplicate_name(entries[0].request)));
+    } else {
+      for (std::size_t i = 0; i < entries.size(); ++i) {
+        const Request& q = entries[i].request;
+        bool twice = names.contains(q.name);
+        for (std::size_t j = 0; j < i && !twice; ++j) twice = entries[j].request.name == q.name;
+        if (twice) return Handle(detail::HandleState::failed(duplicate_name(q)));
+      }
+      for (const Entry& e : entries) names.insert(e.request.name);
     }
-    for (const Entry& e : entries) names.insert(e.request.name);
     // Entries of one submit stay adjacent in the queue: accept() takes them as a unit.
     for (Entry& e : entries) {
       e.enqueued = Clock::now();

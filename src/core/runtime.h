@@ -31,7 +31,6 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
-#include <unordered_set>
 #include <vector>
 
 #include "chorus/handle.h"
@@ -44,6 +43,7 @@
 #include "core/executor.h"
 #include "core/handle_state.h"
 #include "core/init_agreement.h"
+#include "core/name_set.h"
 #include "core/negotiator.h"
 #include "timeline/timeline.h"
 #include "topology/rank_map.h"
@@ -203,7 +203,7 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   std::map<int32_t, SetInfo> set_info_;
   // The names of the collectives submitted and not yet finished, per process set: a name
   // joins at submit() and leaves just before its handle completes (release()).
-  std::unordered_map<int32_t, std::unordered_set<std::string>> names_in_flight_;
+  std::unordered_map<int32_t, NameSet> names_in_flight_;
   State state_ = State::kStarting;
   bool stop_requested_ = false;
   Status stopped_because_;
