@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The unit and in-process tests under sanitizers: preset asan (AddressSanitizer and
+# UndefinedBehaviorSanitizer, in build-asan) and tsan (ThreadSanitizer, in build-tsan), from
+# CMakePresets.json. Configures each once, builds only the programs those tests run, runs them.
+#   test-sanitizers.sh [PRESET...]      default: asan tsan; extra ctest arguments in CTEST_ARGS
+set -eu
+cd "$(dirname "$0")/.."
+labels='unit|inproc'
+[ $# -gt 0 ] || set -- asan tsan
+for preset in "$@"; do
+  dir=build-$preset
+  [ -f "$dir/build.ninja" ] || cmake --preset "$preset"
+  # The programs those tests run, from CTest's own list: each test is named <label>.<target>
+  # (tests/CMakeLists.txt). Ninja refuses a name that is not a target, and ctest fails a test
+  # whose program was not built as "Not Run": a missing program never passes silently.
+  targets=$(ctest --test-dir "$dir" -N -L "$labels" | sed -n 's/^ *Test *#[0-9]*: [a-z]*[.]//p')
+  [ -n "$targets" ] || { echo "test-sanitizers: no $labels tests in $dir" >&2; exit 1; }
+  echo "test-sanitizers: $preset: building $(wc -w <<<"$targets") programs"
+  # shellcheck disable=SC2086  # one word per target
+  cmake --build "$dir" --parallel "$(nproc)" --target $targets
+  # shellcheck disable=SC2086
+  ctest --preset "$preset" -j "$(nproc)" ${CTEST_ARGS:-}
+done
