@@ -23,7 +23,7 @@ if(CHORUS_SANITIZE)
     # UBSan only prints and goes on by default; abort instead, so any report fails its test.
     list(APPEND _chorus_sanitize_flags -fno-sanitize-recover=all)
   endif()
-  # C and C++ only: nvcc takes no -fsanitize (a CUDA build keeps its device code as is).
+  # C and C++ only: nvcc takes no -fsanitize, so a CUDA build's .cu files stay uninstrumented.
   add_compile_options("$<$<COMPILE_LANGUAGE:C,CXX>:${_chorus_sanitize_flags}>")
   add_link_options("$<$<LINK_LANGUAGE:C,CXX>:-fsanitize=${CHORUS_SANITIZE}>")
   message(STATUS "Chorus: CHORUS_SANITIZE=${CHORUS_SANITIZE}")

@@ -5,7 +5,7 @@
 #   test-sanitizers.sh [PRESET...]      default: asan tsan; extra ctest arguments in CTEST_ARGS
 set -eu
 cd "$(dirname "$0")/.."
-labels='unit|inproc'
+labels='unit|inproc'  # the test presets' filter
 [ $# -gt 0 ] || set -- asan tsan
 for preset in "$@"; do
   dir=build-$preset
