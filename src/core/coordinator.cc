@@ -8,14 +8,6 @@
 namespace chorus {
 namespace {
 
-std::string ranks_string(const std::vector<int>& ranks) {
-  std::ostringstream out;
-  out << "[";
-  for (std::size_t i = 0; i < ranks.size(); ++i) out << (i ? ", " : "") << ranks[i];
-  out << "]";
-  return out.str();
-}
-
 // Exact, so that factors that differ in the last bit read differently in a mismatch.
 std::string number(double v) {
   char buf[32];

@@ -4,6 +4,8 @@
 #include <optional>
 #include <sstream>
 
+#include "core/message.h"
+
 namespace chorus {
 namespace {
 
@@ -31,14 +33,6 @@ std::optional<Report> decode(const std::string& bytes) {
   std::string message((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   r.status = Status(static_cast<StatusCode>(code), std::move(message));
   return r;
-}
-
-std::string ranks_string(const std::vector<int>& ranks) {
-  std::ostringstream out;
-  out << "[";
-  for (std::size_t i = 0; i < ranks.size(); ++i) out << (i ? ", " : "") << ranks[i];
-  out << "]";
-  return out.str();
 }
 
 // "CHORUS_X differs across ranks: 0 on ranks [0]; 524288 on ranks [1, 2]", or empty.

@@ -87,4 +87,10 @@ std::string shape_string(const std::vector<int64_t>& shape) {
   return out;
 }
 
+std::string ranks_string(const std::vector<int>& ranks) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  return out + "]";
+}
+
 }  // namespace chorus

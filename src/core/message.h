@@ -105,5 +105,7 @@ inline constexpr uint64_t kMaxTensorBytes = uint64_t{1} << 62;
 Status check_request(const Request& q);
 /// "[3,4]"
 std::string shape_string(const std::vector<int64_t>& shape);
+/// "[0, 2, 5]": ranks in messages.
+std::string ranks_string(const std::vector<int>& ranks);
 
 }  // namespace chorus

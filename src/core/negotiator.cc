@@ -20,14 +20,6 @@ std::string seconds_text(double v) {
   return buf;
 }
 
-std::string ranks_string(const std::vector<int>& ranks) {
-  std::string out = "[";
-  for (std::size_t i = 0; i < ranks.size(); ++i) {
-    out += (i ? ", " : "") + std::to_string(ranks[i]);
-  }
-  return out + "]";
-}
-
 // How often a rank waiting in a round looks at its peers' liveness.
 constexpr auto kLivenessLook = std::chrono::milliseconds(200);
 
