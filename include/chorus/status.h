@@ -24,7 +24,7 @@ enum class StatusCode : int {
   kStalled = 8,             ///< failed by the stall inspector: some ranks never submitted
   kDataLoss = 9,            ///< a malformed wire message
 };
-inline constexpr int kNumStatusCodes = 10;
+inline constexpr int kNumStatusCodes = static_cast<int>(StatusCode::kDataLoss) + 1;
 
 /// Name of a code, e.g. "MISMATCH".
 const char* status_code_name(StatusCode code);

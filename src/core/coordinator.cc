@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <functional>
-#include <sstream>
 
 namespace chorus {
 namespace {
@@ -21,28 +20,17 @@ std::string seconds(double v) {
   return buf;
 }
 
-// Groups the present ranks by the value of one field; more than one distinct value is a
-// disagreement, described as "float32 on ranks [0, 1]; float64 on ranks [2]".
+// A disagreement on one field among the present ranks, described as "ranks disagree on
+// dtype: float32 on ranks [0, 1]; float64 on ranks [2]".
 bool agree(const std::vector<std::optional<Request>>& by_rank, const char* what,
            const std::function<std::string(const Request&)>& value, std::string* message) {
-  std::vector<std::pair<std::string, std::vector<int>>> groups;
-  for (int r = 0; r < static_cast<int>(by_rank.size()); ++r) {
-    if (!by_rank[r]) continue;
-    std::string v = value(*by_rank[r]);
-    auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == v; });
-    if (it == groups.end()) {
-      groups.push_back({v, {r}});
-    } else {
-      it->second.push_back(r);
-    }
+  std::vector<std::optional<std::string>> values(by_rank.size());
+  for (std::size_t r = 0; r < by_rank.size(); ++r) {
+    if (by_rank[r]) values[r] = value(*by_rank[r]);
   }
-  if (groups.size() <= 1) return true;
-  std::ostringstream out;
-  out << "ranks disagree on " << what << ": ";
-  for (std::size_t i = 0; i < groups.size(); ++i) {
-    out << (i ? "; " : "") << groups[i].first << " on ranks " << ranks_string(groups[i].second);
-  }
-  *message = out.str();
+  const std::string d = disagreement(values);
+  if (d.empty()) return true;
+  *message = std::string("ranks disagree on ") + what + ": " + d;
   return false;
 }
 
@@ -76,22 +64,9 @@ Response decide_response(const std::string& name,
     resp.status = internal_error("coordinator: no request for '" + name + "'");
     return resp;
   }
-  // Values this build does not know fail the collective on every rank. The response carries
-  // only known values, so that every rank decodes it.
-  for (int r = 0; r < n; ++r) {
-    if (!by_rank[r]) continue;
-    if (Status s = check_request(*by_rank[r]); !s.ok()) {
-      Response e;
-      e.name = name;
-      e.op = static_cast<int>(ref->op) < kNumOpTypes ? ref->op : OpType::kAllreduce;
-      e.group = ref->group;
-      e.group_size = ref->group_size;
-      e.group_index = ref->group_index;
-      e.status = invalid_argument("the request of rank " + std::to_string(r) + ": " + s.message());
-      return e;
-    }
-  }
-  resp.op = ref->op;
+  // An op this build does not know is answered as an allreduce: the error response below
+  // carries only known values, so that every rank decodes it.
+  resp.op = static_cast<int>(ref->op) < kNumOpTypes ? ref->op : OpType::kAllreduce;
   resp.dtype = ref->dtype;
   resp.reduce_op = ref->reduce_op;
   resp.device = ref->device;
@@ -116,6 +91,15 @@ Response decide_response(const std::string& name,
     return e;
   };
 
+  // Values this build does not know fail the collective on every rank.
+  for (int r = 0; r < n; ++r) {
+    if (!by_rank[r]) continue;
+    if (Status s = check_request(*by_rank[r]); !s.ok()) {
+      Response e = mismatch("");
+      e.status = invalid_argument("the request of rank " + std::to_string(r) + ": " + s.message());
+      return e;
+    }
+  }
   if (!agree(
           by_rank, "the operation", [](const Request& q) { return op_type_name(q.op); }, &msg)) {
     return mismatch(msg);

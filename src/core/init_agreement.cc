@@ -35,29 +35,16 @@ std::optional<Report> decode(const std::string& bytes) {
   return r;
 }
 
-// "CHORUS_X differs across ranks: 0 on ranks [0]; 524288 on ranks [1, 2]", or empty.
+// "CHORUS_X differs across ranks: '0' on ranks [0]; '524288' on ranks [1, 2]", or empty.
 std::string differences(const std::string& var, const std::vector<Report>& reports) {
-  std::vector<std::pair<std::string, std::vector<int>>> groups;
-  for (int r = 0; r < static_cast<int>(reports.size()); ++r) {
-    std::string value = "(not reported)";
+  std::vector<std::optional<std::string>> values(reports.size(), "(not reported)");
+  for (std::size_t r = 0; r < reports.size(); ++r) {
     for (const auto& [name, v] : reports[r].settings) {
-      if (name == var) value = v;
-    }
-    auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == value; });
-    if (it == groups.end()) {
-      groups.push_back({value, {r}});
-    } else {
-      it->second.push_back(r);
+      if (name == var) values[r] = v;
     }
   }
-  if (groups.size() <= 1) return {};
-  std::ostringstream out;
-  out << var << " differs across ranks: ";
-  for (std::size_t i = 0; i < groups.size(); ++i) {
-    out << (i ? "; " : "") << "'" << groups[i].first << "' on ranks "
-        << ranks_string(groups[i].second);
-  }
-  return out.str();
+  const std::string d = disagreement(values, /*quote=*/true);
+  return d.empty() ? d : var + " differs across ranks: " + d;
 }
 
 }  // namespace

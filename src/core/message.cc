@@ -1,6 +1,7 @@
 // Names and comparisons of the negotiation messages declared in message.h.
 #include "core/message.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -91,6 +92,27 @@ std::string ranks_string(const std::vector<int>& ranks) {
   std::string out = "[";
   for (std::size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
   return out + "]";
+}
+
+std::string disagreement(const std::vector<std::optional<std::string>>& value_of_rank, bool quote) {
+  std::vector<std::pair<std::string, std::vector<int>>> groups;
+  for (int r = 0; r < static_cast<int>(value_of_rank.size()); ++r) {
+    if (!value_of_rank[r]) continue;
+    const std::string& v = *value_of_rank[r];
+    auto it = std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == v; });
+    if (it == groups.end()) {
+      groups.push_back({v, {r}});
+    } else {
+      it->second.push_back(r);
+    }
+  }
+  if (groups.size() <= 1) return {};
+  std::string out;
+  for (std::size_t i = 0; i < groups.size(); ++i) {
+    const std::string v = quote ? "'" + groups[i].first + "'" : groups[i].first;
+    out += (i ? "; " : "") + v + " on ranks " + ranks_string(groups[i].second);
+  }
+  return out;
 }
 
 }  // namespace chorus

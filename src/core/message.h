@@ -3,6 +3,7 @@
 // plain values; codec.h turns them into bytes and back.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -107,5 +108,10 @@ Status check_request(const Request& q);
 std::string shape_string(const std::vector<int64_t>& shape);
 /// "[0, 2, 5]": ranks in messages.
 std::string ranks_string(const std::vector<int>& ranks);
+/// Groups ranks by their value (index = rank; nullopt: left out) and describes a
+/// disagreement as "float32 on ranks [0, 1]; float64 on ranks [2]" (values in single quotes
+/// with `quote`); empty when at most one distinct value is present.
+std::string disagreement(const std::vector<std::optional<std::string>>& value_of_rank,
+                         bool quote = false);
 
 }  // namespace chorus

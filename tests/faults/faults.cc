@@ -204,6 +204,10 @@ int duplicate_name() {
     const int late = round % n;
     std::vector<std::vector<float>> data(kThreads, std::vector<float>(32, 1.0f));
     std::vector<Handle> handles(kThreads);
+    auto pass_gate = [&] {
+      std::vector<float> gate(1, 1.0f);
+      return allreduce("gate." + std::to_string(round), ref(gate), ref(gate)).wait(60s);
+    };
     if (me != late) {
       std::atomic<int> ready{0};
       std::vector<std::thread> threads;
@@ -235,18 +239,12 @@ int duplicate_name() {
       Handle again = allreduce(name, ref(data[0]), ref(data[0]), sum);
       if (!again.poll() || again.status().code() != StatusCode::kInvalidArgument)
         return fail(me, name + ": a later duplicate was not refused at the call");
-      std::vector<float> gate(1, 1.0f);
-      if (Status s = allreduce("gate." + std::to_string(round), ref(gate), ref(gate)).wait(60s);
-          !s.ok())
-        return fail(me, "gate: " + s.to_string());
+      if (Status s = pass_gate(); !s.ok()) return fail(me, "gate: " + s.to_string());
       if (Status s = handles[accepted].wait(60s); !s.ok())
         return fail(me, name + ": the accepted submit failed: " + s.to_string());
       if (data[accepted][0] != static_cast<float>(n)) return fail(me, name + ": wrong sum");
     } else {
-      std::vector<float> gate(1, 1.0f);
-      if (Status s = allreduce("gate." + std::to_string(round), ref(gate), ref(gate)).wait(60s);
-          !s.ok())
-        return fail(me, "gate: " + s.to_string());
+      if (Status s = pass_gate(); !s.ok()) return fail(me, "gate: " + s.to_string());
       if (Status s = allreduce(name, ref(data[0]), ref(data[0]), sum).wait(60s); !s.ok())
         return fail(me, name + ": " + s.to_string());
     }
@@ -399,30 +397,33 @@ int main(int argc, char** argv) {
     return 2;
   }
   const std::string name = argv[1];
-  if (name == "threshold_differs") return threshold_differs();
-  if (name == "cache_differs") return cache_differs();
-  if (name == "timeline_unwritable") return timeline_unwritable();
-  if (name == "threshold_too_large") return threshold_too_large();
-  Status s = init();
-  if (!s.ok()) return fail(launcher_rank(), "init: " + s.to_string());
-  int rc = 2;
-  if (name == "bad_reduce_op")
-    rc = bad_reduce_op();
-  else if (name == "huge_shape")
-    rc = huge_shape();
-  else if (name == "duplicate_name")
-    rc = duplicate_name();
-  else if (name == "peer_exits_idle")
-    rc = peer_exits_idle();
-  else if (name == "peer_killed_busy")
-    rc = peer_killed_busy();
-  else if (name == "peer_stops")
-    rc = peer_stops();
-  else if (name == "after_peer_shutdown")
-    rc = after_peer_shutdown();
-  else
-    std::fprintf(stderr, "unknown case %s\n", name.c_str());
-  Status down = shutdown();
-  if (rc == 0 && !down.ok()) return fail(launcher_rank(), "shutdown: " + down.to_string());
-  return rc;
+  struct Case {
+    const char* name;
+    int (*run)();
+    bool before_init;  // the case calls init() itself
+  };
+  const Case cases[] = {
+      {"threshold_differs", threshold_differs, true},
+      {"cache_differs", cache_differs, true},
+      {"timeline_unwritable", timeline_unwritable, true},
+      {"threshold_too_large", threshold_too_large, true},
+      {"bad_reduce_op", bad_reduce_op, false},
+      {"huge_shape", huge_shape, false},
+      {"duplicate_name", duplicate_name, false},
+      {"peer_exits_idle", peer_exits_idle, false},
+      {"peer_killed_busy", peer_killed_busy, false},
+      {"peer_stops", peer_stops, false},
+      {"after_peer_shutdown", after_peer_shutdown, false},
+  };
+  for (const Case& c : cases) {
+    if (name != c.name) continue;
+    if (c.before_init) return c.run();
+    if (Status s = init(); !s.ok()) return fail(launcher_rank(), "init: " + s.to_string());
+    const int rc = c.run();
+    Status down = shutdown();
+    if (rc == 0 && !down.ok()) return fail(launcher_rank(), "shutdown: " + down.to_string());
+    return rc;
+  }
+  std::fprintf(stderr, "unknown case %s\n", name.c_str());
+  return 2;
 }
