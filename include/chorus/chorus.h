@@ -60,7 +60,18 @@ Handle grouped_allreduce(const std::vector<std::string>& names,
 Handle allgather(const std::string& name, const TensorRef& input,
                  const AllgatherOptions& options = {});
 
-/// Copies `tensor` from `root` (a rank of the process set) into `tensor` on every rank.
+/// Every tensor of `inputs` allgathered, negotiated as one unit (as grouped_allreduce): no
+/// member runs before every member is ready on every rank, and a failed member fails the
+/// group. Handle::output(i) is tensor i's result (or options.allocate[i]'s memory).
+/// `names` may be empty (generated) or give one name per tensor.
+Handle grouped_allgather(const std::vector<std::string>& names,
+                         const std::vector<TensorRef>& inputs,
+                         const GroupedAllgatherOptions& options = {});
+
+/// Copies `tensor` from `root` into `tensor` on every rank. `root` is the root's rank
+/// within the process set (its position among the set's sorted global ranks), not its
+/// global rank; in the global set the two are the same. (chorus.torch's root_rank is a
+/// global rank, as in Horovod, and is converted before it reaches here.)
 Handle broadcast(const std::string& name, const TensorRef& tensor, int root,
                  const BroadcastOptions& options = {});
 
@@ -74,6 +85,12 @@ Handle alltoall(const std::string& name, const TensorRef& input, const std::vect
 /// dimension: dim0 / n rows, the first dim0 % n ranks one more.
 Handle reducescatter(const std::string& name, const TensorRef& input,
                      const ReducescatterOptions& options = {});
+
+/// Every tensor of `inputs` reduce-scattered, negotiated as one unit (as
+/// grouped_allgather); Handle::output(i) is this rank's block of tensor i.
+Handle grouped_reducescatter(const std::vector<std::string>& names,
+                             const std::vector<TensorRef>& inputs,
+                             const GroupedReducescatterOptions& options = {});
 
 /// Completes once every rank of the set called barrier.
 Handle barrier(ProcessSet process_set = {});

@@ -39,6 +39,10 @@ class Handle {
   Status wait(std::chrono::milliseconds timeout = kForever) const;
   /// The final Status; kFailedPrecondition while the work is still in flight.
   Status status() const;
+  /// True when the call itself was refused on this rank (bad arguments, a name already in
+  /// flight, Chorus not running): the handle is done with that failure at once, nothing
+  /// reached the other ranks, and their collectives and this rank's others go on.
+  bool refused() const;
 
   /// Output i of a collective whose output Chorus allocated (allgather, alltoall,
   /// reducescatter). Valid after a successful wait().

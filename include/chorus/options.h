@@ -47,8 +47,12 @@ using OutputAllocator = std::function<StatusOr<TensorRef>(const std::vector<int6
 
 struct AllreduceOptions {
   ReduceOp op = ReduceOp::kAverage;
-  double prescale = 1.0;   ///< multiplies each rank's input before the reduction
-  double postscale = 1.0;  ///< multiplies the result (after the division of kAverage)
+  /// Multiplies each rank's input before the reduction. Integer tensors: in float64, the
+  /// product truncated toward zero (as Horovod on the CPU).
+  double prescale = 1.0;
+  /// Multiplies the result. With kAverage on integers, the result is the sum times
+  /// (postscale / size) in float64, truncated; floats multiply by (postscale / size).
+  double postscale = 1.0;
   ProcessSet process_set;
 };
 
@@ -67,11 +71,28 @@ struct AlltoallOptions {
 };
 
 struct ReducescatterOptions {
+  ReduceOp op = ReduceOp::kAverage;  ///< kSum or kAverage
+  double prescale = 1.0;             ///< as AllreduceOptions
+  double postscale = 1.0;            ///< as AllreduceOptions
+  ProcessSet process_set;
+  OutputAllocator allocate;
+};
+
+/// grouped_allgather: `allocate` is empty (Chorus allocates every output) or has one
+/// allocator per tensor, allocate[i] making output i.
+struct GroupedAllgatherOptions {
+  ProcessSet process_set;
+  std::vector<OutputAllocator> allocate;
+};
+
+/// grouped_reducescatter: the reduction of ReducescatterOptions, and one allocator per
+/// tensor or none, as GroupedAllgatherOptions.
+struct GroupedReducescatterOptions {
   ReduceOp op = ReduceOp::kAverage;
   double prescale = 1.0;
   double postscale = 1.0;
   ProcessSet process_set;
-  OutputAllocator allocate;
+  std::vector<OutputAllocator> allocate;
 };
 
 }  // namespace chorus

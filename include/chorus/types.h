@@ -19,8 +19,9 @@ enum class DataType : uint8_t {
   kBFloat16 = 5,
   kFloat32 = 6,
   kFloat64 = 7,
+  kInt16 = 8,
 };
-inline constexpr int kNumDataTypes = 8;
+inline constexpr int kNumDataTypes = 9;
 
 /// Size of one element in bytes.
 std::size_t dtype_size(DataType dtype);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <numeric>
 
 #include "collectives/cuda_check.h"
 #include "collectives/gpu_agree.h"
@@ -32,6 +33,7 @@ ncclDataType_t nccl_type(DataType dtype) {
   switch (dtype) {
     case DataType::kUInt8: return ncclUint8;
     case DataType::kInt8: return ncclInt8;
+    case DataType::kInt16: return ncclInt32;  // reductions widen int16 first (allreduce)
     case DataType::kInt32: return ncclInt32;
     case DataType::kInt64: return ncclInt64;
     case DataType::kFloat16: return ncclFloat16;
@@ -113,6 +115,19 @@ StatusOr<std::unique_ptr<NcclBackend>> NcclBackend::create(Backend& host, int de
 
 NcclBackend::~NcclBackend() {
   if (comm_) ncclCommDestroy(static_cast<ncclComm_t>(comm_));
+  if (wide_) cudaFree(wide_);
+}
+
+StatusOr<int32_t*> NcclBackend::wide(int64_t elements) {
+  if (elements > wide_elements_) {
+    // cudaFree waits for the device, so work still queued on the old buffer finishes first.
+    if (wide_) CHORUS_CUDA_CHECK(cudaFree(wide_));
+    wide_ = nullptr;
+    wide_elements_ = 0;
+    CHORUS_CUDA_CHECK(cudaMalloc(&wide_, static_cast<std::size_t>(elements) * sizeof(int32_t)));
+    wide_elements_ = elements;
+  }
+  return static_cast<int32_t*>(wide_);
 }
 
 void NcclBackend::abort(const std::string& why) {
@@ -142,6 +157,14 @@ Status NcclBackend::scale_result(void* data, int64_t count, DataType dtype, kern
 Status NcclBackend::allreduce(const void* send, void* recv, int64_t count, DataType dtype,
                               ReduceOp op, kernels::Scale scale) {
   if (!failed_.ok()) return failed_;
+  if (dtype == DataType::kInt16) {
+    StatusOr<int32_t*> w = wide(count);
+    if (!w.ok()) return w.status();
+    if (Status s = gpu::widen_int16(send, *w, count, stream_); !s.ok()) return s;
+    if (Status s = allreduce(*w, *w, count, DataType::kInt32, op, {}); !s.ok()) return s;
+    if (Status s = gpu::narrow_to_int16(*w, recv, count, stream_); !s.ok()) return s;
+    return scale_result(recv, count, dtype, scale);
+  }
   auto comm = static_cast<ncclComm_t>(comm_);
   auto stream = static_cast<cudaStream_t>(stream_);
   CHORUS_NCCL_CHECK(ncclAllReduce(send, recv, static_cast<size_t>(count), nccl_type(dtype),
@@ -152,6 +175,18 @@ Status NcclBackend::allreduce(const void* send, void* recv, int64_t count, DataT
 Status NcclBackend::reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,
                                   DataType dtype, ReduceOp op, kernels::Scale scale) {
   if (!failed_.ok()) return failed_;
+  if (dtype == DataType::kInt16) {
+    // The whole input widened, then this rank's block reduced after it in the same buffer.
+    const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
+    const int64_t mine = counts[rank_];
+    StatusOr<int32_t*> w = wide(total + mine);
+    if (!w.ok()) return w.status();
+    int32_t* block = *w + total;
+    if (Status s = gpu::widen_int16(send, *w, total, stream_); !s.ok()) return s;
+    if (Status s = reducescatter(*w, block, counts, DataType::kInt32, op, {}); !s.ok()) return s;
+    if (Status s = gpu::narrow_to_int16(block, recv, mine, stream_); !s.ok()) return s;
+    return scale_result(recv, mine, dtype, scale);
+  }
   auto comm = static_cast<ncclComm_t>(comm_);
   auto stream = static_cast<cudaStream_t>(stream_);
   const ncclDataType_t type = nccl_type(dtype);

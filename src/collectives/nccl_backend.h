@@ -41,6 +41,8 @@ class NcclBackend final : public Backend {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 
+  /// int16 (which NCCL lacks) reduces as int32 through a scratch buffer and is narrowed
+  /// back: the same wrap-around result, twice the traffic. Likewise for reducescatter.
   Status allreduce(const void* send, void* recv, int64_t count, DataType dtype, ReduceOp op,
                    kernels::Scale scale) override;
   /// Equal counts: ncclReduceScatter. Uneven: one ncclReduce per block in a group.
@@ -67,6 +69,8 @@ class NcclBackend final : public Backend {
   NcclBackend(Backend& host, void* stream, gpu::BatchedCopy* copy, std::string label)
       : host_(host), stream_(stream), copy_(copy), label_(std::move(label)) {}
   Status scale_result(void* data, int64_t count, DataType dtype, kernels::Scale scale);
+  /// Device memory for the int32 copies of int16 reductions, grown to the largest need.
+  StatusOr<int32_t*> wide(int64_t elements);
 
   Backend& host_;
   void* comm_ = nullptr;  // ncclComm_t
@@ -76,6 +80,8 @@ class NcclBackend final : public Backend {
   int rank_ = 0;
   int size_ = 1;
   Status failed_;  // latched: the communicator was aborted
+  void* wide_ = nullptr;
+  int64_t wide_elements_ = 0;
 };
 
 }  // namespace chorus

@@ -110,6 +110,10 @@ inline uint16_t float_to_half_impl(float f) {
 
 template <class T>
 using WrapType = std::make_unsigned_t<T>;
+// Products of 8- and 16-bit operands are taken in unsigned int: their unsigned types would
+// promote to (signed) int, where 65535 * 65535 overflows.
+template <class T>
+using ProductType = std::conditional_t<(sizeof(T) < sizeof(unsigned)), unsigned, WrapType<T>>;
 
 struct SumOp {
   template <class T>
@@ -126,8 +130,7 @@ struct ProductOp {
   template <class T>
   static T apply(T a, T b) {
     if constexpr (std::is_integral_v<T>) {
-      // uint8 operands promote to int, where 255 * 255 still fits.
-      return static_cast<T>(static_cast<WrapType<T>>(a) * static_cast<WrapType<T>>(b));
+      return static_cast<T>(static_cast<ProductType<T>>(a) * static_cast<ProductType<T>>(b));
     } else {
       return a * b;
     }
@@ -183,23 +186,24 @@ class Scaler<Acc, true> {
 template <class Acc>
 class Scaler<Acc, false> {
  public:
-  explicit Scaler(Scale scale) : divisor_(scale.divisor), factor_(scale.factor) {}
+  explicit Scaler(Scale scale)
+      : divisor_(scale.divisor), multiplier_(scale.factor / static_cast<double>(scale.divisor)),
+        exact_(scale.factor == 1.0) {}
 
   CHORUS_KERNEL_INLINE void apply(Acc* acc, int64_t n) const {
-    if (divisor_ > 1) {
-      for (int64_t i = 0; i < n; ++i) acc[i] = static_cast<Acc>(acc[i] / divisor_);
-    }
-    if (factor_ != 1.0) {
-      // Out-of-range products give llround's unspecified value, then wrap to Acc.
-      for (int64_t i = 0; i < n; ++i) {
-        acc[i] = static_cast<Acc>(std::llround(static_cast<double>(acc[i]) * factor_));
+    if (exact_) {
+      if (divisor_ > 1) {
+        for (int64_t i = 0; i < n; ++i) acc[i] = static_cast<Acc>(acc[i] / divisor_);
       }
+      return;
     }
+    for (int64_t i = 0; i < n; ++i) acc[i] = static_cast<Acc>(integer_product(acc[i], multiplier_));
   }
 
  private:
   int64_t divisor_;
-  double factor_;
+  double multiplier_;
+  bool exact_;  // factor 1: a plain truncating division by divisor_
 };
 
 // ---- Codecs: move a block between storage and the accumulator. -----------------------------
@@ -338,6 +342,8 @@ CHORUS_KERNEL_INLINE void reduce_dtype(void* dst, const void* const* srcs, int n
       return reduce_codec<ElementCodec<PlainTraits<uint8_t>>>(dst, srcs, nsrcs, count, op, scale);
     case DataType::kInt8:
       return reduce_codec<ElementCodec<PlainTraits<int8_t>>>(dst, srcs, nsrcs, count, op, scale);
+    case DataType::kInt16:
+      return reduce_codec<ElementCodec<PlainTraits<int16_t>>>(dst, srcs, nsrcs, count, op, scale);
     case DataType::kInt32:
       return reduce_codec<ElementCodec<PlainTraits<int32_t>>>(dst, srcs, nsrcs, count, op, scale);
     case DataType::kInt64:

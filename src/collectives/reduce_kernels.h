@@ -19,7 +19,8 @@ namespace chorus::kernels {
 /// Applied to a reduction's result: first divide by `divisor` (kAverage passes the set
 /// size), then multiply by `factor` (postscale).
 /// Floating types: x * (factor / divisor), the product taken in the accumulation type.
-/// Integer types: x / divisor truncating toward zero, then llround(x * factor).
+/// Integer types, as Horovod on the CPU: with factor 1, x / divisor truncating toward zero;
+/// otherwise x * (factor / divisor) in float64, truncated toward zero (integer_product).
 struct Scale {
   int64_t divisor = 1;
   double factor = 1.0;
@@ -32,9 +33,17 @@ struct Scale {
 void reduce_ordered(void* dst, const void* const* srcs, int nsrcs, int64_t count, DataType dtype,
                     ReduceOp op, Scale scale);
 
-/// dst[i] = src[i] * factor (integer types: llround). dst may equal src. With factor == 1
-/// this is a plain copy (memmove when dst != src).
+/// dst[i] = src[i] * factor (integer types: integer_product). dst may equal src. With
+/// factor == 1 this is a plain copy (memmove when dst != src).
 void scale_copy(void* dst, const void* src, int64_t count, DataType dtype, double factor);
+
+/// An integer scaled by a float64 factor: the product truncated toward zero, then wrapped to
+/// the element type. A product outside int64's range (Horovod leaves it undefined) gives
+/// INT64_MIN, as x86's conversion does, so every build gives the same bits.
+inline int64_t integer_product(int64_t x, double factor) {
+  const double v = static_cast<double>(x) * factor;
+  return v >= -0x1p63 && v < 0x1p63 ? static_cast<int64_t>(v) : INT64_MIN;
+}
 
 /// IEEE binary16 and bfloat16 conversions, round to nearest-even, NaN stays NaN.
 float half_to_float(uint16_t h);

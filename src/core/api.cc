@@ -198,6 +198,79 @@ Status fill_allreduce(Entry& e, const TensorRef& input, const TensorRef& output,
   return {};
 }
 
+Status fill_allgather(Entry& e, const TensorRef& input, OutputAllocator allocate) {
+  if (Status s = check_rows(OpType::kAllgather, e.request.name, input); !s.ok()) return s;
+  describe_tensor(e.request, input);
+  e.input = without_shape(input);
+  e.allocate = std::move(allocate);
+  return {};
+}
+
+Status fill_reducescatter(Entry& e, const TensorRef& input, ReduceOp reduce_op, double prescale,
+                          double postscale, OutputAllocator allocate) {
+  const OpType op = OpType::kReducescatter;
+  const std::string& name = e.request.name;
+  for (Status s : {check_rows(op, name, input), check_scale(op, name, "prescale", prescale),
+                   check_scale(op, name, "postscale", postscale)}) {
+    if (!s.ok()) return s;
+  }
+  Request& q = e.request;
+  describe_tensor(q, input);
+  q.reduce_op = reduce_op;
+  q.prescale = prescale;
+  q.postscale = postscale;
+  e.input = without_shape(input);
+  e.allocate = std::move(allocate);
+  return {};
+}
+
+Status check_allocators(OpType op, const std::vector<OutputAllocator>& allocate,
+                        std::size_t tensors) {
+  if (allocate.empty() || allocate.size() == tensors) return {};
+  return invalid_argument(std::string("grouped_") + op_type_name(op) + ": " +
+                          std::to_string(allocate.size()) + " allocators for " +
+                          std::to_string(tensors) + " tensors; give one per tensor, or none");
+}
+
+OutputAllocator allocator(const std::vector<OutputAllocator>& allocate, std::size_t i) {
+  return allocate.empty() ? OutputAllocator() : allocate[i];
+}
+
+// Prepares one entry per tensor with `fill(i, entry)` and submits them as one group: one
+// handle, negotiated as a unit (a group of one is a plain collective).
+template <class Fill>
+Handle submit_group(OpType op, const std::vector<std::string>& names, std::size_t count,
+                    ProcessSet process_set, const Fill& fill) {
+  const std::string fn = std::string("grouped_") + op_type_name(op);
+  if (count == 0) return failed(invalid_argument(fn + ": no tensors given"));
+  if (!names.empty() && names.size() != count) {
+    return failed(invalid_argument(fn + ": " + std::to_string(names.size()) + " names for " +
+                                   std::to_string(count) + " tensors; give one per tensor, or none"));
+  }
+  std::vector<Entry> entries;
+  std::shared_ptr<Runtime> rt;
+  std::string group;
+  for (std::size_t i = 0; i < count; ++i) {
+    StatusOr<Prepared> p = prepare(op, names.empty() ? "" : names[i], process_set);
+    if (!p.ok()) return failed(p.status());
+    if (Status s = fill(i, p->entry); !s.ok()) return failed(s);
+    if (Status s = attach_ready_event(*p->rt, p->entry); !s.ok()) return failed(s);
+    if (count > 1) {
+      // The group's key is derived from its first name, which every rank shares.
+      Request& q = p->entry.request;
+      if (i == 0) group = q.name + "/group";
+      q.group = group;
+      q.group_size = static_cast<int32_t>(count);
+      q.group_index = static_cast<int32_t>(i);
+    }
+    rt = p->rt;
+    entries.push_back(std::move(p->entry));
+  }
+  auto handle = std::make_shared<detail::HandleState>(static_cast<int>(entries.size()));
+  for (Entry& e : entries) e.handle = handle;
+  return rt->submit(entries);
+}
+
 }  // namespace
 
 Status init(const Options& options) {
@@ -255,39 +328,42 @@ int cross_size() {
 Handle grouped_allreduce(const std::vector<std::string>& names,
                          const std::vector<TensorRef>& inputs,
                          const std::vector<TensorRef>& outputs, const AllreduceOptions& options) {
-  const OpType op = OpType::kAllreduce;
-  if (inputs.empty()) return failed(invalid_argument("grouped_allreduce: no tensors given"));
-  if (outputs.size() != inputs.size() || (!names.empty() && names.size() != inputs.size())) {
+  if (outputs.size() != inputs.size()) {
     return failed(invalid_argument("grouped_allreduce: " + std::to_string(inputs.size()) +
-                                   " inputs, " + std::to_string(outputs.size()) + " outputs and " +
-                                   std::to_string(names.size()) +
-                                   " names; give as many outputs (and names, or none) as inputs"));
+                                   " inputs but " + std::to_string(outputs.size()) +
+                                   " outputs; give one output per input"));
   }
-  std::vector<Entry> entries;
-  std::shared_ptr<Runtime> rt;
-  std::string group;
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    StatusOr<Prepared> p = prepare(op, names.empty() ? "" : names[i], options.process_set);
-    if (!p.ok()) return failed(p.status());
-    if (Status s = fill_allreduce(p->entry, inputs[i], outputs[i], options); !s.ok()) {
-      return failed(s);
-    }
-    if (Status s = attach_ready_event(*p->rt, p->entry); !s.ok()) return failed(s);
-    if (inputs.size() > 1) {
-      // The group's key is derived from its first name, which every rank shares.
-      Request& q = p->entry.request;
-      if (i == 0) group = q.name + "/group";
-      q.group = group;
-      q.group_size = static_cast<int32_t>(inputs.size());
-      q.group_index = static_cast<int32_t>(i);
-    }
-    rt = p->rt;
-    entries.push_back(std::move(p->entry));
+  return submit_group(OpType::kAllreduce, names, inputs.size(), options.process_set,
+                      [&](std::size_t i, Entry& e) {
+                        return fill_allreduce(e, inputs[i], outputs[i], options);
+                      });
+}
+
+Handle grouped_allgather(const std::vector<std::string>& names,
+                         const std::vector<TensorRef>& inputs,
+                         const GroupedAllgatherOptions& options) {
+  if (Status s = check_allocators(OpType::kAllgather, options.allocate, inputs.size()); !s.ok()) {
+    return failed(s);
   }
-  // One handle for the whole group.
-  auto handle = std::make_shared<detail::HandleState>(static_cast<int>(entries.size()));
-  for (Entry& e : entries) e.handle = handle;
-  return rt->submit(entries);
+  return submit_group(OpType::kAllgather, names, inputs.size(), options.process_set,
+                      [&](std::size_t i, Entry& e) {
+                        return fill_allgather(e, inputs[i], allocator(options.allocate, i));
+                      });
+}
+
+Handle grouped_reducescatter(const std::vector<std::string>& names,
+                             const std::vector<TensorRef>& inputs,
+                             const GroupedReducescatterOptions& options) {
+  if (Status s = check_allocators(OpType::kReducescatter, options.allocate, inputs.size());
+      !s.ok()) {
+    return failed(s);
+  }
+  return submit_group(OpType::kReducescatter, names, inputs.size(), options.process_set,
+                      [&](std::size_t i, Entry& e) {
+                        return fill_reducescatter(e, inputs[i], options.op, options.prescale,
+                                                  options.postscale,
+                                                  allocator(options.allocate, i));
+                      });
 }
 
 Handle allreduce(const std::string& name, const TensorRef& input, const TensorRef& output,
@@ -299,14 +375,9 @@ Handle allreduce(const std::string& name, const TensorRef& input, const TensorRe
 }
 
 Handle allgather(const std::string& name, const TensorRef& input, const AllgatherOptions& options) {
-  const OpType op = OpType::kAllgather;
-  StatusOr<Prepared> p = prepare(op, name, options.process_set);
+  StatusOr<Prepared> p = prepare(OpType::kAllgather, name, options.process_set);
   if (!p.ok()) return failed(p.status());
-  const std::string& n = p->entry.request.name;
-  if (Status s = check_rows(op, n, input); !s.ok()) return failed(s);
-  describe_tensor(p->entry.request, input);
-  p->entry.input = without_shape(input);
-  p->entry.allocate = options.allocate;
+  if (Status s = fill_allgather(p->entry, input, options.allocate); !s.ok()) return failed(s);
   return submit_one(*p);
 }
 
@@ -345,21 +416,13 @@ Handle alltoall(const std::string& name, const TensorRef& input, const std::vect
 
 Handle reducescatter(const std::string& name, const TensorRef& input,
                      const ReducescatterOptions& options) {
-  const OpType op = OpType::kReducescatter;
-  StatusOr<Prepared> p = prepare(op, name, options.process_set);
+  StatusOr<Prepared> p = prepare(OpType::kReducescatter, name, options.process_set);
   if (!p.ok()) return failed(p.status());
-  const std::string& n = p->entry.request.name;
-  for (Status s : {check_rows(op, n, input), check_scale(op, n, "prescale", options.prescale),
-                   check_scale(op, n, "postscale", options.postscale)}) {
-    if (!s.ok()) return failed(s);
+  if (Status s = fill_reducescatter(p->entry, input, options.op, options.prescale,
+                                    options.postscale, options.allocate);
+      !s.ok()) {
+    return failed(s);
   }
-  Request& q = p->entry.request;
-  describe_tensor(q, input);
-  q.reduce_op = options.op;
-  q.prescale = options.prescale;
-  q.postscale = options.postscale;
-  p->entry.input = without_shape(input);
-  p->entry.allocate = options.allocate;
   return submit_one(*p);
 }
 

@@ -45,8 +45,9 @@ char* Executor::zeros(std::size_t bytes) {
 }
 
 StatusOr<TensorRef> Executor::output_for(Entry& e, const std::vector<int64_t>& shape) {
+  const auto index = static_cast<std::size_t>(e.request.group_index);
   if (!e.allocate) {
-    e.output = e.handle->allocate_output(e.request.dtype, shape);
+    e.output = e.handle->allocate_output(index, e.request.dtype, shape);
     return e.output;
   }
   StatusOr<TensorRef> got = e.allocate(shape);
@@ -58,7 +59,7 @@ StatusOr<TensorRef> Executor::output_for(Entry& e, const std::vector<int64_t>& s
                             dtype_name(e.request.dtype) + shape_string(shape));
   }
   e.output = *got;
-  e.handle->outputs.push_back(e.output);
+  e.handle->set_output(index, e.output);
   return e.output;
 }
 

@@ -9,6 +9,7 @@ namespace detail {
 
 std::shared_ptr<HandleState> HandleState::failed(Status status) {
   auto h = std::make_shared<HandleState>(1);
+  h->refused = true;
   h->finish(status);
   return h;
 }
@@ -21,14 +22,20 @@ void HandleState::finish(const Status& part) {
   cv.notify_all();
 }
 
-TensorRef HandleState::allocate_output(DataType dtype, const std::vector<int64_t>& shape) {
+TensorRef HandleState::allocate_output(std::size_t index, DataType dtype,
+                                       const std::vector<int64_t>& shape) {
   TensorRef t;
   t.dtype = dtype;
   t.shape = shape;
   storage.emplace_back(new char[std::max<std::size_t>(t.num_bytes(), 1)]);
   t.data = storage.back().get();
-  outputs.push_back(t);
+  set_output(index, t);
   return t;
+}
+
+void HandleState::set_output(std::size_t index, const TensorRef& t) {
+  if (outputs.size() <= index) outputs.resize(index + 1);
+  outputs[index] = t;
 }
 
 }  // namespace detail
@@ -84,6 +91,8 @@ Status Handle::status() const {
   if (!poll()) return failed_precondition("collective still in flight");
   return state_->status;
 }
+
+bool Handle::refused() const { return state_ && state_->refused; }
 
 const TensorRef& Handle::output(std::size_t i) const {
   if (!poll() || !state_ || i >= state_->outputs.size()) return kEmptyTensor;

@@ -37,14 +37,16 @@ struct HandleState {
   /// `parts`: entries that must finish before the handle completes (a grouped allreduce
   /// has one per tensor).
   explicit HandleState(int parts) : remaining(parts) {}
-  /// A failed handle that never reaches the background thread.
+  /// A failed handle that never reaches the background thread: the call was refused.
   static std::shared_ptr<HandleState> failed(Status status);
 
   /// One part finished (the thread that runs the cycle). The first failure wins; the handle
   /// completes when the last part finishes.
   void finish(const Status& part);
-  /// Output storage that lives as long as the handle.
-  TensorRef allocate_output(DataType dtype, const std::vector<int64_t>& shape);
+  /// Output storage that lives as long as the handle, as output `index`.
+  TensorRef allocate_output(std::size_t index, DataType dtype, const std::vector<int64_t>& shape);
+  /// Records output `index` (a group's member i is output i; members finish in any order).
+  void set_output(std::size_t index, const TensorRef& t);
 
   std::weak_ptr<Driver> driver;  ///< the runtime that runs the collective; set before submit
   std::atomic<bool> done{false};
@@ -56,6 +58,7 @@ struct HandleState {
   std::vector<std::unique_ptr<char[]>> storage;
   std::vector<int64_t> received_splits;
   int value = -1;
+  bool refused = false;  ///< made by failed(); never changes
 };
 
 }  // namespace chorus::detail

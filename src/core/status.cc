@@ -32,6 +32,7 @@ std::size_t dtype_size(DataType dtype) {
   switch (dtype) {
     case DataType::kUInt8:
     case DataType::kInt8: return 1;
+    case DataType::kInt16:
     case DataType::kFloat16:
     case DataType::kBFloat16: return 2;
     case DataType::kInt32:
@@ -46,6 +47,7 @@ const char* dtype_name(DataType dtype) {
   switch (dtype) {
     case DataType::kUInt8: return "uint8";
     case DataType::kInt8: return "int8";
+    case DataType::kInt16: return "int16";
     case DataType::kInt32: return "int32";
     case DataType::kInt64: return "int64";
     case DataType::kFloat16: return "float16";

@@ -7,7 +7,8 @@
 // Scaling has the CPU kernels' semantics (kernels::Scale, reduce_kernels.h), bit for bit:
 // floating types multiply by (factor / divisor) taken in the accumulation type (float32
 // for 16-bit floats, rounded once to nearest-even when stored); integers divide truncating
-// toward zero, then llround(x * factor), wrapping to the type.
+// toward zero when the factor is 1, otherwise take x * (factor / divisor) in float64,
+// truncated toward zero and wrapped to the type (kernels::integer_product).
 //
 // Thread contract: one BatchedCopy per device and executor, used by the background thread.
 
@@ -61,5 +62,11 @@ class BatchedCopy {
 
 /// Fills `bytes` bytes at `dst` (device) with zeros on `stream`.
 Status zero_fill(void* dst, std::size_t bytes, void* stream);
+
+/// int16 through a library without 16-bit integers (NCCL): `count` elements widened to
+/// int32, or narrowed back keeping the low 16 bits. A sum, product, min or max of the
+/// widened values, narrowed, equals the int16 reduction with wrap-around. On `stream`.
+Status widen_int16(const void* src, void* dst, int64_t count, void* stream);
+Status narrow_to_int16(const void* src, void* dst, int64_t count, void* stream);
 
 }  // namespace chorus::gpu

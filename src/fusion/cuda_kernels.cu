@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <type_traits>
 #include <utility>
@@ -124,9 +125,11 @@ struct Scaler<T, false> {
   int64_t divisor;
   double factor;
   __device__ T operator()(T x) const {
-    if (divisor > 1) x = static_cast<T>(static_cast<int64_t>(x) / divisor);
-    if (factor != 1.0) x = static_cast<T>(llround(static_cast<double>(x) * factor));
-    return x;
+    // As the CPU kernels (kernels::integer_product): exact division when the factor is 1,
+    // otherwise the float64 product truncated toward zero.
+    if (factor == 1.0) return divisor > 1 ? static_cast<T>(static_cast<int64_t>(x) / divisor) : x;
+    const double v = static_cast<double>(x) * (factor / static_cast<double>(divisor));
+    return static_cast<T>(v >= -0x1p63 && v < 0x1p63 ? static_cast<int64_t>(v) : INT64_MIN);
   }
 };
 
@@ -169,6 +172,7 @@ Status launch_kernel(const Items& items, int64_t blocks, bool plain, DataType dt
   switch (dtype) {
     case DataType::kUInt8: return launch_scaled<uint8_t>(items, blocks, scale, stream);
     case DataType::kInt8: return launch_scaled<int8_t>(items, blocks, scale, stream);
+    case DataType::kInt16: return launch_scaled<int16_t>(items, blocks, scale, stream);
     case DataType::kInt32: return launch_scaled<int32_t>(items, blocks, scale, stream);
     case DataType::kInt64: return launch_scaled<int64_t>(items, blocks, scale, stream);
     case DataType::kFloat16: return launch_scaled<__half>(items, blocks, scale, stream);
@@ -281,6 +285,39 @@ Status BatchedCopy::launch(const std::vector<CopyItem>& items, DataType dtype, k
   CHORUS_CUDA_CHECK(cudaEventRecord(slot->uploaded, stream));
   slot->pending = true;
   return launch_kernel(DeviceItems{slot->device, n}, blocks, plain, dtype, scale, stream);
+}
+
+namespace {
+
+template <class From, class To>
+__global__ void convert_kernel(const From* src, To* dst, int64_t count) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += stride) {
+    dst[i] = static_cast<To>(src[i]);
+  }
+}
+
+template <class From, class To>
+Status convert(const void* src, void* dst, int64_t count, void* stream) {
+  if (count <= 0) return {};
+  const int64_t blocks = std::min<int64_t>((count + kScaleChunk - 1) / kScaleChunk, 65535);
+  convert_kernel<From, To><<<static_cast<unsigned>(blocks), kThreads, 0,
+                             static_cast<cudaStream_t>(stream)>>>(
+      static_cast<const From*>(src), static_cast<To*>(dst), count);
+  CHORUS_CUDA_CHECK(cudaGetLastError());
+  return {};
+}
+
+}  // namespace
+
+Status widen_int16(const void* src, void* dst, int64_t count, void* stream) {
+  return convert<int16_t, int32_t>(src, dst, count, stream);
+}
+
+Status narrow_to_int16(const void* src, void* dst, int64_t count, void* stream) {
+  // int32 to int16 keeps the low 16 bits (modular since C++20, and what the GPU does).
+  return convert<int32_t, int16_t>(src, dst, count, stream);
 }
 
 Status zero_fill(void* dst, std::size_t bytes, void* stream) {

@@ -11,6 +11,7 @@ DataType to_chorus_dtype(::torch::ScalarType type, const std::string& name) {
   switch (type) {
     case ::torch::kUInt8: return DataType::kUInt8;
     case ::torch::kInt8: return DataType::kInt8;
+    case ::torch::kInt16: return DataType::kInt16;
     case ::torch::kInt32: return DataType::kInt32;
     case ::torch::kInt64: return DataType::kInt64;
     case ::torch::kFloat16: return DataType::kFloat16;
@@ -20,8 +21,8 @@ DataType to_chorus_dtype(::torch::ScalarType type, const std::string& name) {
     default:
       throw Error(invalid_argument("tensor '" + name + "' has dtype " +
                                    std::string(c10::toString(type)) +
-                                   ", which Chorus does not support (uint8, int8, int32, int64, "
-                                   "float16, bfloat16, float32, float64)"));
+                                   ", which Chorus does not support (uint8, int8, int16, int32, "
+                                   "int64, float16, bfloat16, float32, float64)"));
   }
 }
 

@@ -18,7 +18,8 @@ struct TensorHandle::State {
   std::vector<Tensor> results;
   /// In-place results on non-contiguous tensors: (destination, contiguous buffer).
   std::vector<std::pair<Tensor, Tensor>> copy_back;
-  /// Outputs that the background thread allocates once their shape is agreed.
+  /// Outputs that the background thread allocates once their shape is agreed, one slot
+  /// per tensor (sized before the submit).
   std::shared_ptr<std::vector<Tensor>> allocated;
 
   std::mutex mu;
@@ -46,21 +47,26 @@ Tensor in_place_buffer(State& s, const Tensor& tensor) {
   return buffer;
 }
 
-// Gives the core an allocator that creates torch tensors like `like`, kept in s.allocated.
-OutputAllocator allocator_into(State& s, const Tensor& like, const std::string& name) {
-  s.allocated = std::make_shared<std::vector<Tensor>>();
-  return
-      [slot = s.allocated, like, name](const std::vector<int64_t>& shape) -> StatusOr<TensorRef> {
-        try {
-          slot->push_back(empty_like_with_shape(like, shape));
-          return to_ref(slot->back(), name);
-        } catch (const std::exception& e) {
-          return internal_error("allocating the output of '" + name + "': " + e.what());
-        }
-      };
+// Gives the core an allocator that creates output `index` as a torch tensor like `like`,
+// kept in s.allocated[index].
+OutputAllocator allocator_into(State& s, std::size_t index, const Tensor& like,
+                               const std::string& name) {
+  if (!s.allocated) s.allocated = std::make_shared<std::vector<Tensor>>();
+  if (s.allocated->size() <= index) s.allocated->resize(index + 1);
+  return [slot = s.allocated, index, like,
+          name](const std::vector<int64_t>& shape) -> StatusOr<TensorRef> {
+    try {
+      (*slot)[index] = empty_like_with_shape(like, shape);
+      return to_ref((*slot)[index], name);
+    } catch (const std::exception& e) {
+      return internal_error("allocating the output of '" + name + "': " + e.what());
+    }
+  };
 }
 
+// A call the core refused (bad arguments, a name in flight) throws here, on this rank only.
 TensorHandle wrap(std::shared_ptr<State> s, Handle handle) {
+  if (handle.refused()) throw Error(handle.status());
   s->handle = std::move(handle);
   return TensorHandle(std::move(s));
 }
@@ -121,9 +127,10 @@ Tensor& allreduce_(Tensor& tensor, const std::string& name, const AllreduceOptio
 
 namespace {
 
-std::string group_label(const std::vector<std::string>& names, std::size_t i) {
+std::string group_label(const std::vector<std::string>& names, std::size_t i,
+                        const char* op = "allreduce") {
   if (i < names.size()) return names[i];
-  return "grouped allreduce input " + std::to_string(i);
+  return std::string("grouped ") + op + " input " + std::to_string(i);
 }
 
 }  // namespace
@@ -180,7 +187,7 @@ TensorHandle allgather_async(const Tensor& tensor, const std::string& name,
   s->buffers = {input};
   AllgatherOptions options;
   options.process_set = process_set;
-  options.allocate = allocator_into(*s, input, what);
+  options.allocate = allocator_into(*s, 0, input, what);
   return wrap(s, chorus::allgather(name, to_ref(input, what), options));
 }
 
@@ -225,7 +232,7 @@ TensorHandle alltoall_async(const Tensor& tensor, const std::vector<int64_t>& sp
   s->buffers = {input};
   AlltoallOptions options;
   options.process_set = process_set;
-  options.allocate = allocator_into(*s, input, what);
+  options.allocate = allocator_into(*s, 0, input, what);
   return wrap(s, chorus::alltoall(name, to_ref(input, what), splits, options));
 }
 
@@ -243,13 +250,68 @@ TensorHandle reducescatter_async(const Tensor& tensor, const std::string& name,
   Tensor input = tensor.contiguous();
   s->buffers = {input};
   ReducescatterOptions with_allocator = options;
-  with_allocator.allocate = allocator_into(*s, input, what);
+  with_allocator.allocate = allocator_into(*s, 0, input, what);
   return wrap(s, chorus::reducescatter(name, to_ref(input, what), with_allocator));
 }
 
 Tensor reducescatter(const Tensor& tensor, const std::string& name,
                      const ReducescatterOptions& options) {
   return reducescatter_async(tensor, name, options).wait();
+}
+
+namespace {
+
+// Contiguous inputs of a grouped allgather or reducescatter, with one allocator per tensor.
+std::vector<TensorRef> grouped_inputs(State& s, const std::vector<Tensor>& tensors,
+                                      const std::vector<std::string>& names, const char* op,
+                                      std::vector<OutputAllocator>* allocate) {
+  std::vector<TensorRef> refs;
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    const std::string what = group_label(names, i, op);
+    Tensor input = tensors[i].contiguous();
+    s.buffers.push_back(input);
+    refs.push_back(to_ref(input, what));
+    allocate->push_back(allocator_into(s, i, input, what));
+  }
+  return refs;
+}
+
+}  // namespace
+
+TensorHandle grouped_allgather_async(const std::vector<Tensor>& tensors,
+                                     const std::vector<std::string>& names,
+                                     const ProcessSet& process_set) {
+  auto s = std::make_shared<State>();
+  GroupedAllgatherOptions options;
+  options.process_set = process_set;
+  std::vector<TensorRef> refs = grouped_inputs(*s, tensors, names, "allgather", &options.allocate);
+  return wrap(s, chorus::grouped_allgather(names, refs, options));
+}
+
+std::vector<Tensor> grouped_allgather(const std::vector<Tensor>& tensors,
+                                      const std::vector<std::string>& names,
+                                      const ProcessSet& process_set) {
+  return grouped_allgather_async(tensors, names, process_set).wait_all();
+}
+
+TensorHandle grouped_reducescatter_async(const std::vector<Tensor>& tensors,
+                                         const std::vector<std::string>& names,
+                                         const ReducescatterOptions& options) {
+  auto s = std::make_shared<State>();
+  GroupedReducescatterOptions grouped;
+  grouped.op = options.op;
+  grouped.prescale = options.prescale;
+  grouped.postscale = options.postscale;
+  grouped.process_set = options.process_set;
+  std::vector<TensorRef> refs =
+      grouped_inputs(*s, tensors, names, "reducescatter", &grouped.allocate);
+  return wrap(s, chorus::grouped_reducescatter(names, refs, grouped));
+}
+
+std::vector<Tensor> grouped_reducescatter(const std::vector<Tensor>& tensors,
+                                          const std::vector<std::string>& names,
+                                          const ReducescatterOptions& options) {
+  return grouped_reducescatter_async(tensors, names, options).wait_all();
 }
 
 }  // namespace chorus::torch

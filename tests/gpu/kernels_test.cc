@@ -14,9 +14,9 @@
 namespace chorus::testing {
 namespace {
 
-constexpr DataType kAll[] = {DataType::kUInt8,   DataType::kInt8,    DataType::kInt32,
-                             DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16,
-                             DataType::kFloat32, DataType::kFloat64};
+constexpr DataType kAll[] = {DataType::kUInt8,   DataType::kInt8,     DataType::kInt16,
+                             DataType::kInt32,   DataType::kInt64,    DataType::kFloat16,
+                             DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64};
 
 // Random bytes, with every floating value made finite: the GPU and the CPU may produce
 // different NaN payloads, so NaNs (and infinities, which can turn into them) are not

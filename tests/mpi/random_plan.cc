@@ -39,6 +39,7 @@ std::pair<int64_t, int64_t> value_range(DataType t, Kind kind, ReduceOp op) {
     switch (t) {
       case DataType::kUInt8: return {0, 255};
       case DataType::kInt8: return {-128, 127};
+      case DataType::kInt16: return {INT16_MIN, INT16_MAX};
       case DataType::kInt32: return {INT32_MIN, INT32_MAX};
       case DataType::kInt64: return {-(int64_t{1} << 50), int64_t{1} << 50};
       case DataType::kFloat16: return {-2048, 2048};
@@ -61,6 +62,7 @@ std::pair<int64_t, int64_t> value_range(DataType t, Kind kind, ReduceOp op) {
     case DataType::kInt8:
       return minmax ? std::pair<int64_t, int64_t>{-20, 20}  // 20*2*3
                     : std::pair<int64_t, int64_t>{-5, 5};   // 4*5*2*3
+    case DataType::kInt16:  // 4*1000*2*3 = 24000
     case DataType::kInt32:
     case DataType::kInt64: return {-1000, 1000};
     // Sums of 4 * 8 * 2 = 64, times 4 = 256; the fractions of pre 0.5 and 0.25 and post
@@ -69,7 +71,8 @@ std::pair<int64_t, int64_t> value_range(DataType t, Kind kind, ReduceOp op) {
   }
 }
 
-// Scale factors allowed for dtype t: integers only where llround would otherwise round.
+// Scale factors allowed for dtype t: whole factors for integers, so that exact mode stays
+// exact (a fraction truncates; the unit and Python tests check that rule).
 std::vector<double> scale_choices(DataType t, ReduceOp op, bool pre) {
   switch (t) {
     case DataType::kUInt8:
@@ -78,6 +81,7 @@ std::vector<double> scale_choices(DataType t, ReduceOp op, bool pre) {
     case DataType::kInt8:
       if (pre && op == ReduceOp::kProduct) return {1, -1};
       return pre ? std::vector<double>{1, 2, -1} : std::vector<double>{1, 2, 3, -1};
+    case DataType::kInt16:
     case DataType::kInt32:
     case DataType::kInt64:
       return pre ? std::vector<double>{1, 2, -1} : std::vector<double>{1, 2, 3, -1};

@@ -59,6 +59,7 @@ void encode(DataType t, void* base, int64_t i, double v) {
   switch (t) {
     case DataType::kUInt8: static_cast<uint8_t*>(base)[i] = static_cast<uint8_t>(v); break;
     case DataType::kInt8: static_cast<int8_t*>(base)[i] = static_cast<int8_t>(v); break;
+    case DataType::kInt16: static_cast<int16_t*>(base)[i] = static_cast<int16_t>(v); break;
     case DataType::kInt32: static_cast<int32_t*>(base)[i] = static_cast<int32_t>(v); break;
     case DataType::kInt64: static_cast<int64_t*>(base)[i] = static_cast<int64_t>(v); break;
     case DataType::kFloat16:
@@ -76,6 +77,7 @@ double decode(DataType t, const void* base, int64_t i) {
   switch (t) {
     case DataType::kUInt8: return static_cast<const uint8_t*>(base)[i];
     case DataType::kInt8: return static_cast<const int8_t*>(base)[i];
+    case DataType::kInt16: return static_cast<const int16_t*>(base)[i];
     case DataType::kInt32: return static_cast<const int32_t*>(base)[i];
     case DataType::kInt64: return static_cast<double>(static_cast<const int64_t*>(base)[i]);
     case DataType::kFloat16: return half_to_double(static_cast<const uint16_t*>(base)[i]);
@@ -132,7 +134,7 @@ double prescaled(DataType t, double x, double prescale) {
     case DataType::kFloat16:
     case DataType::kBFloat16:
     case DataType::kFloat32: return stored(t, static_cast<float>(x) * static_cast<float>(prescale));
-    default: return stored(t, static_cast<double>(std::llround(x * prescale)));
+    default: return stored(t, std::trunc(x * prescale));
   }
 }
 
@@ -140,8 +142,12 @@ double reduce(DataType t, ReduceOp op, double postscale, const double* xs, int n
   if (t == DataType::kFloat64) return scaled_float<double>(op, postscale, xs, n);
   if (is_float(t)) return stored(t, scaled_float<float>(op, postscale, xs, n));
   int64_t acc = fold<int64_t>(op, xs, n);
-  if (op == ReduceOp::kAverage) acc /= n;  // truncates toward zero
-  if (postscale != 1.0) acc = std::llround(static_cast<double>(acc) * postscale);
+  const int divisor = op == ReduceOp::kAverage ? n : 1;
+  if (postscale == 1.0) {
+    acc /= divisor;  // truncates toward zero
+  } else {
+    acc = static_cast<int64_t>(std::trunc(static_cast<double>(acc) * (postscale / divisor)));
+  }
   return stored(t, static_cast<double>(acc));
 }
 

@@ -5,10 +5,11 @@
 //  - float16 and bfloat16 are combined in float32 and rounded to nearest even once, when
 //    stored; float32 in float32; float64 in float64; integers in their own type;
 //  - prescale multiplies each input before the reduction, in the same accumulation type
-//    (integers: llround), and the prescaled value is stored in the tensor's dtype;
+//    (integers: in float64, truncated toward zero), and the prescaled value is stored in the
+//    tensor's dtype;
 //  - average and postscale: floats multiply by (postscale / size) in the accumulation type;
-//    integers divide by the size truncating toward zero, then multiply by the postscale and
-//    round to nearest;
+//    integers without a postscale divide by the size truncating toward zero, and with one
+//    multiply by (postscale / size) in float64, truncated toward zero;
 //  - elements are combined in set-rank order ((x0 op x1) op x2) ... (docs/runtime.md,
 //    "Reductions"), which makes the result of arbitrary float inputs exact here as well.
 // Values travel as doubles: every value of every dtype that these tests use is exact in a

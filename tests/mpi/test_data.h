@@ -14,8 +14,9 @@ namespace chorus::testing {
 
 inline const std::vector<DataType>& all_dtypes() {
   static const std::vector<DataType> kAll = {
-      DataType::kUInt8,   DataType::kInt8,     DataType::kInt32,   DataType::kInt64,
-      DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64};
+      DataType::kUInt8,   DataType::kInt8,    DataType::kInt16,   DataType::kInt32,
+      DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32,
+      DataType::kFloat64};
   return kAll;
 }
 
@@ -32,6 +33,9 @@ inline void store(DataType t, void* base, int64_t i, double v) {
       break;
     case DataType::kInt8:
       static_cast<int8_t*>(base)[i] = static_cast<int8_t>(static_cast<int64_t>(v));
+      break;
+    case DataType::kInt16:
+      static_cast<int16_t*>(base)[i] = static_cast<int16_t>(static_cast<int64_t>(v));
       break;
     case DataType::kInt32:
       static_cast<int32_t*>(base)[i] = static_cast<int32_t>(static_cast<int64_t>(v));
@@ -52,6 +56,7 @@ inline double load(DataType t, const void* base, int64_t i) {
   switch (t) {
     case DataType::kUInt8: return static_cast<const uint8_t*>(base)[i];
     case DataType::kInt8: return static_cast<const int8_t*>(base)[i];
+    case DataType::kInt16: return static_cast<const int16_t*>(base)[i];
     case DataType::kInt32: return static_cast<const int32_t*>(base)[i];
     case DataType::kInt64: return static_cast<double>(static_cast<const int64_t*>(base)[i]);
     case DataType::kFloat16: return kernels::half_to_float(static_cast<const uint16_t*>(base)[i]);

@@ -4,9 +4,14 @@ Every rank can build every rank's input and loss weights from its seed, so the r
 the whole distributed computation written with plain torch ops in this process: the
 collective's output on each rank, that rank's loss ``(weights_r * output_r).sum()``, and
 torch.autograd.grad of the objective with respect to every rank's input. Which objective
-follows Horovod: allgather and broadcast give the gradient of the mean of the ranks' losses
-(their backward averages over the set); allreduce, grouped_allreduce, alltoall and
-reducescatter give the gradient of the sum.
+follows Horovod: allgather, grouped_allgather and broadcast give the gradient of the mean of
+the ranks' losses (their backward averages over the set); allreduce, grouped_allreduce and
+alltoall give the gradient of the sum; reducescatter and grouped_reducescatter give the set
+size times the gradient of the sum (Horovod's backward multiplies by the size for Sum and
+leaves Average's 1/n out).
+
+test_every_gradient_against_finite_differences checks the same conventions a second way,
+without autograd: through the collectives themselves, with perturbed inputs.
 """
 
 import pytest
@@ -128,17 +133,18 @@ def test_broadcast_gradient_from_every_root():
 
 
 def test_broadcast_gradient_in_a_process_set():
-    """root_rank counts within the set, and so does the test for who keeps the gradient."""
+    """root_rank is a global rank, also in a set (as in Horovod), and so is the test for who
+    keeps the gradient."""
     n, me = hvd.size(), hvd.rank()
     members = list(range(1, n))
     ps = hvd.add_process_set(members)
     try:
         if me in members:
-            root = len(members) - 1  # global rank n - 1
+            root = n - 1  # global rank; set rank len(members) - 1
             grad = distributed_grad((3,), lambda x: hvd.broadcast(x, root, name="ag.bc.set",
                                                                   process_set=ps))
             xs = [value(r, (3,)).requires_grad_() for r in members]
-            ref = reference_grads(xs, [xs[root]] * len(members),
+            ref = reference_grads(xs, [xs[members.index(root)]] * len(members),
                                   [value(r, (3,), 1) for r in members], mean=True)
             torch.testing.assert_close(grad, ref[members.index(me)], **TOL)
         hvd.barrier()
@@ -188,7 +194,109 @@ def test_reducescatter_gradient_uneven_blocks(op, pre, post):
         total = total / n
     outputs = list(torch.split(total, counts))
     ref = reference_grads(xs, outputs, [value(r, (counts[r], 2), 1) for r in range(n)], False)
-    torch.testing.assert_close(grad, ref[me], **TOL)
+    torch.testing.assert_close(grad, n * ref[me], **TOL)
+
+
+def test_reducescatter_gradient_of_ones_is_horovods():
+    """Horovod's own check: a Sum over n ranks backward with ones gives n everywhere, an
+    Average gives ones."""
+    n = hvd.size()
+    for op, want in [(hvd.Sum, float(n)), (hvd.Average, 1.0)]:
+        x = torch.ones(4 * n, 3, dtype=torch.float64, requires_grad=True)
+        hvd.reducescatter(x, op=op).backward(torch.ones(4, 3, dtype=torch.float64))
+        torch.testing.assert_close(x.grad, torch.full((4 * n, 3), want, dtype=torch.float64))
+
+
+def test_grouped_allgather_gradient():
+    """Each tensor as allgather's gradient, uneven rows included."""
+    n, me = hvd.size(), hvd.rank()
+    shapes = [[(r + 1, 2) for r in range(n)], [(2, 3)] * n]
+    xs = [value(me, s[me], salt=30 + i).requires_grad_() for i, s in enumerate(shapes)]
+    ys = hvd.grouped_allgather(xs, name="ag.grouped_allgather")
+    sum((value(me, y.shape, salt=40 + i) * y).sum() for i, y in enumerate(ys)).backward()
+    for i, s in enumerate(shapes):
+        every = [value(r, s[r], salt=30 + i).requires_grad_() for r in range(n)]
+        gathered = torch.cat(every)
+        ref = reference_grads(every, [gathered] * n,
+                              [value(r, gathered.shape, salt=40 + i) for r in range(n)], True)
+        torch.testing.assert_close(xs[i].grad, ref[me], **TOL)
+
+
+@pytest.mark.parametrize("op", [hvd.Sum, hvd.Average], ids=["sum", "average"])
+def test_grouped_reducescatter_gradient(op):
+    n, me = hvd.size(), hvd.rank()
+    shapes = [(n + 1, 2), (2 * n,)]
+    xs = [value(me, s, salt=50 + i).requires_grad_() for i, s in enumerate(shapes)]
+    ys = hvd.grouped_reducescatter(xs, op=op, prescale_factor=0.5, name=f"ag.grs.{op}")
+    sum((value(me, y.shape, salt=60 + i) * y).sum() for i, y in enumerate(ys)).backward()
+    for i, s in enumerate(shapes):
+        every = [value(r, s, salt=50 + i).requires_grad_() for r in range(n)]
+        total = sum(x * 0.5 for x in every) / (n if op == hvd.Average else 1)
+        counts = [s[0] // n + (1 if r < s[0] % n else 0) for r in range(n)]
+        outputs = list(torch.split(total, counts))
+        ref = reference_grads(every, outputs,
+                              [value(r, outputs[r].shape, salt=60 + i) for r in range(n)], False)
+        torch.testing.assert_close(xs[i].grad, n * ref[me], **TOL)
+
+
+# Each op, and how its gradient relates to the gradient of the sum of every rank's loss:
+# 1, "mean" (1/n: the mean of the losses) or "size" (n, Horovod's reducescatter).
+FINITE_DIFFERENCE_CASES = {
+    "allreduce_sum": (lambda x, k: hvd.allreduce(x, op=hvd.Sum, name=f"fd.ar.{k}"), 1.0),
+    "allreduce_average": (lambda x, k: hvd.allreduce(x, op=hvd.Average, name=f"fd.av.{k}"),
+                          1.0),
+    "grouped_allreduce": (lambda x, k: hvd.grouped_allreduce([x, 2 * x], op=hvd.Sum,
+                                                             name=f"fd.gar.{k}"), 1.0),
+    "allgather": (lambda x, k: hvd.allgather(x, name=f"fd.ag.{k}"), "mean"),
+    "grouped_allgather": (lambda x, k: hvd.grouped_allgather([x, x[:1]], name=f"fd.gag.{k}"),
+                          "mean"),
+    "broadcast": (lambda x, k: hvd.broadcast(x, hvd.size() - 1, name=f"fd.bc.{k}"), "mean"),
+    "alltoall": (lambda x, k: hvd.alltoall(x, name=f"fd.a2a.{k}"), 1.0),
+    "reducescatter_sum": (lambda x, k: hvd.reducescatter(x, op=hvd.Sum, name=f"fd.rs.{k}"),
+                          "size"),
+    "reducescatter_average": (lambda x, k: hvd.reducescatter(x, op=hvd.Average,
+                                                             name=f"fd.rsa.{k}"), "size"),
+    "grouped_reducescatter": (lambda x, k: hvd.grouped_reducescatter(
+        [x, 3 * x], op=hvd.Sum, name=f"fd.grs.{k}"), "size"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(FINITE_DIFFERENCE_CASES))
+def test_every_gradient_against_finite_differences(case):
+    """The objective is the sum over ranks of each rank's (w_r * output_r).sum(), evaluated
+    through the collectives themselves; every op is linear, so a difference quotient with a
+    step of 1 in float64 is exact. Each element of each rank's input is perturbed in turn
+    (every rank runs the same calls), and this rank's autograd gradient must equal the
+    quotient times the op's convention: 1 (sum), 1/n (mean) or n (reducescatter)."""
+    collective, convention = FINITE_DIFFERENCE_CASES[case]
+    n, me = hvd.size(), hvd.rank()
+    factor = {"mean": 1.0 / n, "size": float(n)}.get(convention, convention)
+    shape = (n, 2)  # divisible by n: alltoall and reducescatter need no splits
+
+    def outputs(x, key):
+        out = collective(x, key)
+        return list(out) if isinstance(out, (list, tuple)) else [out]
+
+    def objective(x, key):
+        local = sum((value(me, y.shape, salt=70 + i) * y).sum() for i, y in
+                    enumerate(outputs(x, key)))
+        return float(hvd.allreduce(local.reshape(1), op=hvd.Sum, name=f"fd.loss.{case}.{key}"))
+
+    x = value(me, shape).requires_grad_()
+    ys = outputs(x, "grad")
+    sum((value(me, y.shape, salt=70 + i) * y).sum() for i, y in enumerate(ys)).backward()
+    with torch.no_grad():
+        base = objective(value(me, shape), "base")
+        for r in range(n):
+            for j in range(x.numel()):
+                bumped = value(me, shape)
+                if r == me:
+                    bumped.view(-1)[j] += 1.0
+                quotient = objective(bumped, f"{r}.{j}") - base
+                if r == me:
+                    assert abs(x.grad.view(-1)[j].item() - factor * quotient) < 1e-9, (
+                        f"{case}: d/dx[{j}] on rank {me}: autograd {x.grad.view(-1)[j].item()}, "
+                        f"finite difference {quotient} times {factor}")
 
 
 def test_reducescatter_gradient_needs_sum_or_average():

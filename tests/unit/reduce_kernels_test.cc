@@ -24,8 +24,9 @@ namespace {
 using Bytes = std::vector<uint8_t>;
 
 constexpr DataType kAllDataTypes[] = {
-    DataType::kUInt8,   DataType::kInt8,     DataType::kInt32,   DataType::kInt64,
-    DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64,
+    DataType::kUInt8,   DataType::kInt8,    DataType::kInt16,   DataType::kInt32,
+    DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32,
+    DataType::kFloat64,
 };
 constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct};
 constexpr uint64_t kSeed = 0x5eed'c0de'2024ull;
@@ -66,7 +67,8 @@ A reference_op(ReduceOp op, A a, A b) {
     using U = std::make_unsigned_t<A>;
     switch (op) {
       case ReduceOp::kSum: return static_cast<A>(static_cast<U>(a) + static_cast<U>(b));
-      case ReduceOp::kProduct: return static_cast<A>(static_cast<U>(a) * static_cast<U>(b));
+      case ReduceOp::kProduct:  // in uint64_t: narrower unsigned types would promote to int
+        return static_cast<A>(static_cast<uint64_t>(static_cast<U>(a)) * static_cast<U>(b));
       case ReduceOp::kMin: return std::min(a, b);
       case ReduceOp::kMax: return std::max(a, b);
       default: break;
@@ -88,11 +90,12 @@ A reference_op(ReduceOp op, A a, A b) {
 template <class A>
 A reference_scale(A x, Scale scale) {
   if constexpr (std::is_integral_v<A>) {
-    if (scale.divisor > 1) x = static_cast<A>(x / scale.divisor);
-    if (scale.factor != 1.0) {
-      x = static_cast<A>(std::llround(static_cast<double>(x) * scale.factor));
-    }
-    return x;
+    if (scale.factor == 1.0) return static_cast<A>(x / scale.divisor);
+    // The float64 product truncated toward zero; outside int64's range, INT64_MIN.
+    const double v = std::trunc(static_cast<double>(x) *
+                                (scale.factor / static_cast<double>(scale.divisor)));
+    const bool in_range = v >= -9223372036854775808.0 && v < 9223372036854775808.0;
+    return static_cast<A>(in_range ? static_cast<int64_t>(v) : INT64_MIN);
   } else {
     if (scale.is_identity()) return x;
     return x * static_cast<A>(scale.factor / static_cast<double>(scale.divisor));
@@ -125,6 +128,8 @@ Bytes reference_reduce(const std::vector<Bytes>& srcs, int64_t count, DataType d
       return reference_reduce_typed<uint8_t, uint8_t>(srcs, count, op, scale, same, same);
     case DataType::kInt8:
       return reference_reduce_typed<int8_t, int8_t>(srcs, count, op, scale, same, same);
+    case DataType::kInt16:
+      return reference_reduce_typed<int16_t, int16_t>(srcs, count, op, scale, same, same);
     case DataType::kInt32:
       return reference_reduce_typed<int32_t, int32_t>(srcs, count, op, scale, same, same);
     case DataType::kInt64:
@@ -155,6 +160,7 @@ Bytes random_buffer(DataType dtype, int64_t count, std::mt19937_64& rng) {
     switch (dtype) {
       case DataType::kUInt8:
       case DataType::kInt8:
+      case DataType::kInt16:
       case DataType::kInt32:
       case DataType::kInt64: {
         const uint64_t r = rng();
@@ -289,7 +295,7 @@ TEST(ReduceOrderedTest, ScaleMatchesReference) {
   }
 }
 
-TEST(ReduceOrderedTest, IntegerScaleTruncatesThenRounds) {
+TEST(ReduceOrderedTest, IntegerScaleTruncatesTowardZero) {
   const int32_t a[] = {7, -7, 5, -5, 100};
   const int32_t b[] = {0, 0, 0, 0, 1};
   const void* srcs[] = {a, b};
@@ -297,9 +303,43 @@ TEST(ReduceOrderedTest, IntegerScaleTruncatesThenRounds) {
   // Average of two: 7/2 = 3, -7/2 = -3 (toward zero), 101/2 = 50.
   reduce_ordered(out, srcs, 2, 5, DataType::kInt32, ReduceOp::kSum, Scale{2, 1.0});
   EXPECT_EQ(std::vector<int32_t>(out, out + 5), (std::vector<int32_t>{3, -3, 2, -2, 50}));
-  // Then a factor: llround rounds halves away from zero: 3 * 1.5 = 4.5 -> 5, 2 * 1.5 = 3.
+  // With a factor, the sum times (1.5 / 2) in float64, truncated: 7 * 0.75 = 5.25 -> 5,
+  // 5 * 0.75 = 3.75 -> 3, 101 * 0.75 = 75.75 -> 75 (not the average 3 times 1.5).
   reduce_ordered(out, srcs, 2, 5, DataType::kInt32, ReduceOp::kSum, Scale{2, 1.5});
   EXPECT_EQ(std::vector<int32_t>(out, out + 5), (std::vector<int32_t>{5, -5, 3, -3, 75}));
+}
+
+TEST(ReduceOrderedTest, IntegerPrescaleTruncatesEachInput) {
+  // A prescale of 1.5 on 9 gives 13 (13.5 truncated) on each rank, so two ranks sum to 26.
+  const int16_t in[] = {9, -9, 3};
+  int16_t scaled[3];
+  scale_copy(scaled, in, 3, DataType::kInt16, 1.5);
+  EXPECT_EQ(std::vector<int16_t>(scaled, scaled + 3), (std::vector<int16_t>{13, -13, 4}));
+  const void* srcs[] = {scaled, scaled};
+  int16_t out[3];
+  reduce_ordered(out, srcs, 2, 3, DataType::kInt16, ReduceOp::kSum, Scale{});
+  EXPECT_EQ(std::vector<int16_t>(out, out + 3), (std::vector<int16_t>{26, -26, 8}));
+}
+
+TEST(ReduceOrderedTest, IntegerProductOutsideInt64IsInt64MinWrapped) {
+  const int64_t in[] = {int64_t{1} << 62, 5};
+  int64_t out[2];
+  scale_copy(out, in, 2, DataType::kInt64, 4.0);
+  EXPECT_EQ(out[0], INT64_MIN);
+  EXPECT_EQ(out[1], 20);
+  EXPECT_EQ(integer_product(int64_t{1} << 62, -2.0), INT64_MIN);  // exactly -2^63: in range
+}
+
+TEST(ReduceOrderedTest, Int16WrapsLikeItsType) {
+  const int16_t a[] = {32767, -32768, 300};
+  const int16_t b[] = {1, -1, 300};
+  const void* srcs[] = {a, b};
+  int16_t out[3];
+  reduce_ordered(out, srcs, 2, 3, DataType::kInt16, ReduceOp::kSum, Scale{});
+  EXPECT_EQ(std::vector<int16_t>(out, out + 3), (std::vector<int16_t>{-32768, 32767, 600}));
+  reduce_ordered(out, srcs, 2, 3, DataType::kInt16, ReduceOp::kProduct, Scale{});
+  // 300 * 300 = 90000 = 65536 + 24464: the product wraps, never overflows a signed int.
+  EXPECT_EQ(std::vector<int16_t>(out, out + 3), (std::vector<int16_t>{32767, -32768, 24464}));
 }
 
 TEST(ReduceOrderedTest, FloatScaleMultipliesByFactorOverDivisor) {
@@ -413,11 +453,11 @@ TEST(ScaleCopyTest, MatchesReferenceInAndOutOfPlace) {
   }
 }
 
-TEST(ScaleCopyTest, IntegersRoundToNearest) {
+TEST(ScaleCopyTest, IntegersTruncateTowardZero) {
   const int32_t src[] = {3, -3, 4, 1};
   int32_t out[4];
-  scale_copy(out, src, 4, DataType::kInt32, 0.5);  // 1.5 -> 2, -1.5 -> -2, 2, 0.5 -> 1
-  EXPECT_EQ(std::vector<int32_t>(out, out + 4), (std::vector<int32_t>{2, -2, 2, 1}));
+  scale_copy(out, src, 4, DataType::kInt32, 0.5);  // 1.5 -> 1, -1.5 -> -1, 2, 0.5 -> 0
+  EXPECT_EQ(std::vector<int32_t>(out, out + 4), (std::vector<int32_t>{1, -1, 2, 0}));
 }
 
 // ---- float16 conversions. -------------------------------------------------------------------

@@ -45,6 +45,16 @@ chorus::AllreduceOptions allreduce_options(int op, double prescale, double posts
   return o;
 }
 
+chorus::ReducescatterOptions reducescatter_options(int op, double prescale, double postscale,
+                                                   int set) {
+  chorus::ReducescatterOptions o;
+  o.op = to_op(op);
+  o.prescale = prescale;
+  o.postscale = postscale;
+  o.process_set = to_set(set);
+  return o;
+}
+
 void throw_if_error(const chorus::Status& status) {
   if (!status.ok()) throw chorus::Error(status);
 }
@@ -104,13 +114,26 @@ PYBIND11_MODULE(_ext, m) {
   m.attr("build_info") = build_info;
 
   // Every failure of the core reaches Python as CollectiveError (a RuntimeError, like
-  // Horovod's HorovodInternalError). Its message starts with the status code ("MISMATCH: ...").
+  // Horovod's HorovodInternalError); its message starts with the status code ("MISMATCH:
+  // ..."). Bad arguments (INVALID_ARGUMENT: refused at the call on the rank that made them)
+  // and arguments the ranks disagree on (MISMATCH: on every rank) raise ArgumentError,
+  // which is also a ValueError, what Horovod scripts catch for argument errors.
   static py::exception<chorus::Error> collective_error(m, "CollectiveError", PyExc_RuntimeError);
+  static py::handle argument_error = [&] {
+    py::object bases = py::make_tuple(collective_error, py::handle(PyExc_ValueError));
+    py::object type = py::reinterpret_steal<py::object>(PyErr_NewException(
+        "chorus._ext.ArgumentError", bases.ptr(), nullptr));
+    m.attr("ArgumentError") = type;
+    return type.release();
+  }();
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const chorus::Error& e) {
-      PyErr_SetString(collective_error.ptr(), e.what());
+      const chorus::StatusCode code = e.status().code();
+      const bool argument =
+          code == chorus::StatusCode::kInvalidArgument || code == chorus::StatusCode::kMismatch;
+      PyErr_SetString(argument ? argument_error.ptr() : collective_error.ptr(), e.what());
     }
   });
 
@@ -193,13 +216,18 @@ PYBIND11_MODULE(_ext, m) {
            int set) { return ct::alltoall_async(tensor, splits, name, to_set(set)); });
   m.def("reducescatter_async", [](const torch::Tensor& tensor, const std::string& name, int op,
                                   double prescale, double postscale, int set) {
-    chorus::ReducescatterOptions o;
-    o.op = to_op(op);
-    o.prescale = prescale;
-    o.postscale = postscale;
-    o.process_set = to_set(set);
-    return ct::reducescatter_async(tensor, name, o);
+    return ct::reducescatter_async(tensor, name,
+                                   reducescatter_options(op, prescale, postscale, set));
   });
+  m.def("grouped_allgather_async",
+        [](const std::vector<torch::Tensor>& tensors, const std::vector<std::string>& names,
+           int set) { return ct::grouped_allgather_async(tensors, names, to_set(set)); });
+  m.def("grouped_reducescatter_async",
+        [](const std::vector<torch::Tensor>& tensors, const std::vector<std::string>& names,
+           int op, double prescale, double postscale, int set) {
+          return ct::grouped_reducescatter_async(
+              tensors, names, reducescatter_options(op, prescale, postscale, set));
+        });
   m.def("barrier", [](int set) {
     py::gil_scoped_release release;
     throw_if_error(chorus::barrier(to_set(set)).wait());

@@ -1,12 +1,17 @@
 #pragma once
 /// \file
-/// Collectives on torch::Tensor. Any dtype the core supports (uint8, int8, int32, int64,
-/// float16, bfloat16, float32, float64), contiguous or not: a non-contiguous input is
+/// Collectives on torch::Tensor. Any dtype the core supports (uint8, int8, int16, int32,
+/// int64, float16, bfloat16, float32, float64), contiguous or not: a non-contiguous input is
 /// copied into a contiguous buffer, and an in-place variant copies the result back into
 /// the caller's tensor when the handle is waited on.
 ///
 /// The *_async functions return at once; the work runs on Chorus's background thread.
 /// The tensors involved must not be modified until the handle's wait() returns.
+///
+/// Errors: a call that the core refuses on this rank (a bad argument, a name already in
+/// flight: Handle::refused()) throws chorus::Error at the call, with kInvalidArgument for
+/// argument errors; nothing reaches the other ranks. A collective that fails after it
+/// started (ranks that disagree, a stall) throws from wait(), on every rank.
 
 #include <torch/types.h>
 
@@ -71,7 +76,8 @@ TensorHandle allgather_async(const ::torch::Tensor& tensor, const std::string& n
 ::torch::Tensor allgather(const ::torch::Tensor& tensor, const std::string& name = {},
                           const ProcessSet& process_set = {});
 
-/// `root` is a rank of the process set. The out-of-place form leaves `tensor` untouched.
+/// `root` is the root's rank within the process set (chorus::broadcast), not its global
+/// rank. The out-of-place form leaves `tensor` untouched.
 TensorHandle broadcast_async(const ::torch::Tensor& tensor, int root, const std::string& name = {},
                              const ProcessSet& process_set = {});
 TensorHandle broadcast_async_(::torch::Tensor& tensor, int root, const std::string& name = {},
@@ -96,6 +102,22 @@ TensorHandle reducescatter_async(const ::torch::Tensor& tensor, const std::strin
                                  const ReducescatterOptions& options = {});
 ::torch::Tensor reducescatter(const ::torch::Tensor& tensor, const std::string& name = {},
                               const ReducescatterOptions& options = {});
+
+/// Allgathers or reduce-scatters of a list, negotiated as one unit (chorus::grouped_allgather);
+/// wait_all() returns one result per tensor. `names` is empty or has one name per tensor.
+/// options.allocate of the reducescatter is not used (each output is a new tensor).
+TensorHandle grouped_allgather_async(const std::vector<::torch::Tensor>& tensors,
+                                     const std::vector<std::string>& names = {},
+                                     const ProcessSet& process_set = {});
+std::vector<::torch::Tensor> grouped_allgather(const std::vector<::torch::Tensor>& tensors,
+                                               const std::vector<std::string>& names = {},
+                                               const ProcessSet& process_set = {});
+TensorHandle grouped_reducescatter_async(const std::vector<::torch::Tensor>& tensors,
+                                         const std::vector<std::string>& names = {},
+                                         const ReducescatterOptions& options = {});
+std::vector<::torch::Tensor> grouped_reducescatter(const std::vector<::torch::Tensor>& tensors,
+                                                   const std::vector<std::string>& names = {},
+                                                   const ReducescatterOptions& options = {});
 
 /// The core's dtype for a torch dtype; throws chorus::Error for dtypes Chorus does not
 /// reduce (bool, complex, ...), naming the tensor.

@@ -8,16 +8,18 @@ covered. Collective failures raise ``hvd.HorovodInternalError``
 """
 
 from chorus._loader import check_torch_version  # noqa: F401  (runs the check first)
-from chorus.common.exceptions import (CollectiveError, HorovodInternalError,  # noqa: F401
-                                      HostsUpdatedInterrupt, NotSupportedError)
+from chorus.common.exceptions import (ArgumentError, CollectiveError,  # noqa: F401
+                                      HorovodInternalError, HostsUpdatedInterrupt,
+                                      NotSupportedError)
 from chorus.torch.compression import Compression  # noqa: F401
 from chorus.torch.mpi_ops import (  # noqa: F401
     Adasum, Average, Max, Min, Product, ProcessSet, Sum, add_process_set, allgather,
     allgather_async, allreduce, allreduce_, allreduce_async, allreduce_async_, alltoall,
     alltoall_async, barrier, broadcast, broadcast_, broadcast_async, broadcast_async_,
     ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built, gloo_enabled,
-    global_process_set, grouped_allreduce, grouped_allreduce_, grouped_allreduce_async,
-    grouped_allreduce_async_, init, is_homogeneous, is_initialized, join, local_rank,
+    global_process_set, grouped_allgather, grouped_allgather_async, grouped_allreduce,
+    grouped_allreduce_, grouped_allreduce_async, grouped_allreduce_async_,
+    grouped_reducescatter, grouped_reducescatter_async, init, is_homogeneous, is_initialized, join, local_rank,
     local_size, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, poll, rank,
     reducescatter, reducescatter_async, remove_process_set, rocm_built, shutdown, size,
     sparse_allreduce_async, start_timeline, stop_timeline, synchronize)

@@ -51,9 +51,10 @@ def _pickle_tensor(obj):
 
 
 def broadcast_object(obj, root_rank=0, name=None, process_set=global_process_set):
-    """``root_rank``'s ``obj`` on every rank (pickled; tensors inside travel with it)."""
+    """``root_rank``'s ``obj`` on every rank (pickled; tensors inside travel with it).
+    ``root_rank`` is a global rank, also within a process set."""
     name = name or "broadcast_object"
-    is_root = process_set.rank() == root_rank
+    is_root = mpi_ops.rank() == root_rank
     payload = _pickle_tensor(obj) if is_root else torch.empty(0, dtype=torch.uint8)
     length = torch.tensor([payload.numel()], dtype=torch.int64)
     mpi_ops.broadcast_(length, root_rank, name=f"{name}.size", process_set=process_set)
@@ -107,6 +108,24 @@ def _fill(value, tensors):
     return value
 
 
+def _make_state(optimizer):
+    """Creates an optimizer's per-parameter state as Horovod does: every parameter that
+    requires a gradient and has none gets a zero one (sparse for SparseAdam), then the
+    optimizer's own step() runs once, never a DistributedOptimizer's (whose step would
+    reduce). Parameters without requires_grad keep ``.grad = None``. As in Horovod, weight
+    decay in that step does move the parameters, the same way on every rank."""
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            if p.requires_grad and p.grad is None:
+                p.grad = torch.zeros_like(p)
+                if isinstance(optimizer, torch.optim.SparseAdam):
+                    p.grad = p.grad.to_sparse()
+    if getattr(optimizer, "_chorus_distributed", False):
+        super(type(optimizer), optimizer).step()
+    else:
+        optimizer.step()
+
+
 def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_set):
     """Gives every rank ``root_rank``'s optimizer state: the hyperparameters of each
     parameter group and the per-parameter state (momentum buffers, Adam's moments and step
@@ -115,11 +134,18 @@ def broadcast_optimizer_state(optimizer, root_rank, process_set=global_process_s
     The structure of the root's ``state_dict()`` travels pickled, with its tensors replaced by
     placeholders; the tensors themselves travel as broadcasts; the other ranks then
     ``load_state_dict()`` the result. Works for any torch.optim optimizer (and a
-    DistributedOptimizer) over the same parameters on every rank.
+    DistributedOptimizer) over the same parameters on every rank. When the root's optimizer
+    has no state yet, every rank first creates it as Horovod does (_make_state).
+    ``root_rank`` is a global rank, also within a process set.
     """
     if isinstance(optimizer, torch.optim.LBFGS):
         raise ValueError("broadcast_optimizer_state does not support torch.optim.LBFGS")
-    is_root = process_set.rank() == root_rank
+    is_root = mpi_ops.rank() == root_rank
+    root_has_state = broadcast_object(bool(optimizer.state_dict()["state"]) if is_root else None,
+                                      root_rank, name="broadcast_optimizer_state.has_state",
+                                      process_set=process_set)
+    if not root_has_state:
+        _make_state(optimizer)
     tensors = []
     skeleton = _skeleton(optimizer.state_dict(), tensors) if is_root else None
     skeleton = broadcast_object(skeleton, root_rank, name="broadcast_optimizer_state.skeleton",

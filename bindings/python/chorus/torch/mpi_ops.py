@@ -2,14 +2,23 @@
 
 Every collective goes to the C++ LibTorch adapter (Chorus::torch) through chorus._ext: the
 ``*_async`` functions enqueue and return an integer handle at once; ``synchronize(handle)``
-waits and returns the result, ``poll(handle)`` says whether it is done. A failed collective
-(ranks that disagree on a shape, a dtype, a root; a shutdown while in flight) raises
+(or calling the handle) waits and returns the result, ``poll(handle)`` says whether it is
+done. A failed collective (a shutdown while in flight, a stall) raises
 ``HorovodInternalError`` (``chorus.common.exceptions.CollectiveError``, a RuntimeError) on
-every rank when its handle is synchronized.
+every rank when its handle is synchronized; ranks that disagree on a shape, a dtype or a
+root raise ``ArgumentError``, which is both that and a ValueError. Bad arguments on one rank
+(a name already in flight, splits that do not fit) raise ``ArgumentError`` at the call, on
+that rank alone.
+
+Unnamed collectives get a generated name at the start of the call, before any check, so a
+call that fails on every rank, or on some, uses up its name everywhere and the names of
+later unnamed calls still agree across ranks.
+
+``root_rank`` is a global rank, also within a process set (as in Horovod).
 
 The synchronous out-of-place collectives (``allreduce``, ``grouped_allreduce``,
-``allgather``, ``broadcast``, ``alltoall``, ``reducescatter``) are differentiable with
-Horovod's gradients; the in-place (``*_``) and ``*_async`` forms are not. A backward pass
+``allgather``, ``grouped_allgather``, ``broadcast``, ``alltoall``, ``reducescatter``,
+``grouped_reducescatter``) are differentiable with Horovod's gradients; the in-place (``*_``) and ``*_async`` forms are not. A backward pass
 runs collectives too, so every rank of the set must run it (names derive from the forward
 name: ``<name>.grad``).
 
@@ -18,15 +27,19 @@ timeline) lives in chorus.torch.runtime and is re-exported here, so ``mpi_ops`` 
 whole of Horovod's module of that name.
 """
 
+import collections
+import itertools
+import numbers
 import warnings
 
 import torch
 
-from chorus.common.exceptions import HorovodInternalError, NotSupportedError  # noqa: F401
+from chorus.common.exceptions import (ArgumentError, HorovodInternalError,  # noqa: F401
+                                      NotSupportedError)
 from chorus._loader import ext as _ext
 from chorus.torch.compression import Compression
 from chorus.torch.runtime import (  # noqa: F401
-    ProcessSet, _register, _set_id, _set_rank, _set_size, add_process_set,
+    ProcessSet, _register, _set_id, _set_rank, _set_ranks, _set_size, add_process_set,
     ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built, gloo_enabled,
     global_process_set, init, is_homogeneous, is_initialized, local_rank, local_size,
     mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, poll, rank, remove_process_set,
@@ -69,8 +82,31 @@ def _resolve_op(op, average):
     return op
 
 
+_name_counters = collections.defaultdict(itertools.count)
+
+
+def _op_name(kind, name, process_set):
+    """``name``, or for an unnamed call the next generated name of ``kind`` in the set,
+    taken at the start of every public call so that failed calls use one up too."""
+    if name is not None:
+        return str(name)
+    set_id = 0 if process_set is None else process_set.process_set_id
+    return f"chorus.py.set{set_id}.{kind}.{next(_name_counters[(kind, set_id)])}"
+
+
 def _name(name):
     return "" if name is None else str(name)
+
+
+def _set_root(root_rank, process_set):
+    """The set rank of the global rank ``root_rank`` (what the core takes)."""
+    ranks = _set_ranks(process_set)
+    if isinstance(root_rank, bool) or not isinstance(root_rank, numbers.Integral):
+        raise ValueError(f"root_rank must be an integer rank, got {root_rank!r}")
+    if int(root_rank) not in ranks:
+        raise ValueError(f"root_rank {root_rank} is not a rank of the process set "
+                         f"{process_set} (root_rank is a global rank)")
+    return ranks.index(int(root_rank))
 
 
 def _first(th):
@@ -88,6 +124,7 @@ def _allreduce_async(tensor, name, op, prescale_factor, postscale_factor, proces
 def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                     postscale_factor=1.0, process_set=global_process_set):
     """Starts an allreduce of ``tensor`` into a new tensor; returns a handle."""
+    name = _op_name("allreduce", name, process_set)
     op = _resolve_op(op, average)
     return _allreduce_async(tensor, name, op, prescale_factor, postscale_factor, process_set,
                             False)
@@ -96,6 +133,7 @@ def allreduce_async(tensor, average=None, name=None, op=None, prescale_factor=1.
 def allreduce_async_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
                      postscale_factor=1.0, process_set=global_process_set):
     """Starts an allreduce whose result lands in ``tensor``; returns a handle."""
+    name = _op_name("allreduce", name, process_set)
     op = _resolve_op(op, average)
     return _allreduce_async(tensor, name, op, prescale_factor, postscale_factor, process_set,
                             True)
@@ -123,6 +161,7 @@ def allreduce(tensor, average=None, name=None, compression=Compression.none, op=
               prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """Reduces ``tensor`` over the process set (Average by default) into a new tensor.
     Differentiable: the gradient is reduced the same way."""
+    name = _op_name("allreduce", name, process_set)
     op = _resolve_op(op, average)
     wire, ctx = compression.compress(tensor)
     if _differentiable(wire):
@@ -153,6 +192,7 @@ def _all(th):
 
 def _grouped_async(tensors, average, name, op, prescale_factor, postscale_factor, process_set,
                    inplace):
+    name = _op_name("grouped_allreduce", name, process_set)
     op = _resolve_op(op, average)
     tensors = list(tensors)
     th = _ext.grouped_allreduce_async(tensors, _group_names(name, len(tensors)), op,
@@ -197,6 +237,7 @@ def grouped_allreduce(tensors, average=None, name=None, compression=Compression.
                       prescale_factor=1.0, postscale_factor=1.0, process_set=global_process_set):
     """Reduces a list of tensors as one unit; returns the list of results. Differentiable:
     the gradients are reduced the same way, as one group."""
+    name = _op_name("grouped_allreduce", name, process_set)
     wires, ctxs = zip(*[compression.compress(t) for t in tensors]) if tensors else ((), ())
     if _differentiable(*wires):
         op = _resolve_op(op, average)
@@ -219,7 +260,8 @@ def grouped_allreduce_(tensors, average=None, name=None, op=None, prescale_facto
 
 def allgather_async(tensor, name=None, process_set=global_process_set):
     """Starts an allgather (concatenation along dimension 0 in rank order)."""
-    return _register(_ext.allgather_async(tensor, _name(name), _set_id(process_set)), _first)
+    name = _op_name("allgather", name, process_set)
+    return _register(_ext.allgather_async(tensor, name, _set_id(process_set)), _first)
 
 
 class _AllgatherFunction(torch.autograd.Function):
@@ -248,6 +290,7 @@ def allgather(tensor, name=None, process_set=global_process_set):
     """Every rank's ``tensor`` concatenated along dimension 0, in rank order. The first
     dimension may differ per rank. Differentiable: a rank's gradient is its rows of the
     output's gradient averaged over the set."""
+    name = _op_name("allgather", name, process_set)
     if _differentiable(tensor):
         return _AllgatherFunction.apply(tensor, name, process_set)
     return synchronize(allgather_async(tensor, name, process_set))
@@ -265,13 +308,15 @@ class _SparseHandle:
 
 def sparse_allreduce_async(tensor, name=None, op=Average, process_set=global_process_set):
     """Starts the reduction of a sparse COO ``tensor`` (an ``nn.Embedding(sparse=True)``
-    gradient); ``synchronize()`` returns the coalesced sparse sum over the set (divided by
-    the set's size for Average, truncated for integer values as dense Average does).
+    gradient); ``synchronize(handle)``, or ``handle()`` as in Horovod, returns the coalesced
+    sparse sum over the set (divided by the set's size for Average, truncated for integer
+    values as dense Average does).
 
     Ranks' tensors must have the same size, sparse and dense dimensions, and dtype; their
     non-zero counts may differ, 0 included. The indices and values travel as two allgathers
     named ``<name>.indices`` and ``<name>.values``; duplicates are summed by coalescing, so
     the traffic grows with the total number of non-zeros, not with the tensor's size."""
+    name = _op_name("sparse_allreduce", name, process_set)
     if not isinstance(tensor, torch.Tensor) or tensor.layout != torch.sparse_coo:
         raise ValueError("sparse_allreduce_async takes a sparse COO tensor; use "
                          "allreduce_async for dense tensors")
@@ -283,8 +328,8 @@ def sparse_allreduce_async(tensor, name=None, op=Average, process_set=global_pro
     # Non-zeros are gathered along dimension 0: indices as (nnz, sparse_dim) rows.
     indices = tensor._indices().t().contiguous()
     values = tensor._values().contiguous()
-    th = _SparseHandle(_ext.allgather_async(indices, _name(_grad_name(name, "indices")), set_id),
-                       _ext.allgather_async(values, _name(_grad_name(name, "values")), set_id))
+    th = _SparseHandle(_ext.allgather_async(indices, _grad_name(name, "indices"), set_id),
+                       _ext.allgather_async(values, _grad_name(name, "values"), set_id))
 
     def finish(h):
         gathered_values = h.values.wait()
@@ -302,17 +347,21 @@ def sparse_allreduce_async(tensor, name=None, op=Average, process_set=global_pro
     return _register(th, finish)
 
 
-def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
-    """Starts a broadcast from ``root_rank`` into a new tensor."""
-    th = _ext.broadcast_async(tensor, int(root_rank), _name(name),
-                              _set_id(process_set), False)
+def _broadcast_async(tensor, root_rank, name, process_set, inplace):
+    name = _op_name("broadcast", name, process_set)
+    th = _ext.broadcast_async(tensor, _set_root(root_rank, process_set), name,
+                              _set_id(process_set), inplace)
     return _register(th, _first)
+
+
+def broadcast_async(tensor, root_rank, name=None, process_set=global_process_set):
+    """Starts a broadcast from ``root_rank`` (a global rank) into a new tensor."""
+    return _broadcast_async(tensor, root_rank, name, process_set, False)
 
 
 def broadcast_async_(tensor, root_rank, name=None, process_set=global_process_set):
-    """Starts a broadcast from ``root_rank`` into ``tensor`` itself."""
-    th = _ext.broadcast_async(tensor, int(root_rank), _name(name), _set_id(process_set), True)
-    return _register(th, _first)
+    """Starts a broadcast from ``root_rank`` (a global rank) into ``tensor`` itself."""
+    return _broadcast_async(tensor, root_rank, name, process_set, True)
 
 
 class _BroadcastFunction(torch.autograd.Function):
@@ -329,7 +378,7 @@ class _BroadcastFunction(torch.autograd.Function):
     def backward(ctx, grad_output):
         averaged = allreduce(grad_output.contiguous(), name=_grad_name(ctx.name), op=Average,
                              process_set=ctx.process_set)
-        if _set_rank(ctx.process_set) != ctx.root_rank:
+        if rank() != ctx.root_rank:
             averaged = torch.zeros_like(averaged)
         return averaged, None, None, None
 
@@ -337,6 +386,7 @@ class _BroadcastFunction(torch.autograd.Function):
 def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """``root_rank``'s ``tensor`` on every rank, as a new tensor. Differentiable: the root's
     gradient is the output's gradient averaged over the set, the other ranks' is zero."""
+    name = _op_name("broadcast", name, process_set)
     if _differentiable(tensor):
         return _BroadcastFunction.apply(tensor, int(root_rank), name, process_set)
     return synchronize(broadcast_async(tensor, root_rank, name, process_set))
@@ -352,15 +402,43 @@ def _alltoall_finish(th):
     return out, torch.tensor(th.received_splits(), dtype=torch.int32)
 
 
+def _split_list(tensor, splits, process_set):
+    """``splits`` as a list of ints, checked against ``tensor``; ValueError if they cannot
+    work (on this rank, at the call)."""
+    n = _set_size(process_set)
+    if tensor.dim() == 0:
+        raise ValueError("alltoall needs a tensor with at least one dimension, got a 0-d one")
+    rows = tensor.shape[0]
+    if splits is None:
+        if rows % n:
+            raise ValueError(f"alltoall without splits needs a first dimension divisible by "
+                             f"the {n} ranks of the set, got {rows}")
+        return []
+    if isinstance(splits, torch.Tensor):
+        if splits.is_floating_point() or splits.is_complex() or splits.dtype == torch.bool:
+            raise ValueError(f"alltoall splits must hold integers, got a {splits.dtype} tensor")
+        values = splits.reshape(-1).tolist()
+    else:
+        values = list(splits)
+        if any(isinstance(s, bool) or not isinstance(s, numbers.Integral) for s in values):
+            raise ValueError(f"alltoall splits must be integers, got {values}")
+    values = [int(s) for s in values]
+    if len(values) != n:
+        raise ValueError(f"alltoall splits has {len(values)} entries for the {n} ranks of the "
+                         f"set")
+    if any(s < 0 for s in values):
+        raise ValueError(f"alltoall splits must not be negative, got {values}")
+    if sum(values) > rows:
+        raise ValueError(f"alltoall splits sum to {sum(values)}, more than the tensor's "
+                         f"{rows} rows")
+    return values
+
+
 def alltoall_async(tensor, splits=None, name=None, process_set=global_process_set):
     """Starts an alltoall; synchronize() returns (output, received_splits)."""
-    if splits is None:
-        split_list = []
-    elif isinstance(splits, torch.Tensor):
-        split_list = [int(s) for s in splits.reshape(-1).tolist()]
-    else:
-        split_list = [int(s) for s in splits]
-    th = _ext.alltoall_async(tensor, split_list, _name(name), _set_id(process_set))
+    name = _op_name("alltoall", name, process_set)
+    split_list = _split_list(tensor, splits, process_set)
+    th = _ext.alltoall_async(tensor, split_list, name, _set_id(process_set))
     return _register(th, _alltoall_finish)
 
 
@@ -388,6 +466,7 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
     Returns the received rows in rank order; when ``splits`` was given, also an int32 tensor
     of how many rows came from each rank (Horovod's return convention). Differentiable: the
     gradient is the alltoall of the output's gradient back to where the rows came from."""
+    name = _op_name("alltoall", name, process_set)
     if _differentiable(tensor):
         output, received = _AlltoallFunction.apply(tensor, splits, name, process_set)
     else:
@@ -398,41 +477,49 @@ def alltoall(tensor, splits=None, name=None, process_set=global_process_set):
 def reducescatter_async(tensor, name=None, op=Average, process_set=global_process_set,
                         prescale_factor=1.0, postscale_factor=1.0):
     """Starts a reducescatter; synchronize() returns this rank's block."""
+    name = _op_name("reducescatter", name, process_set)
     op = _resolve_op(op, None)
-    th = _ext.reducescatter_async(tensor, _name(name), op, float(prescale_factor),
+    th = _ext.reducescatter_async(tensor, name, op, float(prescale_factor),
                                   float(postscale_factor), _set_id(process_set))
     return _register(th, _first)
 
 
+def _reducescatter_grad_scale(op, process_set, prescale, postscale):
+    """Horovod's gradient of reducescatter: the allgather of the output's gradient, times the
+    set's size for Sum (times 1 for Average), prescale and postscale. With that convention
+    the gradient is the set size times the gradient of the sum of every rank's loss."""
+    if op not in (Sum, Average):
+        raise NotSupportedError(f"the gradient of reducescatter is defined for hvd.Sum and "
+                                f"hvd.Average, not {_OP_NAMES[op]}")
+    return (_set_size(process_set) if op == Sum else 1) * prescale * postscale
+
+
 class _ReducescatterFunction(torch.autograd.Function):
-    """Differentiable reducescatter (Sum or Average): every rank's block of the output depends
-    on every rank's input, so the gradient is the allgather of the blocks' gradients, times
-    the forward's scaling (prescale * postscale, and 1/n for Average)."""
+    """Differentiable reducescatter (Sum or Average), with Horovod's gradient
+    (_reducescatter_grad_scale)."""
 
     @staticmethod
     def forward(ctx, tensor, name, op, process_set, prescale, postscale):
-        ctx.args = (name, op, process_set, prescale * postscale)
+        ctx.args = (name, op, process_set, prescale, postscale)
         return synchronize(reducescatter_async(tensor, name, op, process_set, prescale,
                                                postscale))
 
     @staticmethod
     def backward(ctx, grad_output):
-        name, op, process_set, scale = ctx.args
-        if op not in (Sum, Average):
-            raise NotSupportedError(f"the gradient of reducescatter is defined for hvd.Sum and "
-                                    f"hvd.Average, not {_OP_NAMES[op]}")
-        if op == Average:
-            scale /= _set_size(process_set)
-        grad = allgather(grad_output.contiguous(), name=_grad_name(name),
+        name, op, process_set, prescale, postscale = ctx.args
+        scale = _reducescatter_grad_scale(op, process_set, prescale, postscale)
+        grad = allgather(grad_output.contiguous() * scale, name=_grad_name(name),
                          process_set=process_set)
-        return (grad if scale == 1.0 else grad * scale), None, None, None, None, None
+        return grad, None, None, None, None, None
 
 
 def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
                   process_set=global_process_set, prescale_factor=1.0, postscale_factor=1.0):
     """Reduces ``tensor`` over the set; rank r gets block r of dimension 0 (dim0 / n rows, the
-    first dim0 % n ranks one more). Differentiable for Sum and Average: the gradient is the
-    allgather of the blocks' gradients, scaled as the forward was."""
+    first dim0 % n ranks one more). Differentiable for Sum and Average, with Horovod's
+    gradient: the allgather of the blocks' gradients, times the set size for Sum, and times
+    the scale factors."""
+    name = _op_name("reducescatter", name, process_set)
     wire, ctx = compression.compress(tensor)
     if _differentiable(wire):
         out = _ReducescatterFunction.apply(wire, name, _resolve_op(op, None), process_set,
@@ -441,6 +528,111 @@ def reducescatter(tensor, name=None, compression=Compression.none, op=Average,
         out = synchronize(reducescatter_async(wire, name, op, process_set, prescale_factor,
                                               postscale_factor))
     return compression.decompress(out, ctx)
+
+
+# --- grouped allgather and reducescatter ----------------------------------------------------
+
+def _tensor_list(tensors, what):
+    tensors = list(tensors)
+    if not tensors:
+        raise ValueError(f"{what} needs at least one tensor")
+    return tensors
+
+
+def grouped_allgather_async(tensors, name=None, process_set=global_process_set):
+    """Starts the allgather of every tensor of the list, negotiated as one unit;
+    synchronize() returns the list of results (each as ``allgather`` would give it)."""
+    name = _op_name("grouped_allgather", name, process_set)
+    tensors = _tensor_list(tensors, "grouped_allgather")
+    th = _ext.grouped_allgather_async(tensors, _group_names(name, len(tensors)),
+                                      _set_id(process_set))
+    return _register(th, _all)
+
+
+class _GroupedAllgatherFunction(torch.autograd.Function):
+    """Differentiable grouped allgather: each input's gradient is taken as allgather's
+    (its rows of the output's gradient averaged over the set), all in one grouped
+    allreduce and one grouped allgather of the row counts."""
+
+    @staticmethod
+    def forward(ctx, name, process_set, *tensors):
+        ctx.rows = [t.shape[0] for t in tensors]
+        ctx.shapes = [t.shape for t in tensors]
+        ctx.name, ctx.process_set = name, process_set
+        return tuple(synchronize(grouped_allgather_async(tensors, name, process_set)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        averaged = grouped_allreduce([g.contiguous() for g in grads], name=_grad_name(ctx.name),
+                                     op=Average, process_set=ctx.process_set)
+        counts = grouped_allgather([torch.tensor([r], dtype=torch.int64) for r in ctx.rows],
+                                   name=_grad_name(ctx.name, "grad.rows"),
+                                   process_set=ctx.process_set)
+        me = _set_rank(ctx.process_set)
+        out = []
+        for g, c, rows, shape in zip(averaged, counts, ctx.rows, ctx.shapes):
+            out.append(g.narrow(0, int(c[:me].sum()), rows).reshape(shape))
+        return (None, None, *out)
+
+
+def grouped_allgather(tensors, name=None, process_set=global_process_set):
+    """Every tensor of the list allgathered (concatenated along dimension 0 in rank order),
+    negotiated as one unit; returns the list of results. Differentiable as ``allgather``."""
+    name = _op_name("grouped_allgather", name, process_set)
+    tensors = _tensor_list(tensors, "grouped_allgather")
+    if _differentiable(*tensors):
+        return list(_GroupedAllgatherFunction.apply(name, process_set, *tensors))
+    return synchronize(grouped_allgather_async(tensors, name, process_set))
+
+
+def grouped_reducescatter_async(tensors, name=None, op=Average, process_set=global_process_set,
+                                prescale_factor=1.0, postscale_factor=1.0):
+    """Starts the reducescatter of every tensor of the list, negotiated as one unit;
+    synchronize() returns the list of this rank's blocks."""
+    name = _op_name("grouped_reducescatter", name, process_set)
+    op = _resolve_op(op, None)
+    tensors = _tensor_list(tensors, "grouped_reducescatter")
+    th = _ext.grouped_reducescatter_async(tensors, _group_names(name, len(tensors)), op,
+                                          float(prescale_factor), float(postscale_factor),
+                                          _set_id(process_set))
+    return _register(th, _all)
+
+
+class _GroupedReducescatterFunction(torch.autograd.Function):
+    """Differentiable grouped reducescatter, with reducescatter's gradient for every tensor
+    (one grouped allgather)."""
+
+    @staticmethod
+    def forward(ctx, name, op, process_set, prescale, postscale, *tensors):
+        ctx.args = (name, op, process_set, prescale, postscale)
+        return tuple(synchronize(grouped_reducescatter_async(tensors, name, op, process_set,
+                                                             prescale, postscale)))
+
+    @staticmethod
+    def backward(ctx, *grads):
+        name, op, process_set, prescale, postscale = ctx.args
+        scale = _reducescatter_grad_scale(op, process_set, prescale, postscale)
+        gathered = grouped_allgather([g.contiguous() * scale for g in grads],
+                                     name=_grad_name(name), process_set=process_set)
+        return (None, None, None, None, None, *gathered)
+
+
+def grouped_reducescatter(tensors, name=None, compression=Compression.none, op=Average,
+                          process_set=global_process_set, prescale_factor=1.0,
+                          postscale_factor=1.0):
+    """Every tensor of the list reduce-scattered, negotiated as one unit; returns the list
+    of this rank's blocks. Differentiable for Sum and Average, as ``reducescatter``."""
+    name = _op_name("grouped_reducescatter", name, process_set)
+    tensors = _tensor_list(tensors, "grouped_reducescatter")
+    wires, ctxs = zip(*[compression.compress(t) for t in tensors])
+    if _differentiable(*wires):
+        outs = _GroupedReducescatterFunction.apply(name, _resolve_op(op, None), process_set,
+                                                   float(prescale_factor),
+                                                   float(postscale_factor), *wires)
+    else:
+        outs = synchronize(grouped_reducescatter_async(wires, name, op, process_set,
+                                                       prescale_factor, postscale_factor))
+    return [compression.decompress(o, c) for o, c in zip(outs, ctxs)]
 
 
 def barrier(process_set=global_process_set):

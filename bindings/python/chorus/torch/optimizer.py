@@ -147,6 +147,8 @@ def _group_indices(groups, params):
 
 
 class _DistributedOptimizer(torch.optim.Optimizer):
+    _chorus_distributed = True  # functions._make_state steps the wrapped optimizer instead
+
     def __init__(self, optimizer, named_parameters, compression, backward_passes_per_step, op,
                  gradient_predivide_factor, groups, sparse_as_dense, process_set):
         super(self.__class__, self).__init__(optimizer.param_groups)
@@ -176,7 +178,10 @@ class _DistributedOptimizer(torch.optim.Optimizer):
                                  f"of the optimizer are not in it (first: index {unnamed[0]})")
             pairs = [(name_of[id(p)], p) for p in params]
         else:
-            pairs = [(f"noname.{i}", p) for i, p in enumerate(params)]
+            # The same on every rank: the optimizer's parameters in order.
+            pairs = [(f"allreduce.noname.{i}", p) for i, p in enumerate(params)]
+        # Horovod's attribute, read by scripts: parameter -> the name it is reduced under.
+        self._parameter_names = {p: n for n, p in pairs}
 
         if op not in (Average, Sum):
             if op == mpi_ops.Adasum:
@@ -294,7 +299,13 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def step(self, closure=None):
         if self._should_synchronize:
-            if not self._synchronized:
+            if self._synchronized:
+                warnings.warn("optimizer.step() called without optimizer.skip_synchronize() "
+                              "after optimizer.synchronize(): the gradients are reduced "
+                              "already and are not reduced again; put step() inside "
+                              "`with optimizer.skip_synchronize():` to say so",
+                              UserWarning, stacklevel=2)
+            else:
                 self.synchronize()
         elif not self._synchronized:
             warnings.warn("optimizer.step() inside skip_synchronize() without a prior "

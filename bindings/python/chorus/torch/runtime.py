@@ -90,6 +90,8 @@ _HOROVOD_ENV = [
 def _options_from_horovod_env():
     options = {}
     for hvd_name, chorus_name, key, convert in _HOROVOD_ENV:
+        if hvd_name == "HOROVOD_TIMELINE" and os.environ.get(hvd_name) == "DYNAMIC":
+            continue  # Horovod's "no file until start_timeline()": Chorus's default
         if hvd_name in os.environ and chorus_name not in os.environ:
             try:
                 options[key] = convert(os.environ[hvd_name])
@@ -258,8 +260,22 @@ def _set_size(process_set):
     return _ext.process_set_size(_set_id(process_set))
 
 
+def _set_ranks(process_set):
+    """The set's global ranks in set-rank order."""
+    _set_id(process_set)
+    return (process_set or global_process_set).ranks
+
+
+class _Handle(int):
+    """The handle of an asynchronous collective: an int, as Horovod's, that can also be
+    called to synchronize it (as Horovod's sparse_allreduce_async handle is)."""
+
+    def __call__(self):
+        return synchronize(self)
+
+
 def _register(tensor_handle, finish):
-    handle = next(_handle_ids)
+    handle = _Handle(next(_handle_ids))
     with _lock:
         _handles[handle] = (tensor_handle, finish)
     return handle
