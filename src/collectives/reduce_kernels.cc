@@ -187,7 +187,8 @@ template <class Acc>
 class Scaler<Acc, false> {
  public:
   explicit Scaler(Scale scale)
-      : divisor_(scale.divisor), multiplier_(scale.factor / static_cast<double>(scale.divisor)),
+      : divisor_(scale.divisor),
+        multiplier_(scale.factor / static_cast<double>(scale.divisor)),
         exact_(scale.factor == 1.0) {}
 
   CHORUS_KERNEL_INLINE void apply(Acc* acc, int64_t n) const {

@@ -245,7 +245,8 @@ Handle submit_group(OpType op, const std::vector<std::string>& names, std::size_
   if (count == 0) return failed(invalid_argument(fn + ": no tensors given"));
   if (!names.empty() && names.size() != count) {
     return failed(invalid_argument(fn + ": " + std::to_string(names.size()) + " names for " +
-                                   std::to_string(count) + " tensors; give one per tensor, or none"));
+                                   std::to_string(count) +
+                                   " tensors; give one per tensor, or none"));
   }
   std::vector<Entry> entries;
   std::shared_ptr<Runtime> rt;
@@ -333,10 +334,9 @@ Handle grouped_allreduce(const std::vector<std::string>& names,
                                    " inputs but " + std::to_string(outputs.size()) +
                                    " outputs; give one output per input"));
   }
-  return submit_group(OpType::kAllreduce, names, inputs.size(), options.process_set,
-                      [&](std::size_t i, Entry& e) {
-                        return fill_allreduce(e, inputs[i], outputs[i], options);
-                      });
+  return submit_group(
+      OpType::kAllreduce, names, inputs.size(), options.process_set,
+      [&](std::size_t i, Entry& e) { return fill_allreduce(e, inputs[i], outputs[i], options); });
 }
 
 Handle grouped_allgather(const std::vector<std::string>& names,

@@ -302,9 +302,9 @@ template <class From, class To>
 Status convert(const void* src, void* dst, int64_t count, void* stream) {
   if (count <= 0) return {};
   const int64_t blocks = std::min<int64_t>((count + kScaleChunk - 1) / kScaleChunk, 65535);
-  convert_kernel<From, To><<<static_cast<unsigned>(blocks), kThreads, 0,
-                             static_cast<cudaStream_t>(stream)>>>(
-      static_cast<const From*>(src), static_cast<To*>(dst), count);
+  convert_kernel<From, To>
+      <<<static_cast<unsigned>(blocks), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+          static_cast<const From*>(src), static_cast<To*>(dst), count);
   CHORUS_CUDA_CHECK(cudaGetLastError());
   return {};
 }

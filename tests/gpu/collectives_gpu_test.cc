@@ -72,8 +72,8 @@ struct DeviceAllocator {
   }
 };
 
-constexpr DataType kAll[] = {DataType::kUInt8,   DataType::kInt8,     DataType::kInt16,
-                             DataType::kInt32,   DataType::kInt64,    DataType::kFloat16,
+constexpr DataType kAll[] = {DataType::kUInt8,    DataType::kInt8,    DataType::kInt16,
+                             DataType::kInt32,    DataType::kInt64,   DataType::kFloat16,
                              DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64};
 
 TEST(GpuCollectives, AllreduceSumEveryDtype) {

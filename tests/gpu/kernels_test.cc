@@ -14,8 +14,8 @@
 namespace chorus::testing {
 namespace {
 
-constexpr DataType kAll[] = {DataType::kUInt8,   DataType::kInt8,     DataType::kInt16,
-                             DataType::kInt32,   DataType::kInt64,    DataType::kFloat16,
+constexpr DataType kAll[] = {DataType::kUInt8,    DataType::kInt8,    DataType::kInt16,
+                             DataType::kInt32,    DataType::kInt64,   DataType::kFloat16,
                              DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64};
 
 // Random bytes, with every floating value made finite: the GPU and the CPU may produce

@@ -31,9 +31,9 @@ double expected(DataType t, ReduceOp op, int n, int64_t i, double postscale = 1.
     int64_t x = static_cast<int64_t>(acc);
     one.set(0, static_cast<double>(x));  // wrap into the type first
     x = static_cast<int64_t>(one.at(0));
-    x = postscale == 1.0 ? x / divisor
-                         : static_cast<int64_t>(std::trunc(static_cast<double>(x) * postscale /
-                                                           divisor));
+    x = postscale == 1.0
+            ? x / divisor
+            : static_cast<int64_t>(std::trunc(static_cast<double>(x) * postscale / divisor));
     one.set(0, static_cast<double>(x));
   } else if (t == DataType::kFloat64) {
     one.set(0, divisor == 1 && postscale == 1.0 ? acc : acc * (postscale / divisor));

@@ -62,7 +62,7 @@ std::pair<int64_t, int64_t> value_range(DataType t, Kind kind, ReduceOp op) {
     case DataType::kInt8:
       return minmax ? std::pair<int64_t, int64_t>{-20, 20}  // 20*2*3
                     : std::pair<int64_t, int64_t>{-5, 5};   // 4*5*2*3
-    case DataType::kInt16:  // 4*1000*2*3 = 24000
+    case DataType::kInt16:                                  // 4*1000*2*3 = 24000
     case DataType::kInt32:
     case DataType::kInt64: return {-1000, 1000};
     // Sums of 4 * 8 * 2 = 64, times 4 = 256; the fractions of pre 0.5 and 0.25 and post

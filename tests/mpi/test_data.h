@@ -14,9 +14,9 @@ namespace chorus::testing {
 
 inline const std::vector<DataType>& all_dtypes() {
   static const std::vector<DataType> kAll = {
-      DataType::kUInt8,   DataType::kInt8,    DataType::kInt16,   DataType::kInt32,
-      DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32,
-      DataType::kFloat64};
+      DataType::kUInt8,    DataType::kInt8,    DataType::kInt16,
+      DataType::kInt32,    DataType::kInt64,   DataType::kFloat16,
+      DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64};
   return kAll;
 }
 

@@ -11,7 +11,7 @@ namespace {
 using ::torch::Tensor;
 
 const std::vector<::torch::ScalarType> kDtypes = {
-    ::torch::kUInt8,   ::torch::kInt8,    ::torch::kInt16,   ::torch::kInt32,    ::torch::kInt64,
+    ::torch::kUInt8,   ::torch::kInt8,     ::torch::kInt16,   ::torch::kInt32,  ::torch::kInt64,
     ::torch::kFloat16, ::torch::kBFloat16, ::torch::kFloat32, ::torch::kFloat64};
 
 int n() { return size(); }

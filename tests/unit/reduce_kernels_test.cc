@@ -24,9 +24,9 @@ namespace {
 using Bytes = std::vector<uint8_t>;
 
 constexpr DataType kAllDataTypes[] = {
-    DataType::kUInt8,   DataType::kInt8,    DataType::kInt16,   DataType::kInt32,
-    DataType::kInt64,   DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32,
-    DataType::kFloat64,
+    DataType::kUInt8,    DataType::kInt8,    DataType::kInt16,
+    DataType::kInt32,    DataType::kInt64,   DataType::kFloat16,
+    DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64,
 };
 constexpr ReduceOp kAllOps[] = {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct};
 constexpr uint64_t kSeed = 0x5eed'c0de'2024ull;
@@ -92,8 +92,8 @@ A reference_scale(A x, Scale scale) {
   if constexpr (std::is_integral_v<A>) {
     if (scale.factor == 1.0) return static_cast<A>(x / scale.divisor);
     // The float64 product truncated toward zero; outside int64's range, INT64_MIN.
-    const double v = std::trunc(static_cast<double>(x) *
-                                (scale.factor / static_cast<double>(scale.divisor)));
+    const double v =
+        std::trunc(static_cast<double>(x) * (scale.factor / static_cast<double>(scale.divisor)));
     const bool in_range = v >= -9223372036854775808.0 && v < 9223372036854775808.0;
     return static_cast<A>(in_range ? static_cast<int64_t>(v) : INT64_MIN);
   } else {

@@ -121,8 +121,8 @@ PYBIND11_MODULE(_ext, m) {
   static py::exception<chorus::Error> collective_error(m, "CollectiveError", PyExc_RuntimeError);
   static py::handle argument_error = [&] {
     py::object bases = py::make_tuple(collective_error, py::handle(PyExc_ValueError));
-    py::object type = py::reinterpret_steal<py::object>(PyErr_NewException(
-        "chorus._ext.ArgumentError", bases.ptr(), nullptr));
+    py::object type = py::reinterpret_steal<py::object>(
+        PyErr_NewException("chorus._ext.ArgumentError", bases.ptr(), nullptr));
     m.attr("ArgumentError") = type;
     return type.release();
   }();
@@ -223,8 +223,8 @@ PYBIND11_MODULE(_ext, m) {
         [](const std::vector<torch::Tensor>& tensors, const std::vector<std::string>& names,
            int set) { return ct::grouped_allgather_async(tensors, names, to_set(set)); });
   m.def("grouped_reducescatter_async",
-        [](const std::vector<torch::Tensor>& tensors, const std::vector<std::string>& names,
-           int op, double prescale, double postscale, int set) {
+        [](const std::vector<torch::Tensor>& tensors, const std::vector<std::string>& names, int op,
+           double prescale, double postscale, int set) {
           return ct::grouped_reducescatter_async(
               tensors, names, reducescatter_options(op, prescale, postscale, set));
         });
