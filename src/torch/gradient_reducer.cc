@@ -22,7 +22,8 @@ struct GradientReducer::State {
     std::shared_ptr<::torch::autograd::Node> accumulator;  // keeps the hooked node alive
     std::size_t group = 0;
     int passes_left = 0;
-    bool ready = false;  // its gradient for this step is complete
+    bool ready = false;   // its gradient for this step is complete
+    bool sparse = false;  // a sparse gradient came (without sparse_as_dense)
   };
   // Parameters reduced by one collective: a grouped allreduce, or a plain one for a single
   // parameter.
@@ -30,9 +31,10 @@ struct GradientReducer::State {
     std::vector<std::size_t> members;
     std::size_t ready = 0;
     bool started = false;
-    std::vector<Tensor> grads;  // the gradients being reduced
+    std::vector<Tensor> grads;  // the dense gradients being reduced
     std::vector<Tensor> wires;  // their 16-bit copies, with compression
     TensorHandle handle;
+    std::vector<std::pair<std::size_t, TensorHandle>> sparse;  // (parameter, its reduction)
   };
 
   DistributedOptimizerOptions options;
@@ -41,30 +43,66 @@ struct GradientReducer::State {
   std::vector<Param> params;
   std::vector<Group> groups;
   int64_t started_count = 0;
+  bool layouts_agreed = false;
 
-  // p's gradient for this step, made dense and defined (mu held).
+  // The largest value of each entry of `local` over the set (mu held).
+  Tensor max_over_set(Tensor local, const std::string& what) const {
+    AllreduceOptions max;
+    max.op = ReduceOp::kMax;
+    max.process_set = options.process_set;
+    return chorus::torch::allreduce(local, options.name_prefix + what, max);
+  }
+
+  // At the first synchronize(), before the gradients that backward did not produce here are
+  // filled in: the ranks agree on which parameters had sparse gradients (one small
+  // allreduce), so that a rank without such a gradient sends an empty sparse one, not dense
+  // zeros.
+  void agree_on_layouts() {
+    const auto n = static_cast<int64_t>(params.size());
+    Tensor local = ::torch::zeros({n}, ::torch::kInt64);
+    for (int64_t i = 0; i < n; ++i) local[i] = params[i].sparse ? 1 : 0;
+    Tensor agreed = max_over_set(local, "sparse_layout");
+    for (int64_t i = 0; i < n; ++i) params[i].sparse = agreed[i].item<int64_t>() == 1;
+  }
+
+  // p's gradient for this step, defined (mu held). Sparse stays sparse unless
+  // sparse_as_dense, decided from the gradient itself every step.
   Tensor gradient_of(Param& p) {
     Tensor grad = p.param.grad();
     if (!grad.defined()) {
-      // No gradient on this rank this step: contribute zeros so the others don't wait.
-      p.param.mutable_grad() = ::torch::zeros_like(p.param);
-    } else if (grad.is_sparse()) {
-      if (!options.sparse_as_dense) {
-        throw Error(invalid_argument("parameter '" + p.name +
-                                     "' has a sparse gradient: reduce it with sparse_as_dense"));
-      }
+      // No gradient on this rank this step: contribute zeros so the others don't wait, in
+      // the layout this parameter's gradients had before (an empty sparse tensor may have
+      // any sparse dimensions: sparse_allreduce_async ignores them).
+      p.param.mutable_grad() = p.sparse
+                                   ? ::torch::sparse_coo_tensor(p.param.sizes(), p.param.options())
+                                   : ::torch::zeros_like(p.param);
+    } else if (grad.is_sparse() && options.sparse_as_dense) {
       p.param.mutable_grad() = grad.to_dense();
+    } else if (grad.is_sparse()) {
+      p.sparse = true;
     }
     return p.param.grad();
   }
 
-  // Starts g's reduction (mu held).
+  // Starts g's reduction (mu held): its dense gradients as one (grouped) allreduce, each
+  // sparse one as a sparse allreduce.
   void start(Group& g) {
     std::vector<std::string> names;
     for (std::size_t i : g.members) {
-      g.grads.push_back(gradient_of(params[i]));
+      Tensor grad = gradient_of(params[i]);
+      if (grad.is_sparse()) {
+        AllreduceOptions sparse;
+        sparse.op = allreduce.op;
+        sparse.process_set = allreduce.process_set;
+        g.sparse.emplace_back(i, sparse_allreduce_async(grad, params[i].name, sparse));
+        continue;
+      }
+      g.grads.push_back(grad);
       names.push_back(params[i].name);
     }
+    g.started = true;
+    started_count += static_cast<int64_t>(g.members.size());
+    if (g.grads.empty()) return;
     std::vector<Tensor>* wire = &g.grads;
     if (options.compression != Compression::kNone) {
       const auto type =
@@ -78,8 +116,6 @@ struct GradientReducer::State {
     }
     g.handle = wire->size() == 1 ? allreduce_async_(wire->front(), names.front(), allreduce)
                                  : grouped_allreduce_async_(*wire, names, allreduce);
-    g.started = true;
-    started_count += static_cast<int64_t>(g.members.size());
   }
 
   void mark_ready(std::size_t i) {
@@ -107,14 +143,21 @@ struct GradientReducer::State {
   std::optional<Error> finish(Group& g) {
     std::optional<Error> error;
     if (g.started) {
+      ::torch::NoGradGuard no_grad;
       try {
-        g.handle.wait();
-        ::torch::NoGradGuard no_grad;
+        if (!g.grads.empty()) g.handle.wait();
         for (std::size_t k = 0; k < g.wires.size(); ++k) {
           if (!g.wires[k].is_same(g.grads[k])) g.grads[k].copy_(g.wires[k]);
         }
       } catch (const Error& e) {
         error = e;
+      }
+      for (auto& [i, handle] : g.sparse) {  // every one is waited for, even after a failure
+        try {
+          params[i].param.mutable_grad() = handle.wait();
+        } catch (const Error& e) {
+          if (!error) error = e;
+        }
       }
     }
     Group fresh;
@@ -201,6 +244,15 @@ GradientReducer::GradientReducer(NamedParameters parameters, DistributedOptimize
   s.options = std::move(options);
   const auto given_group = group_of(s.options.groups, parameters.size());
   check_same_layout(parameters, s.options.name_prefix, s.options.process_set);
+  // Ranks that reduced one gradient dense and the other sparse would wait for each other.
+  const bool dense = s.options.sparse_as_dense;
+  Tensor both = s.max_over_set(::torch::tensor({dense ? 1 : 0, dense ? 0 : 1}, ::torch::kInt64),
+                               "sparse_as_dense");
+  if (both[0].item<int64_t>() == 1 && both[1].item<int64_t>() == 1) {
+    throw Error(Status(StatusCode::kMismatch,
+                       "DistributedOptimizer: sparse_as_dense differs across ranks; every rank "
+                       "must pass the same value"));
+  }
   std::vector<std::optional<std::size_t>> slot_of_group(s.options.groups.size());
   for (std::size_t k = 0; k < parameters.size(); ++k) {
     auto& [name, param] = parameters[k];
@@ -234,6 +286,10 @@ GradientReducer::~GradientReducer() {
 void GradientReducer::synchronize() {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.layouts_agreed) {
+    s.layouts_agreed = true;
+    s.agree_on_layouts();
+  }
   for (auto& g : s.groups) {
     if (g.started) continue;
     for (std::size_t i : g.members) {

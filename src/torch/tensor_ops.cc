@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <mutex>
 
 #include "torch/convert.h"
@@ -21,6 +22,10 @@ struct TensorHandle::State {
   /// Outputs that the background thread allocates once their shape is agreed, one slot
   /// per tensor (sized before the submit).
   std::shared_ptr<std::vector<Tensor>> allocated;
+
+  /// Turns the results into what wait() returns (sparse_allreduce: one sparse tensor from
+  /// the gathered indices and values); runs once, on the first wait().
+  std::function<std::vector<Tensor>(const std::vector<Tensor>&)> combine;
 
   std::mutex mu;
   bool finished = false;
@@ -83,6 +88,7 @@ std::vector<Tensor> TensorHandle::wait_all() {
     ::torch::NoGradGuard no_grad;
     for (auto& [destination, buffer] : state_->copy_back) destination.copy_(buffer);
     if (state_->allocated) state_->results = *state_->allocated;
+    if (state_->combine) state_->results = state_->combine(state_->results);
     state_->finished = true;
   }
   return state_->results;
@@ -278,14 +284,103 @@ std::vector<TensorRef> grouped_inputs(State& s, const std::vector<Tensor>& tenso
 
 }  // namespace
 
-TensorHandle grouped_allgather_async(const std::vector<Tensor>& tensors,
+namespace {
+
+TensorHandle start_grouped_allgather(std::shared_ptr<State> s, const std::vector<Tensor>& tensors,
                                      const std::vector<std::string>& names,
                                      const ProcessSet& process_set) {
-  auto s = std::make_shared<State>();
   GroupedAllgatherOptions options;
   options.process_set = process_set;
   std::vector<TensorRef> refs = grouped_inputs(*s, tensors, names, "allgather", &options.allocate);
-  return wrap(s, chorus::grouped_allgather(names, refs, options));
+  return wrap(std::move(s), chorus::grouped_allgather(names, refs, options));
+}
+
+}  // namespace
+
+TensorHandle grouped_allgather_async(const std::vector<Tensor>& tensors,
+                                     const std::vector<std::string>& names,
+                                     const ProcessSet& process_set) {
+  return start_grouped_allgather(std::make_shared<State>(), tensors, names, process_set);
+}
+
+namespace {
+
+// The coalesced sum of every rank's sparse tensor, from the gathered layouts, indices and
+// values (sparse_allreduce_async). Ranks that sent non-zeros must agree on the layout.
+Tensor sparse_from_ranks(const std::vector<Tensor>& gathered, const std::vector<int64_t>& sizes,
+                         const std::string& what) {
+  const Tensor layouts = gathered[0].cpu().reshape({-1, 2});
+  std::vector<Tensor> indices, values;
+  int64_t sparse_dim = -1, index_at = 0, value_at = 0;
+  for (int64_t r = 0; r < layouts.size(0); ++r) {
+    const int64_t nnz = layouts[r][0].item<int64_t>();
+    const int64_t dim = layouts[r][1].item<int64_t>();
+    if (nnz == 0) continue;
+    if (sparse_dim >= 0 && dim != sparse_dim) {
+      throw Error(Status(StatusCode::kMismatch, "sparse_allreduce '" + what +
+                                                    "': ranks send sparse tensors with " +
+                                                    std::to_string(sparse_dim) + " and " +
+                                                    std::to_string(dim) + " sparse dimensions"));
+    }
+    sparse_dim = dim;
+    std::vector<int64_t> value_shape = {nnz};
+    value_shape.insert(value_shape.end(), sizes.begin() + dim, sizes.end());
+    const int64_t value_count = ::c10::multiply_integers(value_shape);
+    indices.push_back(gathered[1].narrow(0, index_at, nnz * dim).reshape({nnz, dim}));
+    values.push_back(gathered[2].narrow(0, value_at, value_count).reshape(value_shape));
+    index_at += nnz * dim;
+    value_at += value_count;
+  }
+  if (indices.empty()) {  // no rank has a non-zero: an empty tensor, fully sparse
+    const auto dims = static_cast<int64_t>(sizes.size());
+    return ::torch::sparse_coo_tensor(::torch::zeros({dims, 0}, gathered[1].options()),
+                                      ::torch::zeros({0}, gathered[2].options()), sizes);
+  }
+  return ::torch::sparse_coo_tensor(::torch::cat(indices).t(), ::torch::cat(values), sizes)
+      .coalesce();
+}
+
+}  // namespace
+
+TensorHandle sparse_allreduce_async(const Tensor& tensor, const std::string& name,
+                                    const AllreduceOptions& options) {
+  const std::string what = label(name, "sparse allreduce");
+  if (!tensor.defined() || !tensor.is_sparse()) {
+    throw Error(invalid_argument("sparse_allreduce_async: '" + what +
+                                 "' is not a sparse COO tensor; reduce dense tensors with "
+                                 "allreduce_async"));
+  }
+  const ReduceOp op = options.op;
+  if (op != ReduceOp::kSum && op != ReduceOp::kAverage) {
+    throw Error(invalid_argument("sparse_allreduce_async: '" + what + "' asks for op " +
+                                 reduce_op_name(op) +
+                                 "; sparse tensors reduce by sum or average only"));
+  }
+  if (options.prescale != 1.0 || options.postscale != 1.0) {
+    throw Error(invalid_argument("sparse_allreduce_async: '" + what +
+                                 "' has scale factors, which sparse reductions do not take"));
+  }
+  const int64_t n = process_set_size(options.process_set);
+  auto s = std::make_shared<State>();
+  s->combine = [sizes = tensor.sizes().vec(), op, n, what](const std::vector<Tensor>& gathered) {
+    Tensor sum = sparse_from_ranks(gathered, sizes, what);
+    if (op == ReduceOp::kSum) return std::vector<Tensor>{sum};
+    Tensor values = sum.values();
+    values =
+        values.is_floating_point() || values.is_complex() ? values / n : values.div(n, "trunc");
+    return std::vector<Tensor>{::torch::sparse_coo_tensor(sum.indices(), values, sizes).coalesce()};
+  };
+  // Each rank's non-zeros as [nnz, sparse_dim], its indices (nnz rows of sparse_dim) and its
+  // values, flattened: a rank without non-zeros may hold any layout (zero_grad() resets it).
+  Tensor coalesced = tensor.coalesce();
+  Tensor header = ::torch::tensor({coalesced._nnz(), coalesced.sparse_dim()}, ::torch::kInt64);
+  std::vector<std::string> names;
+  if (!name.empty()) names = {name + ".layout", name + ".indices", name + ".values"};
+  return start_grouped_allgather(
+      std::move(s),
+      {header.to(tensor.device()), coalesced._indices().t().contiguous().reshape({-1}),
+       coalesced._values().contiguous().reshape({-1})},
+      names, options.process_set);
 }
 
 std::vector<Tensor> grouped_allgather(const std::vector<Tensor>& tensors,

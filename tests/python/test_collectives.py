@@ -260,7 +260,7 @@ def test_process_sets():
         out = hvd.allreduce(torch.tensor([float(me)]), op=hvd.Sum, process_set=ps,
                             name="ps.sum")
         assert out.item() == float(n - 1)
-        got = hvd.broadcast_object("from-last", root_rank=1, process_set=ps)
+        got = hvd.broadcast_object("from-last", root_rank=n - 1, process_set=ps)
         assert got == "from-last"
     else:
         assert ps.rank() == -1

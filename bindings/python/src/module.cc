@@ -203,6 +203,10 @@ PYBIND11_MODULE(_ext, m) {
           return inplace ? ct::grouped_allreduce_async_(tensors, names, o)
                          : ct::grouped_allreduce_async(tensors, names, o);
         });
+  m.def("sparse_allreduce_async",
+        [](const torch::Tensor& tensor, const std::string& name, int op, int set) {
+          return ct::sparse_allreduce_async(tensor, name, allreduce_options(op, 1.0, 1.0, set));
+        });
   m.def("allgather_async", [](const torch::Tensor& tensor, const std::string& name, int set) {
     return ct::allgather_async(tensor, name, to_set(set));
   });

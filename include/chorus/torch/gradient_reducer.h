@@ -40,8 +40,13 @@ struct DistributedOptimizerOptions {
   /// grouped allreduce, started once all of them are ready. Parameters in no group are
   /// reduced one by one. A parameter may be in one group at most.
   std::vector<std::vector<std::size_t>> groups;
-  /// Sparse gradients (embeddings) are reduced as dense tensors; without this they are an
-  /// error naming the parameter.
+  /// Sparse gradients (embeddings) are reduced as dense tensors. Without it, a gradient that
+  /// arrives sparse is reduced with sparse_allreduce_async and stays sparse (for SparseAdam),
+  /// decided from the gradient itself at every step, the first included. A rank with no
+  /// gradient for a parameter whose gradients are sparse sends an empty sparse one: the
+  /// first synchronize() agrees on which parameters had sparse gradients on some rank. A
+  /// parameter whose first sparse gradient comes in a later step must get a gradient on
+  /// every rank in that step (or the ranks' calls differ and the step stalls).
   bool sparse_as_dense = false;
 };
 

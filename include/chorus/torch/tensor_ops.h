@@ -103,6 +103,16 @@ TensorHandle reducescatter_async(const ::torch::Tensor& tensor, const std::strin
 ::torch::Tensor reducescatter(const ::torch::Tensor& tensor, const std::string& name = {},
                               const ReducescatterOptions& options = {});
 
+/// Sums (kSum) or averages (kAverage) a sparse COO tensor over the process set, such as an
+/// nn::Embedding's sparse gradient: every rank's layout, indices and values travel as one
+/// grouped allgather (named "<name>.layout", "<name>.indices" and "<name>.values"), so
+/// traffic grows with the non-zeros, not the tensor's size. wait() returns the coalesced
+/// sum; kAverage divides the values by the set size (integers truncating). Ranks' tensors
+/// must agree on size and dtype, and ranks with non-zeros on the sparse dimensions; their
+/// non-zero counts may differ, zero included. No scale factors.
+TensorHandle sparse_allreduce_async(const ::torch::Tensor& tensor, const std::string& name = {},
+                                    const AllreduceOptions& options = {});
+
 /// Allgathers or reduce-scatters of a list, negotiated as one unit (chorus::grouped_allgather);
 /// wait_all() returns one result per tensor. `names` is empty or has one name per tensor.
 /// options.allocate of the reducescatter is not used (each output is a new tensor).

@@ -18,7 +18,8 @@ later unnamed calls still agree across ranks.
 
 The synchronous out-of-place collectives (``allreduce``, ``grouped_allreduce``,
 ``allgather``, ``grouped_allgather``, ``broadcast``, ``alltoall``, ``reducescatter``,
-``grouped_reducescatter``) are differentiable with Horovod's gradients; the in-place (``*_``) and ``*_async`` forms are not. A backward pass
+``grouped_reducescatter``) are differentiable with Horovod's gradients; the in-place
+(``*_``) and ``*_async`` forms are not. A backward pass
 runs collectives too, so every rank of the set must run it (names derive from the forward
 name: ``<name>.grad``).
 
@@ -296,16 +297,6 @@ def allgather(tensor, name=None, process_set=global_process_set):
     return synchronize(allgather_async(tensor, name, process_set))
 
 
-class _SparseHandle:
-    """The two allgathers (indices, values) of one sparse allreduce, polled as one."""
-
-    def __init__(self, indices, values):
-        self.indices, self.values = indices, values
-
-    def poll(self):
-        return self.indices.poll() and self.values.poll()
-
-
 def sparse_allreduce_async(tensor, name=None, op=Average, process_set=global_process_set):
     """Starts the reduction of a sparse COO ``tensor`` (an ``nn.Embedding(sparse=True)``
     gradient); ``synchronize(handle)``, or ``handle()`` as in Horovod, returns the coalesced
@@ -313,9 +304,10 @@ def sparse_allreduce_async(tensor, name=None, op=Average, process_set=global_pro
     values as dense Average does).
 
     Ranks' tensors must have the same size, sparse and dense dimensions, and dtype; their
-    non-zero counts may differ, 0 included. The indices and values travel as two allgathers
-    named ``<name>.indices`` and ``<name>.values``; duplicates are summed by coalescing, so
-    the traffic grows with the total number of non-zeros, not with the tensor's size."""
+    non-zero counts may differ, 0 included. The indices and values travel as one grouped
+    allgather named ``<name>.indices`` and ``<name>.values``; duplicates are summed by
+    coalescing, so the traffic grows with the total number of non-zeros, not with the
+    tensor's size."""
     name = _op_name("sparse_allreduce", name, process_set)
     if not isinstance(tensor, torch.Tensor) or tensor.layout != torch.sparse_coo:
         raise ValueError("sparse_allreduce_async takes a sparse COO tensor; use "
@@ -324,27 +316,8 @@ def sparse_allreduce_async(tensor, name=None, op=Average, process_set=global_pro
     if op not in (Sum, Average):
         raise ValueError(f"sparse_allreduce_async supports hvd.Sum and hvd.Average, not "
                          f"{_OP_NAMES[op]}")
-    size, set_id = tensor.shape, _set_id(process_set)
-    # Non-zeros are gathered along dimension 0: indices as (nnz, sparse_dim) rows.
-    indices = tensor._indices().t().contiguous()
-    values = tensor._values().contiguous()
-    th = _SparseHandle(_ext.allgather_async(indices, _grad_name(name, "indices"), set_id),
-                       _ext.allgather_async(values, _grad_name(name, "values"), set_id))
-
-    def finish(h):
-        gathered_values = h.values.wait()
-        gathered_indices = h.indices.wait()
-        out = torch.sparse_coo_tensor(gathered_indices.t(), gathered_values, size).coalesce()
-        if op == Average:
-            n = _ext.process_set_size(set_id)
-            if out.dtype.is_floating_point or out.dtype.is_complex:
-                reduced = out.values() / n
-            else:
-                reduced = torch.div(out.values(), n, rounding_mode="trunc")
-            out = torch.sparse_coo_tensor(out.indices(), reduced, size).coalesce()
-        return out
-
-    return _register(th, finish)
+    th = _ext.sparse_allreduce_async(tensor, name, op, _set_id(process_set))
+    return _register(th, _first)
 
 
 def _broadcast_async(tensor, root_rank, name, process_set, inplace):

@@ -9,23 +9,14 @@ so communication overlaps the rest of backward exactly as in the C++ Distributed
 step() waits for the reductions (synchronize()) and then runs the wrapped step().
 
 Sparse gradients (``nn.Embedding(sparse=True)``) are reduced densely with
-``sparse_as_dense=True``, otherwise with ``sparse_allreduce_async`` (an allgather of the
-non-zeros), staying sparse for optimizers such as SparseAdam. Which parameters get sparse
-gradients is only known once backward has run, and the C++ reducer reduces every gradient it
-hooks, so the first synchronize() learns it: during that first step the C++ reducer reduces
-every gradient as dense while a tensor hook on each parameter notes which ones arrive
-sparse; at its end the ranks agree on that list (one small allreduce), those gradients are
-turned back into sparse tensors, and from then on the C++ reducer leaves those parameters out
-and a Python hook on each of them starts its sparse reduction once its gradient is
-accumulated. A parameter whose first sparse gradient comes after the first step is reduced
-as dense.
+``sparse_as_dense=True``; otherwise the C++ reducer sees at each gradient's hook, every step
+from the first, that it is sparse and reduces it with a sparse allreduce (an allgather of
+the non-zeros), so it stays sparse for optimizers such as SparseAdam.
 """
 
 import contextlib
-import functools
 import itertools
 import warnings
-import weakref
 
 import torch
 
@@ -33,94 +24,9 @@ from chorus.common.exceptions import NotSupportedError
 from chorus.torch import mpi_ops
 from chorus._loader import ext as _ext
 from chorus.torch.compression import Compression
-from chorus.torch.mpi_ops import Average, Max, Sum, global_process_set
+from chorus.torch.mpi_ops import Average, Sum, global_process_set
 
 _optimizer_ids = itertools.count()
-
-
-def _weak_hook(method):
-    """A hook that calls ``method`` while its object lives and does nothing afterwards: the
-    hooks stay on the parameters when the optimizer that placed them is gone (as the C++
-    reducer's do), and must not keep it alive or keep starting reductions."""
-    ref = weakref.WeakMethod(method)
-
-    def hook(*args):
-        bound = ref()
-        return None if bound is None else bound(*args)
-
-    return hook
-
-
-class _SparseProbe:
-    """Notes which parameters receive sparse gradients: a tensor hook on each sees the
-    gradient before it is accumulated (and leaves it unchanged)."""
-
-    def __init__(self, indexed_params):
-        self.sparse_dims = {}  # parameter index -> sparse_dim of its gradient
-        self.seen = False  # any gradient at all since the probe started
-        see = _weak_hook(self._see)
-        self._hooks = [p.register_hook(functools.partial(see, i))
-                       for i, p in indexed_params if p.requires_grad]
-
-    def _see(self, index, grad):
-        self.seen = True
-        if grad.is_sparse:
-            self.sparse_dims[index] = grad.sparse_dim()
-
-    def remove(self):
-        for h in self._hooks:
-            h.remove()
-        self._hooks = []
-
-
-class _SparseGradient:
-    """One parameter whose gradient is sparse, reduced with sparse_allreduce_async.
-
-    A hook on the parameter's gradient accumulator (called on the autograd thread once the
-    gradient of a backward pass is accumulated) counts the passes and starts the reduction
-    on the last one, as the C++ reducer does for dense gradients. finish() starts it if no
-    gradient came on this rank (an empty one takes part, so no rank waits) and leaves the
-    coalesced result in ``.grad``."""
-
-    def __init__(self, name, param, sparse_dim, op, passes, process_set):
-        self.name, self.param, self.sparse_dim = name, param, sparse_dim
-        self.op, self.passes, self.process_set = op, passes, process_set
-        self.passes_left, self.handle = passes, None
-        with torch.enable_grad():
-            # Kept alive here: the parameter itself holds its accumulator only weakly.
-            self.accumulator = param.expand_as(param).grad_fn.next_functions[0][0]
-        self.accumulator.register_hook(_weak_hook(self._accumulated))
-
-    def _accumulated(self, grad_inputs, grad_outputs):
-        if self.passes_left == 0:
-            raise RuntimeError(f"gradient of '{self.name}' computed {self.passes + 1} times "
-                               f"before step() or synchronize(); backward_passes_per_step is "
-                               f"{self.passes}")
-        self.passes_left -= 1
-        if self.passes_left == 0:
-            self.start()
-
-    def start(self):
-        # Every rank must send the same sparse layout. No gradient, or one that zero_grad()
-        # emptied (torch then also resets its sparse_dim to the tensor's dim), goes as an
-        # empty tensor of the layout; a dense one is converted.
-        grad, p, dim = self.param.grad, self.param, self.sparse_dim
-        if grad is None or (grad.is_sparse and grad._nnz() == 0):
-            grad = torch.sparse_coo_tensor(
-                torch.zeros(dim, 0, dtype=torch.int64, device=p.device),
-                p.new_zeros((0,) + tuple(p.shape[dim:])), p.shape)
-        elif not grad.is_sparse:
-            grad = grad.to_sparse(dim)
-        elif grad.sparse_dim() != dim:
-            grad = grad.to_dense().to_sparse(dim)
-        self.handle = mpi_ops.sparse_allreduce_async(grad, name=self.name, op=self.op,
-                                                     process_set=self.process_set)
-
-    def finish(self):
-        if self.handle is None:
-            self.start()
-        handle, self.handle, self.passes_left = self.handle, None, self.passes
-        self.param.grad = mpi_ops.synchronize(handle)
 
 
 def _group_indices(groups, params):
@@ -204,88 +110,18 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._should_synchronize = True
         self._synchronized = False
         # A prefix per wrapper, so that several optimizers of one script never share a name.
-        self._prefix = f"grad.{next(_optimizer_ids)}."
-        self._pairs = pairs
-        self._op = op
-        self._group_lists = _group_indices(groups, params)
-        self._reducer_options = dict(
-            op=op, gradient_predivide_factor=float(gradient_predivide_factor),
+        prefix = f"grad.{next(_optimizer_ids)}."
+        self._reducer = _ext.GradientReducer(
+            pairs, op=op, gradient_predivide_factor=float(gradient_predivide_factor),
             backward_passes_per_step=int(backward_passes_per_step), compression=code,
-            process_set=mpi_ops._set_id(process_set), name_prefix=self._prefix)
-        self._sparse = []  # _SparseGradient of the parameters known to have sparse gradients
-        # Without sparse_as_dense, the first step reduces everything as dense while the probe
-        # learns which gradients are sparse (see the module's docstring). With it, the probe
-        # watches nothing but still takes part in the agreement, which checks that every rank
-        # chose the same.
-        self._sparse_as_dense = bool(sparse_as_dense)
-        self._reducer = self._make_reducer(range(len(pairs)), sparse_as_dense=True)
-        self._probe = _SparseProbe([] if sparse_as_dense else enumerate(params))
-
-    def _make_reducer(self, indices, sparse_as_dense):
-        """A C++ GradientReducer over the parameters at ``indices`` (collective)."""
-        keep = list(indices)
-        position = {i: k for k, i in enumerate(keep)}
-        groups = [[position[i] for i in g if i in position] for g in self._group_lists]
-        return _ext.GradientReducer([self._pairs[i] for i in keep],
-                                    groups=[g for g in groups if g],
-                                    sparse_as_dense=sparse_as_dense, **self._reducer_options)
-
-    def _end_probe(self):
-        """After the first synchronize() that followed a backward pass on some rank: the ranks
-        agree on which parameters have sparse gradients and those leave the C++ reducer."""
-        n = len(self._pairs)
-        # [sparse_dim per parameter..., seen, sparse_as_dense, not sparse_as_dense], by Max.
-        local = torch.zeros(n + 3, dtype=torch.int64)
-        for i, dim in self._probe.sparse_dims.items():
-            local[i] = dim
-        local[n] = int(self._probe.seen or self._sparse_as_dense)
-        local[n + 1] = int(self._sparse_as_dense)
-        local[n + 2] = int(not self._sparse_as_dense)
-        agreed = mpi_ops.allreduce(local, name=self._prefix + "sparse_probe", op=Max,
-                                   process_set=self.process_set).tolist()
-        if agreed[n + 1] and agreed[n + 2]:
-            self._probe.remove()
-            self._probe = None
-            raise ValueError("DistributedOptimizer: sparse_as_dense differs across ranks; "
-                             "every rank must pass the same value")
-        if not agreed[n]:
-            return  # no rank has run backward yet: keep probing
-        self._probe.remove()
-        self._probe = None
-        sparse = {i: dim for i, dim in enumerate(agreed[:n]) if dim > 0}
-        if self._sparse_as_dense or not sparse:
-            return
-        for i, dim in sparse.items():
-            name, p = self._pairs[i]
-            if p.grad is not None and not p.grad.is_sparse:
-                p.grad = p.grad.to_sparse(dim)  # this step's result, reduced as dense
-            self._sparse.append(_SparseGradient(self._prefix + name, p, dim, self._op,
-                                                self.backward_passes_per_step,
-                                                self.process_set))
-        # A gradient that first arrives sparse after this step is reduced as dense.
-        self._reducer = self._make_reducer([i for i in range(n) if i not in sparse],
-                                           sparse_as_dense=True)
+            process_set=mpi_ops._set_id(process_set), name_prefix=prefix,
+            groups=_group_indices(groups, params), sparse_as_dense=bool(sparse_as_dense))
 
     def synchronize(self):
         """Waits until every gradient is reduced (starting the reductions of gradients that
         backward did not produce on this rank) and leaves the results in ``.grad``. After it,
         step() does not synchronize again: clip or inspect gradients in between."""
-        for g in self._sparse:
-            if g.handle is None:
-                g.start()
-        errors = []
-        try:
-            self._reducer.synchronize()
-        finally:  # every handle is waited for, even when a reduction failed
-            for g in self._sparse:
-                try:
-                    g.finish()
-                except RuntimeError as e:
-                    errors.append(e)
-        if errors:
-            raise errors[0]
-        if self._probe is not None:
-            self._end_probe()
+        self._reducer.synchronize()
         self._synchronized = True
 
     @contextlib.contextmanager
@@ -315,8 +151,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _reductions_started(self):
         """Gradient reductions started since the last synchronize()."""
-        return (self._reducer.reductions_started()
-                + sum(g.handle is not None for g in self._sparse))
+        return self._reducer.reductions_started()
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
@@ -334,8 +169,7 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         size/factor after. groups: a number of groups or lists of parameters, each reduced
         as one grouped allreduce (num_groups is the deprecated spelling of an int).
     sparse_as_dense: reduce sparse gradients as dense tensors; otherwise they are reduced
-        with sparse_allreduce_async and stay sparse (in the first step they travel dense:
-        see the module's docstring).
+        with a sparse allreduce and stay sparse, from the first step on.
     """
     if num_groups and groups is None:
         warnings.warn("num_groups is deprecated: use groups=<int>", DeprecationWarning,
