@@ -14,6 +14,7 @@ from the first, that it is sparse and reduces it with a sparse allreduce (an all
 the non-zeros), so it stays sparse for optimizers such as SparseAdam.
 """
 
+import collections
 import contextlib
 import itertools
 import warnings
@@ -26,7 +27,8 @@ from chorus._loader import ext as _ext
 from chorus.torch.compression import Compression
 from chorus.torch.mpi_ops import Average, Sum, global_process_set
 
-_optimizer_ids = itertools.count()
+# Wrappers counted per process set: only a set's members wrap optimizers over it.
+_optimizer_ids = collections.defaultdict(itertools.count)
 
 
 def _group_indices(groups, params):
@@ -110,11 +112,12 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self._should_synchronize = True
         self._synchronized = False
         # A prefix per wrapper, so that several optimizers of one script never share a name.
-        prefix = f"grad.{next(_optimizer_ids)}."
+        set_id = mpi_ops._set_id(process_set)
+        prefix = f"grad.set{set_id}.{next(_optimizer_ids[set_id])}."
         self._reducer = _ext.GradientReducer(
             pairs, op=op, gradient_predivide_factor=float(gradient_predivide_factor),
             backward_passes_per_step=int(backward_passes_per_step), compression=code,
-            process_set=mpi_ops._set_id(process_set), name_prefix=prefix,
+            process_set=set_id, name_prefix=prefix,
             groups=_group_indices(groups, params), sparse_as_dense=bool(sparse_as_dense))
 
     def synchronize(self):
