@@ -273,6 +273,109 @@ TEST(Reducescatter, UnevenRowsEveryDtype) {
   }
 }
 
+// Rows of rank r's member k: r + k (0 for rank 0's first), with value(t, r, i) data.
+Buffer grouped_input(DataType t, int r, int k) {
+  Buffer in(t, {r + k, 2});
+  for (int64_t i = 0; i < in.count(); ++i) in.set(i, value(t, r, i + k));
+  return in;
+}
+
+void expect_gathered(const TensorRef& out, DataType t, int k) {
+  int64_t total = 0;
+  for (int r = 0; r < size(); ++r) total += r + k;
+  ASSERT_EQ(out.dtype, t);
+  ASSERT_EQ(out.shape, (std::vector<int64_t>{total, 2}));
+  int64_t at = 0;
+  for (int r = 0; r < size(); ++r) {
+    for (int64_t i = 0; i < (r + k) * 2; ++i, ++at) {
+      ASSERT_EQ(load(t, out.data, at), value(t, r, i + k)) << dtype_name(t) << " rank " << r;
+    }
+  }
+}
+
+TEST(Grouped, AllgatherMembersKeepTheirPlacesDtypesAndAllocators) {
+  const std::vector<DataType> types = {DataType::kInt16, DataType::kFloat64, DataType::kUInt8};
+  std::vector<Buffer> in;
+  std::vector<TensorRef> refs;
+  for (int k = 0; k < 3; ++k) in.push_back(grouped_input(types[k], rank(), k));
+  for (Buffer& b : in) refs.push_back(b.ref());
+  const std::vector<std::string> names = {"gag.a", "gag.b", "gag.c"};
+  // Twice: negotiated, then from the response cache; the second time into caller memory.
+  for (int round = 0; round < 2; ++round) {
+    GroupedAllgatherOptions o;
+    std::vector<Buffer> out;
+    std::vector<int> calls(3, 0);
+    if (round == 1) {
+      out.reserve(3);
+      for (int k = 0; k < 3; ++k) {
+        int64_t total = 0;
+        for (int r = 0; r < size(); ++r) total += r + k;
+        out.emplace_back(types[k], std::vector<int64_t>{total, 2});
+        o.allocate.push_back([&, k](const std::vector<int64_t>& shape) -> StatusOr<TensorRef> {
+          ++calls[k];
+          if (shape != out[k].shape) return invalid_argument("unexpected shape");
+          return out[k].ref();
+        });
+      }
+    }
+    Handle h = grouped_allgather(names, refs, o);
+    ASSERT_TRUE(h.wait().ok()) << h.status().to_string();
+    for (int k = 0; k < 3; ++k) {
+      expect_gathered(h.output(k), types[k], k);
+      if (round == 1) {
+        EXPECT_EQ(calls[k], 1);
+        EXPECT_EQ(h.output(k).data, out[k].ref().data);
+      }
+    }
+  }
+}
+
+TEST(Grouped, ReducescatterWithScalingInOneHandle) {
+  const int n = size();
+  const std::vector<DataType> types = {DataType::kInt16, DataType::kFloat32};
+  std::vector<Buffer> in;
+  std::vector<TensorRef> refs;
+  for (DataType t : types) {
+    in.emplace_back(t, std::vector<int64_t>{2 * n + 1, 3});
+    for (int64_t i = 0; i < in.back().count(); ++i) in.back().set(i, value(t, rank(), i));
+    refs.push_back(in.back().ref());
+  }
+  GroupedReducescatterOptions o;
+  o.op = ReduceOp::kAverage;
+  o.postscale = 2.0;
+  Handle h = grouped_reducescatter({}, refs, o);
+  ASSERT_TRUE(h.wait().ok()) << h.status().to_string();
+  const int64_t rows = 2 * n + 1;
+  const int64_t mine = rows / n + (rank() < rows % n ? 1 : 0);
+  int64_t first = 0;
+  for (int r = 0; r < rank(); ++r) first += rows / n + (r < rows % n ? 1 : 0);
+  for (std::size_t k = 0; k < types.size(); ++k) {
+    ASSERT_EQ(h.output(k).shape, (std::vector<int64_t>{mine, 3}));
+    for (int64_t i = 0; i < mine * 3; ++i) {
+      ASSERT_EQ(load(types[k], h.output(k).data, i),
+                expected(types[k], ReduceOp::kAverage, n, first * 3 + i, 2.0))
+          << dtype_name(types[k]) << " element " << i;
+    }
+  }
+}
+
+TEST(Grouped, BadArgumentsAreRefusedAtTheCall) {
+  Buffer scalar(DataType::kFloat32, {});
+  Buffer rows(DataType::kFloat32, {size()});
+  Handle h = grouped_allgather({}, {rows.ref(), scalar.ref()});
+  EXPECT_TRUE(h.refused());
+  EXPECT_EQ(h.status().code(), StatusCode::kInvalidArgument);
+  GroupedReducescatterOptions o;
+  o.allocate.resize(3);
+  h = grouped_reducescatter({}, {rows.ref()}, o);
+  EXPECT_TRUE(h.refused());
+  EXPECT_NE(h.status().message().find("1 tensors"), std::string::npos) << h.status().message();
+  h = grouped_allgather({"only.one.name"}, {rows.ref(), rows.ref()});
+  EXPECT_TRUE(h.refused());
+  h = grouped_allgather({}, {});
+  EXPECT_TRUE(h.refused());
+}
+
 TEST(Barrier, Completes) {
   for (int k = 0; k < 3; ++k) ASSERT_TRUE(barrier().wait().ok());
 }
@@ -287,7 +390,10 @@ TEST(Names, DuplicateInFlightFailsTheSecond) {
   for (int k = 0; k < 2; ++k) mine.emplace_back(DataType::kFloat32, std::vector<int64_t>{4});
   const std::string name = "dup." + std::to_string(rank());
   Handle first = allreduce(name, mine[0].ref(), mine[0].ref());
-  Status s = allreduce(name, mine[1].ref(), mine[1].ref()).wait();
+  Handle second = allreduce(name, mine[1].ref(), mine[1].ref());
+  EXPECT_TRUE(second.refused());  // at the call, so adapters can raise there
+  EXPECT_FALSE(first.refused());
+  Status s = second.wait();
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("already in flight"), std::string::npos) << s.message();
   EXPECT_FALSE(first.poll() && n > 1);

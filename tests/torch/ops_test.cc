@@ -140,6 +140,69 @@ TEST(TorchReducescatter, BlocksOfTheSum) {
   EXPECT_TRUE(same(got, ::torch::full({mine, 3}, n() * (n() + 1) / 2, ::torch::kFloat32)));
 }
 
+TEST(TorchGrouped, AllgatherAndReducescatterOfMixedDtypes) {
+  Tensor rows = ::torch::full({me() + 1, 2}, me(), ::torch::kInt16);
+  Tensor flat = ramp(3, ::torch::kFloat64, me());
+  std::vector<Tensor> got = grouped_allgather({rows, flat}, {"tg.rows", "tg.flat"});
+  ASSERT_EQ(got.size(), 2u);
+  std::vector<Tensor> want_rows, want_flat;
+  for (int r = 0; r < n(); ++r) {
+    want_rows.push_back(::torch::full({r + 1, 2}, r, ::torch::kInt16));
+    want_flat.push_back(ramp(3, ::torch::kFloat64, r));
+  }
+  EXPECT_TRUE(same(got[0], ::torch::cat(want_rows)));
+  EXPECT_TRUE(same(got[1], ::torch::cat(want_flat)));
+
+  ReducescatterOptions sum;
+  sum.op = ReduceOp::kSum;
+  sum.prescale = 1.5;  // 3 * 1.5 = 4.5: truncated to 4 on every rank, as Horovod
+  std::vector<Tensor> blocks = grouped_reducescatter(
+      {::torch::full({n(), 2}, 3, ::torch::kInt16), ::torch::ones({2 * n()}, ::torch::kFloat32)},
+      {}, sum);
+  EXPECT_TRUE(same(blocks[0], ::torch::full({1, 2}, 4 * n(), ::torch::kInt16)));
+  EXPECT_TRUE(same(blocks[1], ::torch::full({2}, 1.5 * n(), ::torch::kFloat32)));
+}
+
+TEST(TorchSparse, SumOverRanksWithDifferentNonZerosAndLayouts) {
+  // Rank r sets row r % 4 of a 4x2 tensor to r + 1; rank 0 sends no non-zero at all, in
+  // a fully sparse layout (as zero_grad() leaves a sparse gradient), the others by rows.
+  Tensor dense = ::torch::zeros({4, 2}, ::torch::kFloat64);
+  Tensor sparse = ::torch::zeros({4, 2}, ::torch::kFloat64).to_sparse();
+  if (me() > 0) {
+    dense[me() % 4] = me() + 1;
+    sparse = dense.to_sparse(1);
+  }
+  AllreduceOptions o;
+  o.op = ReduceOp::kSum;
+  Tensor got = sparse_allreduce_async(sparse, "ts.sum", o).wait();
+  ASSERT_TRUE(got.is_sparse());
+  Tensor want = ::torch::zeros({4, 2}, ::torch::kFloat64);
+  for (int r = 1; r < n(); ++r) want[r % 4] += r + 1;
+  EXPECT_TRUE(same(got.to_dense(), want));
+  o.op = ReduceOp::kAverage;
+  Tensor average = sparse_allreduce_async(sparse, "ts.avg", o).wait();
+  EXPECT_TRUE(same(average.to_dense(), want / n()));
+}
+
+TEST(TorchErrors, ANameInFlightThrowsAtTheCallOnThatRank) {
+  if (n() < 2) GTEST_SKIP() << "needs two ranks to hold a collective in flight";
+  Tensor x = ::torch::ones({3});
+  TensorHandle first;
+  if (me() == 0) {
+    first = allreduce_async(x, "tn.dup", {ReduceOp::kSum});
+    try {
+      allreduce_async(x, "tn.dup", {ReduceOp::kSum});
+      FAIL() << "the second call did not throw";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.status().code(), StatusCode::kInvalidArgument) << e.what();
+      EXPECT_NE(std::string(e.what()).find("already in flight"), std::string::npos) << e.what();
+    }
+  }
+  ASSERT_TRUE(barrier().wait().ok());
+  if (me() != 0) first = allreduce_async(x, "tn.dup", {ReduceOp::kSum});
+  EXPECT_TRUE(same(first.wait(), ::torch::full({3}, n(), ::torch::kFloat32)));
+}
+
 TEST(TorchErrors, UnsupportedDtypeNamesTheTensor) {
   try {
     allreduce(::torch::ones({2}, ::torch::kBool), "flags");

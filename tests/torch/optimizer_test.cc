@@ -241,19 +241,32 @@ TEST(DistributedOptimizer, UnusedAndFrozenParametersDoNotHang) {
   EXPECT_TRUE(::torch::equal(net->fc1->weight, frozen_before));
 }
 
-TEST(DistributedOptimizer, SparseGradientsAreReducedDenseWhenAsked) {
+TEST(DistributedOptimizer, SparseGradientsStaySparseFromTheFirstStep) {
   ::torch::manual_seed(5);
   ::torch::nn::Embedding table(::torch::nn::EmbeddingOptions(10, 3).sparse(true));
   ::torch::optim::SGD sgd(table->parameters(), 0.1);
   DistributedOptimizerOptions options = named("sparse.");
-  DistributedOptimizer refusing(sgd, named_parameters(*table), options);
-  try {
-    table->forward(::torch::tensor({rank()}, ::torch::kInt64)).sum().backward();
-    FAIL() << "a sparse gradient was accepted without sparse_as_dense";
-  } catch (const std::exception& e) {
-    EXPECT_NE(std::string(e.what()).find("'sparse.weight' has a sparse gradient"),
-              std::string::npos)
-        << e.what();
+  options.op = ReduceOp::kSum;
+  DistributedOptimizer opt(sgd, named_parameters(*table), options);
+  // Step 1: rank r looks up row r. Step 2: rank 0 has no gradient at all (it sends an
+  // empty sparse one, learned from step 1), the others look up row 9.
+  for (int step = 0; step < 2; ++step) {
+    opt.zero_grad();
+    if (step == 0 || rank() != 0) {
+      const int64_t row = step == 0 ? rank() : 9;
+      table->forward(::torch::tensor({row}, ::torch::kInt64)).sum().backward();
+    }
+    opt.synchronize();
+    Tensor g = table->weight.grad();
+    ASSERT_TRUE(g.defined() && g.is_sparse()) << "step " << step;
+    Tensor want = ::torch::zeros({10, 3});
+    if (step == 0) {
+      for (int r = 0; r < size(); ++r) want[r] += 1;
+    } else {
+      want[9] += size() - 1;
+    }
+    EXPECT_TRUE(::torch::equal(g.to_dense(), want)) << "step " << step << "\n" << g.to_dense();
+    opt.step();
   }
 }
 
