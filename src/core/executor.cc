@@ -1,6 +1,7 @@
 #include "core/executor.h"
 
 #include <cstring>
+#include <string>
 #include <tuple>
 
 #include "collectives/reduce_kernels.h"
@@ -67,8 +68,11 @@ Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& res
                          EntryTable& entries, Clock::time_point agreed, const Finish& finish) {
   std::vector<Job> runnable;
   std::vector<FusionItem> items;
-  // Allreduces fuse only with identical reduction parameters: keys index this list.
-  std::vector<std::tuple<DataType, ReduceOp, Device::Kind, int, double, double>> keys;
+  // Allreduces fuse only with identical reduction parameters, and the host members of a
+  // grouped allgather or reducescatter only with their group: keys index this list.
+  std::vector<
+      std::tuple<OpType, std::string, DataType, ReduceOp, Device::Kind, int, double, double>>
+      keys;
   for (const auto& shared : responses) {
     const Response& r = *shared;
     Entry* e = entries.find(r.name);
@@ -80,10 +84,13 @@ Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& res
     if (e) trace(r.name, TimelinePhase::kNegotiate, e->enqueued, agreed);
     FusionItem item;
     item.bytes = static_cast<std::size_t>(num_elements(r.shape)) * dtype_size(r.dtype);
-    item.fusible = r.op == OpType::kAllreduce;
+    const bool grouped_on_host = r.group_size > 0 && r.device.is_cpu() &&
+                                 (r.op == OpType::kAllgather || r.op == OpType::kReducescatter);
+    item.fusible = r.op == OpType::kAllreduce || grouped_on_host;
     if (item.fusible) {
-      auto key = std::make_tuple(r.dtype, r.reduce_op, r.device.kind, r.device.index, r.prescale,
-                                 r.postscale);
+      auto key =
+          std::make_tuple(r.op, grouped_on_host ? r.group : std::string(), r.dtype, r.reduce_op,
+                          r.device.kind, r.device.index, r.prescale, r.postscale);
       std::size_t k = 0;
       while (k < keys.size() && keys[k] != key) ++k;
       if (k == keys.size()) keys.push_back(key);
@@ -105,6 +112,10 @@ Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& res
         trace(front.response->name, TimelinePhase::kQueue, agreed, Clock::now());
       }
       s = run_single(*front.response, front.entry, finish);
+    } else if (front.response->op == OpType::kAllgather) {
+      s = run_grouped_allgather(members, finish);
+    } else if (front.response->op == OpType::kReducescatter) {
+      s = run_grouped_reducescatter(members, finish);
     } else {
       s = run_allreduce_batch(members, agreed, finish);
     }

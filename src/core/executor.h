@@ -62,6 +62,9 @@ class Executor {
   Status run_allreduce_batch(const std::vector<Job>& batch, Clock::time_point agreed,
                              const Finish& finish);
   Status run_single(const Response& r, Entry* e, const Finish& finish);
+  // The host members of one grouped allgather or reducescatter, fused (executor_grouped.cc).
+  Status run_grouped_allgather(const std::vector<Job>& batch, const Finish& finish);
+  Status run_grouped_reducescatter(const std::vector<Job>& batch, const Finish& finish);
   StatusOr<TensorRef> output_for(Entry& e, const std::vector<int64_t>& shape);
   char* zeros(std::size_t bytes);
   void trace(const std::string& name, TimelinePhase phase, Clock::time_point start,
@@ -79,7 +82,7 @@ class Executor {
   FusionBuffer fusion_;
   Timeline* timeline_;
   HostBuffer zeros_;    // a joined rank's contribution
-  HostBuffer staging_;  // prescaled input of a reducescatter
+  HostBuffer staging_;  // prescaled input of a reducescatter; fused grouped members
   GpuContextSetup gpu_setup_;
   // Created at the first CUDA response. A shared_ptr because its deleter is bound where the
   // context is made (CUDA builds only): a build without CUDA never needs ~GpuContext.
