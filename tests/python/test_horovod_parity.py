@@ -188,6 +188,25 @@ def test_root_rank_is_global_in_a_process_set(odd_set):
             hvd.broadcast(t, root_rank=0, process_set=odd_set)
 
 
+def test_optimizer_over_a_set_steps_alone_outside_it(odd_set):
+    """Every rank wraps its optimizer over the odd ranks: they average, the others step on
+    their own gradients."""
+    me = hvd.rank()
+    torch.manual_seed(me)
+    model = nn.Linear(3, 2)
+    opt = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=1.0),
+                                   named_parameters=model.named_parameters(),
+                                   process_set=odd_set)
+    model(torch.full((1, 3), me + 1.0)).sum().backward()
+    local = model.weight.grad.clone()
+    opt.step()
+    if odd_set.included():
+        mean = sum(torch.full((2, 3), r + 1.0) for r in odd_set.ranks) / odd_set.size()
+        torch.testing.assert_close(model.weight.grad, mean)
+    else:
+        torch.testing.assert_close(model.weight.grad, local)
+
+
 def test_alltoall_argument_errors_raise_value_error_at_the_call():
     n = hvd.size()
     with pytest.raises(ValueError, match="divisible"):

@@ -111,6 +111,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         self.process_set = process_set
         self._should_synchronize = True
         self._synchronized = False
+        # A rank outside the process set steps on its own gradients, as in Horovod: no hooks,
+        # no reductions.
+        self._reducer = None
+        if process_set.included() is False:
+            return
         # A prefix per wrapper, so that several optimizers of one script never share a name.
         set_id = mpi_ops._set_id(process_set)
         prefix = f"grad.set{set_id}.{next(_optimizer_ids[set_id])}."
@@ -124,7 +129,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         """Waits until every gradient is reduced (starting the reductions of gradients that
         backward did not produce on this rank) and leaves the results in ``.grad``. After it,
         step() does not synchronize again: clip or inspect gradients in between."""
-        self._reducer.synchronize()
+        if self._reducer is not None:
+            self._reducer.synchronize()
         self._synchronized = True
 
     @contextlib.contextmanager
@@ -154,7 +160,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 
     def _reductions_started(self):
         """Gradient reductions started since the last synchronize()."""
-        return self._reducer.reductions_started()
+        return 0 if self._reducer is None else self._reducer.reductions_started()
 
 
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
@@ -173,6 +179,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         as one grouped allreduce (num_groups is the deprecated spelling of an int).
     sparse_as_dense: reduce sparse gradients as dense tensors; otherwise they are reduced
         with a sparse allreduce and stay sparse, from the first step on.
+    process_set: the ranks whose gradients are averaged; on a rank outside it the wrapper
+        steps on the rank's own gradients (as in Horovod).
     """
     if num_groups and groups is None:
         warnings.warn("num_groups is deprecated: use groups=<int>", DeprecationWarning,
