@@ -22,8 +22,9 @@ struct GradientReducer::State {
     std::shared_ptr<::torch::autograd::Node> accumulator;  // keeps the hooked node alive
     std::size_t group = 0;
     int passes_left = 0;
-    bool ready = false;   // its gradient for this step is complete
-    bool sparse = false;  // a sparse gradient came (without sparse_as_dense)
+    bool ready = false;      // its gradient for this step is complete
+    bool sparse = false;     // a sparse gradient came (without sparse_as_dense)
+    bool densified = false;  // this step's sparse gradient goes dense (sparse_as_dense)
   };
   // Parameters reduced by one collective: a grouped allreduce, or a plain one for a single
   // parameter.
@@ -78,6 +79,7 @@ struct GradientReducer::State {
                                    : ::torch::zeros_like(p.param);
     } else if (grad.is_sparse() && options.sparse_as_dense) {
       p.param.mutable_grad() = grad.to_dense();
+      p.densified = true;
     } else if (grad.is_sparse()) {
       p.sparse = true;
     }
@@ -151,6 +153,13 @@ struct GradientReducer::State {
         }
       } catch (const Error& e) {
         error = e;
+      }
+      // A gradient that arrived sparse is given back sparse, as Horovod does, so that
+      // optimizers that need sparse gradients (SparseAdam) work with sparse_as_dense too.
+      for (std::size_t i : g.members) {
+        Param& p = params[i];
+        if (p.densified && !error) p.param.mutable_grad() = p.param.grad().to_sparse();
+        p.densified = false;
       }
       for (auto& [i, handle] : g.sparse) {  // every one is waited for, even after a failure
         try {

@@ -40,7 +40,8 @@ struct DistributedOptimizerOptions {
   /// grouped allreduce, started once all of them are ready. Parameters in no group are
   /// reduced one by one. A parameter may be in one group at most.
   std::vector<std::vector<std::size_t>> groups;
-  /// Sparse gradients (embeddings) are reduced as dense tensors. Without it, a gradient that
+  /// Sparse gradients (embeddings) are reduced as dense tensors, and given back sparse (the
+  /// reduced tensor's non-zeros), as Horovod does. Without it, a gradient that
   /// arrives sparse is reduced with sparse_allreduce_async and stays sparse (for SparseAdam),
   /// decided from the gradient itself at every step, the first included. A rank with no
   /// gradient for a parameter whose gradients are sparse sends an empty sparse one: the
