@@ -280,8 +280,26 @@ std::vector<Response> Coordinator::take_ready() {
         break;
       }
     }
-    if (!complete(e)) {
+    // Only an allreduce runs while some rank has joined: any other op fails at once for
+    // the ranks that sent it, without waiting for the others, whose names may never match
+    // (a rank that joined skipped the calls that would have kept generated names in step).
+    const bool refused = any->group_size == 0 && any->op != OpType::kAllreduce &&
+                         std::find(joined_.begin(), joined_.end(), true) != joined_.end();
+    if (!complete(e) && !refused) {
       still.push_back(name);
+      continue;
+    }
+    if (refused) {
+      std::vector<int> joined;
+      for (int r = 0; r < size_; ++r) {
+        if (joined_[r]) joined.push_back(r);
+      }
+      Response resp = decide_response(name, e.by_rank);
+      resp.status = failed_precondition(std::string(op_type_name(any->op)) + " '" + name +
+                                        "': cannot run while ranks " + ranks_string(joined) +
+                                        " have joined; only allreduce runs with joined ranks");
+      ready_.push_back(std::move(resp));
+      table_.erase(it);
       continue;
     }
     if (any->group_size == 0) {

@@ -258,6 +258,25 @@ TEST(CoordinatorTest, NonAllreduceWithJoinedRankFails) {
   expect_message_has(ready[0], {"allgather 'g'", "[1, 3]"});
 }
 
+TEST(CoordinatorTest, NonAllreduceFailsAtOnceWhileARankHasJoined) {
+  // Rank 1 joined; ranks 0 and 2 send allgathers under names that do not match (unnamed
+  // calls whose counters the join left out of step): each fails at once, alone.
+  Coordinator c(3);
+  c.add(1, list_of({join_request()}), kT0);
+  c.add(0, list_of({with_op(allreduce("g.1", {2}), OpType::kAllgather)}), kT0);
+  std::vector<Response> ready = c.take_ready();
+  ASSERT_EQ(names_of(ready), (std::vector<std::string>{"g.1"}));
+  EXPECT_EQ(ready[0].status.code(), StatusCode::kFailedPrecondition);
+  expect_message_has(ready[0], {"allgather 'g.1'", "ranks [1] have joined"});
+  c.add(2, list_of({with_op(allreduce("g.2", {2}), OpType::kBroadcast)}), kT0);
+  ready = c.take_ready();
+  ASSERT_EQ(names_of(ready), (std::vector<std::string>{"g.2"}));
+  EXPECT_EQ(ready[0].status.code(), StatusCode::kFailedPrecondition);
+  // An allreduce still waits for the ranks that have not joined.
+  c.add(0, list_of({allreduce("w")}), kT0);
+  EXPECT_TRUE(c.take_ready().empty());
+}
+
 TEST(CoordinatorTest, JoinResponseWhenAllJoinedNamesLastRank) {
   Coordinator c(3);
   c.add(0, list_of({}), at(0));
