@@ -50,8 +50,10 @@ struct AllreduceOptions {
   /// Multiplies each rank's input before the reduction. Integer tensors: in float64, the
   /// product truncated toward zero (as Horovod on the CPU).
   double prescale = 1.0;
-  /// Multiplies the result. With kAverage on integers, the result is the sum times
-  /// (postscale / size) in float64, truncated; floats multiply by (postscale / size).
+  /// Multiplies the result. Floats multiply by (postscale / size) for kAverage. Integers: a
+  /// postscale of 1 leaves kAverage an exact truncating division by the size; another one
+  /// multiplies the sum by (postscale / size), or by postscale for kSum, in float64,
+  /// truncated toward zero.
   double postscale = 1.0;
   ProcessSet process_set;
 };

@@ -40,7 +40,12 @@ void scale_copy(void* dst, const void* src, int64_t count, DataType dtype, doubl
 /// An integer scaled by a float64 factor: the product truncated toward zero, then wrapped to
 /// the element type. A product outside int64's range (Horovod leaves it undefined) gives
 /// INT64_MIN, as x86's conversion does, so every build gives the same bits.
-inline int64_t integer_product(int64_t x, double factor) {
+#ifdef __CUDACC__
+#define CHORUS_HOST_DEVICE __host__ __device__
+#else
+#define CHORUS_HOST_DEVICE
+#endif
+CHORUS_HOST_DEVICE inline int64_t integer_product(int64_t x, double factor) {
   const double v = static_cast<double>(x) * factor;
   return v >= -0x1p63 && v < 0x1p63 ? static_cast<int64_t>(v) : INT64_MIN;
 }

@@ -134,21 +134,22 @@ Response decide_response(const std::string& name,
                by_rank, "postscale factor", [](const Request& q) { return number(q.postscale); },
                &msg);
   };
+  // The ops that come grouped: every rank must put the tensor in the same group.
+  auto same_group = [&] {
+    return agree(
+        by_rank, "group",
+        [](const Request& q) {
+          return q.group_size == 0 ? std::string("none")
+                                   : q.group + " of " + std::to_string(q.group_size);
+        },
+        &msg);
+  };
   switch (ref->op) {
     case OpType::kAllreduce:
-      if (!same_shape() || !same_reduction() ||
-          !agree(
-              by_rank, "group",
-              [](const Request& q) {
-                return q.group_size == 0 ? std::string("none")
-                                         : q.group + " of " + std::to_string(q.group_size);
-              },
-              &msg)) {
-        return mismatch(msg);
-      }
+      if (!same_shape() || !same_reduction() || !same_group()) return mismatch(msg);
       break;
     case OpType::kReducescatter:
-      if (!same_shape() || !same_reduction()) return mismatch(msg);
+      if (!same_shape() || !same_reduction() || !same_group()) return mismatch(msg);
       break;
     case OpType::kBroadcast:
       if (!same_shape() || !agree(
@@ -163,7 +164,8 @@ Response decide_response(const std::string& name,
       break;
     case OpType::kAllgather:
       if (ref->shape.empty()) return mismatch("needs a tensor with at least one dimension");
-      if (!agree(by_rank, "shape beyond the first dimension", trailing_dims, &msg)) {
+      if (!agree(by_rank, "shape beyond the first dimension", trailing_dims, &msg) ||
+          !same_group()) {
         return mismatch(msg);
       }
       for (int r = 0; r < n; ++r) resp.first_dims.push_back(by_rank[r]->shape.at(0));

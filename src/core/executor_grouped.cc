@@ -58,6 +58,7 @@ Status Executor::run_grouped_allgather(const std::vector<Job>& batch, const Fini
   const RankMajor m = rank_major(parts, n);
   char* buffer = staging_.get(static_cast<std::size_t>(m.total));
   for (std::size_t k = 0; k < batch.size(); ++k) {
+    if (parts[k][me] == 0) continue;  // an empty tensor may have no data pointer
     std::memcpy(buffer + m.block_at[me] + m.inside[k][me], batch[k].entry->input.data,
                 static_cast<std::size_t>(parts[k][me]));
   }
@@ -70,6 +71,7 @@ Status Executor::run_grouped_allgather(const std::vector<Job>& batch, const Fini
     if (s.ok() && out.ok()) {
       char* dst = static_cast<char*>(out->data);
       for (int r = 0; r < n; ++r) {
+        if (parts[k][r] == 0) continue;
         std::memcpy(dst, buffer + m.block_at[r] + m.inside[k][r],
                     static_cast<std::size_t>(parts[k][r]));
         dst += parts[k][r];
@@ -111,7 +113,7 @@ Status Executor::run_grouped_reducescatter(const std::vector<Job>& batch, const 
   for (std::size_t k = 0; k < batch.size(); ++k) {
     Entry& e = *batch[k].entry;
     StatusOr<TensorRef> out = output_for(e, plans[k].output_shape);
-    if (s.ok() && out.ok()) {
+    if (s.ok() && out.ok() && parts[k][me] > 0) {
       std::memcpy(out->data, result + m.inside[k][me] * esz,
                   static_cast<std::size_t>(parts[k][me]) * esz);
     }

@@ -41,7 +41,7 @@ struct Request {
   double prescale = 1.0;
   double postscale = 1.0;
   std::vector<int64_t> splits;  ///< alltoall: rows sent to each rank
-  std::string group;            ///< grouped allreduce: key shared by every member
+  std::string group;            ///< grouped collective: key shared by every member
   int32_t group_size = 0;       ///< members in the group (0: not grouped)
   int32_t group_index = 0;      ///< this member's position in the group
   std::vector<int32_t> ranks;   ///< add_process_set: global ranks of the new set

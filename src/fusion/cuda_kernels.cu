@@ -125,11 +125,10 @@ struct Scaler<T, false> {
   int64_t divisor;
   double factor;
   __device__ T operator()(T x) const {
-    // As the CPU kernels (kernels::integer_product): exact division when the factor is 1,
-    // otherwise the float64 product truncated toward zero.
+    // As the CPU kernels: exact division when the factor is 1, otherwise the float64
+    // product truncated toward zero.
     if (factor == 1.0) return divisor > 1 ? static_cast<T>(static_cast<int64_t>(x) / divisor) : x;
-    const double v = static_cast<double>(x) * (factor / static_cast<double>(divisor));
-    return static_cast<T>(v >= -0x1p63 && v < 0x1p63 ? static_cast<int64_t>(v) : INT64_MIN);
+    return static_cast<T>(kernels::integer_product(x, factor / static_cast<double>(divisor)));
   }
 };
 

@@ -22,9 +22,9 @@ struct GradientReducer::State {
     std::shared_ptr<::torch::autograd::Node> accumulator;  // keeps the hooked node alive
     std::size_t group = 0;
     int passes_left = 0;
-    bool ready = false;      // its gradient for this step is complete
-    bool sparse = false;     // a sparse gradient came (without sparse_as_dense)
-    bool densified = false;  // this step's sparse gradient goes dense (sparse_as_dense)
+    bool ready = false;     // its gradient for this step is complete
+    bool sparse = false;    // a sparse gradient came (without sparse_as_dense)
+    int64_t densified = 0;  // this step's sparse gradient went dense: its sparse_dim
   };
   // Parameters reduced by one collective: a grouped allreduce, or a plain one for a single
   // parameter.
@@ -34,8 +34,10 @@ struct GradientReducer::State {
     bool started = false;
     std::vector<Tensor> grads;  // the dense gradients being reduced
     std::vector<Tensor> wires;  // their 16-bit copies, with compression
-    TensorHandle handle;
+    TensorHandle handle;        // the dense reduction, when there is one
+    bool dense_started = false;
     std::vector<std::pair<std::size_t, TensorHandle>> sparse;  // (parameter, its reduction)
+    std::optional<Error> refused;  // a submit that failed: synchronize() reports it
   };
 
   DistributedOptimizerOptions options;
@@ -78,8 +80,8 @@ struct GradientReducer::State {
                                    ? ::torch::sparse_coo_tensor(p.param.sizes(), p.param.options())
                                    : ::torch::zeros_like(p.param);
     } else if (grad.is_sparse() && options.sparse_as_dense) {
+      p.densified = grad.sparse_dim();
       p.param.mutable_grad() = grad.to_dense();
-      p.densified = true;
     } else if (grad.is_sparse()) {
       p.sparse = true;
     }
@@ -87,8 +89,19 @@ struct GradientReducer::State {
   }
 
   // Starts g's reduction (mu held): its dense gradients as one (grouped) allreduce, each
-  // sparse one as a sparse allreduce.
+  // sparse one as a sparse allreduce. Runs in an autograd hook, so a submit that throws is
+  // kept for synchronize() to report; what was submitted before it is still waited for.
   void start(Group& g) {
+    g.started = true;
+    started_count += static_cast<int64_t>(g.members.size());
+    try {
+      submit(g);
+    } catch (const Error& e) {
+      g.refused = e;
+    }
+  }
+
+  void submit(Group& g) {
     std::vector<std::string> names;
     for (std::size_t i : g.members) {
       Tensor grad = gradient_of(params[i]);
@@ -102,8 +115,6 @@ struct GradientReducer::State {
       g.grads.push_back(grad);
       names.push_back(params[i].name);
     }
-    g.started = true;
-    started_count += static_cast<int64_t>(g.members.size());
     if (g.grads.empty()) return;
     std::vector<Tensor>* wire = &g.grads;
     if (options.compression != Compression::kNone) {
@@ -118,6 +129,7 @@ struct GradientReducer::State {
     }
     g.handle = wire->size() == 1 ? allreduce_async_(wire->front(), names.front(), allreduce)
                                  : grouped_allreduce_async_(*wire, names, allreduce);
+    g.dense_started = true;
   }
 
   void mark_ready(std::size_t i) {
@@ -143,23 +155,26 @@ struct GradientReducer::State {
 
   // Waits for g and leaves its results in the gradients; returns the failure, if any.
   std::optional<Error> finish(Group& g) {
-    std::optional<Error> error;
+    std::optional<Error> error = g.refused;
     if (g.started) {
       ::torch::NoGradGuard no_grad;
       try {
-        if (!g.grads.empty()) g.handle.wait();
+        if (g.dense_started) g.handle.wait();
         for (std::size_t k = 0; k < g.wires.size(); ++k) {
           if (!g.wires[k].is_same(g.grads[k])) g.grads[k].copy_(g.wires[k]);
         }
       } catch (const Error& e) {
-        error = e;
+        if (!error) error = e;
       }
-      // A gradient that arrived sparse is given back sparse, as Horovod does, so that
-      // optimizers that need sparse gradients (SparseAdam) work with sparse_as_dense too.
+      // A gradient that arrived sparse is given back sparse (with its sparse dimensions), as
+      // Horovod does, so that optimizers that need sparse gradients (SparseAdam) work with
+      // sparse_as_dense too.
       for (std::size_t i : g.members) {
         Param& p = params[i];
-        if (p.densified && !error) p.param.mutable_grad() = p.param.grad().to_sparse();
-        p.densified = false;
+        if (p.densified > 0 && !error) {
+          p.param.mutable_grad() = p.param.grad().to_sparse(p.densified);
+        }
+        p.densified = 0;
       }
       for (auto& [i, handle] : g.sparse) {  // every one is waited for, even after a failure
         try {

@@ -2,6 +2,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <functional>
 #include <mutex>
 
@@ -305,16 +306,37 @@ TensorHandle grouped_allgather_async(const std::vector<Tensor>& tensors,
 
 namespace {
 
+std::string sizes_string(const std::vector<int64_t>& sizes) {
+  std::string out = "[";
+  for (std::size_t d = 0; d < sizes.size(); ++d) out += (d ? "," : "") + std::to_string(sizes[d]);
+  return out + "]";
+}
+
 // The coalesced sum of every rank's sparse tensor, from the gathered layouts, indices and
 // values (sparse_allreduce_async). Ranks that sent non-zeros must agree on the layout.
 Tensor sparse_from_ranks(const std::vector<Tensor>& gathered, const std::vector<int64_t>& sizes,
                          const std::string& what) {
-  const Tensor layouts = gathered[0].cpu().reshape({-1, 2});
+  // Each rank's header: nnz, sparse_dim, then its tensor's sizes.
+  const Tensor headers = gathered[0].cpu().contiguous();
+  const int64_t* h = headers.data_ptr<int64_t>();
+  const std::size_t header_length = 2 + sizes.size();
+  if (headers.numel() % static_cast<int64_t>(header_length) != 0) {
+    throw Error(Status(StatusCode::kMismatch,
+                       "sparse_allreduce '" + what + "': ranks reduce tensors of different ranks"));
+  }
   std::vector<Tensor> indices, values;
   int64_t sparse_dim = -1, index_at = 0, value_at = 0;
-  for (int64_t r = 0; r < layouts.size(0); ++r) {
-    const int64_t nnz = layouts[r][0].item<int64_t>();
-    const int64_t dim = layouts[r][1].item<int64_t>();
+  for (int64_t r = 0; r * static_cast<int64_t>(header_length) < headers.numel(); ++r) {
+    const int64_t* mine = h + r * static_cast<int64_t>(header_length);
+    const int64_t nnz = mine[0];
+    const int64_t dim = mine[1];
+    if (!std::equal(sizes.begin(), sizes.end(), mine + 2)) {
+      throw Error(Status(StatusCode::kMismatch,
+                         "sparse_allreduce '" + what + "': rank " + std::to_string(r) +
+                             " reduces a tensor of sizes " +
+                             sizes_string(std::vector<int64_t>(mine + 2, mine + header_length)) +
+                             ", this rank " + sizes_string(sizes)));
+    }
     if (nnz == 0) continue;
     if (sparse_dim >= 0 && dim != sparse_dim) {
       throw Error(Status(StatusCode::kMismatch, "sparse_allreduce '" + what +
@@ -370,10 +392,12 @@ TensorHandle sparse_allreduce_async(const Tensor& tensor, const std::string& nam
         values.is_floating_point() || values.is_complex() ? values / n : values.div(n, "trunc");
     return std::vector<Tensor>{::torch::sparse_coo_tensor(sum.indices(), values, sizes).coalesce()};
   };
-  // Each rank's non-zeros as [nnz, sparse_dim], its indices (nnz rows of sparse_dim) and its
+  // Each rank's [nnz, sparse_dim, sizes...], its indices (nnz rows of sparse_dim) and its
   // values, flattened: a rank without non-zeros may hold any layout (zero_grad() resets it).
   Tensor coalesced = tensor.coalesce();
-  Tensor header = ::torch::tensor({coalesced._nnz(), coalesced.sparse_dim()}, ::torch::kInt64);
+  std::vector<int64_t> layout = {coalesced._nnz(), coalesced.sparse_dim()};
+  layout.insert(layout.end(), coalesced.sizes().begin(), coalesced.sizes().end());
+  Tensor header = ::torch::tensor(layout, ::torch::kInt64);
   std::vector<std::string> names;
   if (!name.empty()) names = {name + ".layout", name + ".indices", name + ".values"};
   return start_grouped_allgather(

@@ -110,13 +110,14 @@ def _fill(value, tensors):
 
 def _make_state(optimizer):
     """Creates an optimizer's per-parameter state as Horovod does: every parameter that
-    requires a gradient and has none gets a zero one (sparse for SparseAdam), then the
-    optimizer's own step() runs once, never a DistributedOptimizer's (whose step would
-    reduce). Parameters without requires_grad keep ``.grad = None``. As in Horovod, weight
-    decay in that step does move the parameters, the same way on every rank."""
+    requires a gradient gets a zero one (sparse for SparseAdam; a gradient it had is
+    replaced), then the optimizer's own step() runs once, never a DistributedOptimizer's
+    (whose step would reduce). Parameters without requires_grad keep ``.grad = None``. As in
+    Horovod, weight decay in that step does move the parameters, the same way on every rank
+    whose parameters are the same."""
     for group in optimizer.param_groups:
         for p in group["params"]:
-            if p.requires_grad and p.grad is None:
+            if p.requires_grad:
                 p.grad = torch.zeros_like(p)
                 if isinstance(optimizer, torch.optim.SparseAdam):
                     p.grad = p.grad.to_sparse()

@@ -305,7 +305,8 @@ def sparse_allreduce_async(tensor, name=None, op=Average, process_set=global_pro
 
     Ranks' tensors must have the same size, sparse and dense dimensions, and dtype; their
     non-zero counts may differ, 0 included. The indices and values travel as one grouped
-    allgather named ``<name>.indices`` and ``<name>.values``; duplicates are summed by
+    allgather named ``<name>.layout``, ``<name>.indices`` and ``<name>.values``; duplicates
+    are summed by
     coalescing, so the traffic grows with the total number of non-zeros, not with the
     tensor's size."""
     name = _op_name("sparse_allreduce", name, process_set)
@@ -360,6 +361,7 @@ def broadcast(tensor, root_rank, name=None, process_set=global_process_set):
     """``root_rank``'s ``tensor`` on every rank, as a new tensor. Differentiable: the root's
     gradient is the output's gradient averaged over the set, the other ranks' is zero."""
     name = _op_name("broadcast", name, process_set)
+    _set_root(root_rank, process_set)  # a bad root raises here, not in the autograd function
     if _differentiable(tensor):
         return _BroadcastFunction.apply(tensor, int(root_rank), name, process_set)
     return synchronize(broadcast_async(tensor, root_rank, name, process_set))
@@ -401,9 +403,9 @@ def _split_list(tensor, splits, process_set):
                          f"set")
     if any(s < 0 for s in values):
         raise ValueError(f"alltoall splits must not be negative, got {values}")
-    if sum(values) > rows:
-        raise ValueError(f"alltoall splits sum to {sum(values)}, more than the tensor's "
-                         f"{rows} rows")
+    if sum(values) != rows:
+        raise ValueError(f"alltoall splits sum to {sum(values)}, but the tensor has {rows} "
+                         f"rows")
     return values
 
 
