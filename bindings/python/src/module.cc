@@ -36,8 +36,10 @@ ReduceOp to_op(int op) {
 
 ProcessSet to_set(int id) { return ProcessSet{id}; }
 
-chorus::AllreduceOptions allreduce_options(int op, double prescale, double postscale, int set) {
-  chorus::AllreduceOptions o;
+// AllreduceOptions or ReducescatterOptions: the fields they share.
+template <class Options>
+Options reduction(int op, double prescale, double postscale, int set) {
+  Options o;
   o.op = to_op(op);
   o.prescale = prescale;
   o.postscale = postscale;
@@ -45,14 +47,13 @@ chorus::AllreduceOptions allreduce_options(int op, double prescale, double posts
   return o;
 }
 
+chorus::AllreduceOptions allreduce_options(int op, double prescale, double postscale, int set) {
+  return reduction<chorus::AllreduceOptions>(op, prescale, postscale, set);
+}
+
 chorus::ReducescatterOptions reducescatter_options(int op, double prescale, double postscale,
                                                    int set) {
-  chorus::ReducescatterOptions o;
-  o.op = to_op(op);
-  o.prescale = prescale;
-  o.postscale = postscale;
-  o.process_set = to_set(set);
-  return o;
+  return reduction<chorus::ReducescatterOptions>(op, prescale, postscale, set);
 }
 
 void throw_if_error(const chorus::Status& status) {
