@@ -312,7 +312,9 @@ void GradientReducer::synchronize() {
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.layouts_agreed) {
     s.layouts_agreed = true;
-    s.agree_on_layouts();
+    // Under sparse_as_dense (the same on every rank: checked at construction) no gradient
+    // is reduced sparse, so there is nothing to agree on.
+    if (!s.options.sparse_as_dense) s.agree_on_layouts();
   }
   for (auto& g : s.groups) {
     if (g.started) continue;

@@ -59,7 +59,7 @@ _OP_NAMES = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "P
 
 def _grad_name(name, suffix="grad"):
     """The name of a collective that a backward pass runs for the forward one ``name``."""
-    return None if name is None else f"{name}.{suffix}"
+    return f"{name}.{suffix}"
 
 
 def _differentiable(*tensors):
@@ -95,10 +95,6 @@ def _op_name(kind, name, process_set):
     return f"chorus.py.set{set_id}.{kind}.{next(_name_counters[(kind, set_id)])}"
 
 
-def _name(name):
-    return "" if name is None else str(name)
-
-
 def _set_root(root_rank, process_set):
     """The set rank of the global rank ``root_rank`` (what the core takes)."""
     ranks = _set_ranks(process_set)
@@ -117,7 +113,7 @@ def _first(th):
 # --- allreduce ------------------------------------------------------------------------------
 
 def _allreduce_async(tensor, name, op, prescale_factor, postscale_factor, process_set, inplace):
-    th = _ext.allreduce_async(tensor, _name(name), op, float(prescale_factor),
+    th = _ext.allreduce_async(tensor, name, op, float(prescale_factor),
                               float(postscale_factor), _set_id(process_set), inplace)
     return _register(th, _first)
 
@@ -184,7 +180,7 @@ def allreduce_(tensor, average=None, name=None, op=None, prescale_factor=1.0,
 # --- grouped allreduce ----------------------------------------------------------------------
 
 def _group_names(name, count):
-    return [] if name is None else [f"{name}.{i}" for i in range(count)]
+    return [f"{name}.{i}" for i in range(count)]
 
 
 def _all(th):
