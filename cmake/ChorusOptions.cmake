@@ -53,6 +53,14 @@ endif()
 
 find_package(Torch QUIET)
 option(CHORUS_WITH_TORCH "Build the LibTorch adapter (Chorus::torch)" ${Torch_FOUND})
+# Whether that LibTorch has CUDA (pip wheels built for CUDA do; Debian's is CPU-only yet
+# ships the c10/cuda headers, so a header test alone cannot tell): its Caffe2 config sets
+# CAFFE2_USE_CUDA and exports c10_cuda only then. Chorus::torch then orders Chorus's reads of
+# a CUDA tensor after torch's current stream (src/torch/convert.cc).
+set(CHORUS_TORCH_CUDA OFF)
+if(Torch_FOUND AND (CAFFE2_USE_CUDA OR TARGET c10_cuda))
+  set(CHORUS_TORCH_CUDA ON)
+endif()
 
 set(_chorus_python_default OFF)
 if(CHORUS_PYTHON_EXECUTABLE AND Torch_FOUND)
@@ -91,6 +99,7 @@ if(CHORUS_WITH_NCCL AND NOT CHORUS_WITH_CUDA)
 endif()
 
 message(STATUS "Chorus ${PROJECT_VERSION}: CHORUS_WITH_CUDA=${CHORUS_WITH_CUDA} "
-               "CHORUS_WITH_NCCL=${CHORUS_WITH_NCCL} CHORUS_WITH_TORCH=${CHORUS_WITH_TORCH}")
+               "CHORUS_WITH_NCCL=${CHORUS_WITH_NCCL} CHORUS_WITH_TORCH=${CHORUS_WITH_TORCH} "
+               "(LibTorch with CUDA: ${CHORUS_TORCH_CUDA})")
 message(STATUS "Chorus: tests=${CHORUS_BUILD_TESTS} bench=${CHORUS_BUILD_BENCH} "
                "examples=${CHORUS_BUILD_EXAMPLES}")

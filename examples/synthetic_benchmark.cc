@@ -5,16 +5,20 @@
 // bench/run_torch_bench.sh compares the two.
 //
 // Each rank trains on its own fixed random batch (seeded by rank) of 3 x 32 x 32 images and
-// labels in [0, 10), with SGD (lr 0.01, momentum 0.9) on the cross-entropy loss. After
-// --warmup steps, --steps steps are timed. Rank 0 prints images/s per rank and in total,
-// the scaling against a 1-rank figure given with --baseline-ips, and the CPU time per step
-// of Chorus's background thread ("chorus-bg"), of the trainer's thread and of the process.
+// labels in [0, 10), with SGD (lr 0.01, momentum 0.9) on the cross-entropy loss. Model and
+// batch live on the CPU, or with --device cuda on GPU (local rank mod visible devices),
+// where every step ends with a device synchronize so that its time includes the GPU's work.
+// After --warmup steps, --steps steps are timed. Rank 0 prints images/s per rank and in
+// total, the scaling against a 1-rank figure given with --baseline-ips, and the CPU time per
+// step of Chorus's background thread ("chorus-bg"), of the trainer's thread and of the
+// process.
 //
-//   mpirun -np 2 --bind-to none ./synthetic_benchmark --model cnn --steps 30
+//   mpirun -np 2 --bind-to none ./synthetic_benchmark --model cnn --steps 30 [--device cuda]
 
 #include <sched.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
+#include <torch/cuda.h>
 #include <torch/torch.h>
 #include <unistd.h>
 
@@ -39,7 +43,7 @@ using Clock = std::chrono::steady_clock;
 
 constexpr char kUsage[] =
     "usage: synthetic_benchmark [--model mlp|cnn] [--batch-size N] [--steps N] [--warmup N]\n"
-    "                           [--threads N] [--baseline-ips X]\n"
+    "                           [--threads N] [--baseline-ips X] [--device cpu|cuda]\n"
     "  --model mlp|cnn     mlp: 3072-2048-2048-2048-10, 14.7M parameters; cnn: small ResNet,\n"
     "                      4.9M parameters; both on 3x32x32 images (default cnn)\n"
     "  --batch-size N      images per rank per step (default 32)\n"
@@ -47,7 +51,9 @@ constexpr char kUsage[] =
     "  --warmup N          untimed steps first (default 5)\n"
     "  --threads N         LibTorch intra-op threads per rank (default: the cores this\n"
     "                      process may use divided by the ranks on this host, at least 1)\n"
-    "  --baseline-ips X    images/s of this program on 1 rank: prints the scaling\n";
+    "  --baseline-ips X    images/s of this program on 1 rank: prints the scaling\n"
+    "  --device cpu|cuda   where model and batch live (default cpu); cuda: GPU local rank\n"
+    "                      mod the visible devices\n";
 
 struct Args {
   std::string model = "cnn";
@@ -56,6 +62,7 @@ struct Args {
   int warmup = 5;
   int threads = 0;  // 0: the default above
   double baseline_ips = 0;
+  std::string device = "cpu";
 };
 
 bool parse_args(int argc, char** argv, Args* a) {
@@ -70,6 +77,14 @@ bool parse_args(int argc, char** argv, Args* a) {
     char* end = nullptr;
     if (flag == "--model") {
       a->model = value;
+      continue;
+    }
+    if (flag == "--device") {
+      if (value != "cpu" && value != "cuda") {
+        std::cerr << "--device takes cpu or cuda, got '" << value << "'\n";
+        return false;
+      }
+      a->device = value;
       continue;
     }
     const double number = std::strtod(value.c_str(), &end);
@@ -168,21 +183,37 @@ int run(const Args& args) {
   const int threads = args.threads > 0 ? args.threads : default_threads();
   torch::set_num_threads(threads);
 
+  torch::Device device(torch::kCPU);
+  if (args.device == "cuda") {
+    const int devices = static_cast<int>(torch::cuda::device_count());
+    device =
+        torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(chorus::local_rank() % devices));
+  }
+  // A GPU step's kernels may still run when the host returns: wait for them at step
+  // boundaries, so that the clock measures them.
+  auto sync_device = [&] {
+    if (device.is_cuda()) torch::cuda::synchronize(device.index());
+  };
+
+  // Model and batch are drawn on the CPU and copied, so both devices train the same.
   torch::manual_seed(1);
   std::shared_ptr<examples::SyntheticNet> model = examples::make_synthetic_model(args.model);
   if (!model) {
     std::cerr << "unknown --model '" << args.model << "' (mlp or cnn)\n";
     return 2;
   }
+  model->to(device);
   model->train();
   torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
   chorus::torch::broadcast_parameters(*model, 0);
   chorus::torch::DistributedOptimizer optimizer(sgd, chorus::torch::named_parameters(*model));
 
   torch::manual_seed(1000 + rank);
-  const torch::Tensor images = torch::randn(
-      {args.batch, examples::kImageChannels, examples::kImageSide, examples::kImageSide});
-  const torch::Tensor labels = torch::randint(0, examples::kClasses, {args.batch}, torch::kInt64);
+  const torch::Tensor images = torch::randn({args.batch, examples::kImageChannels,
+                                             examples::kImageSide, examples::kImageSide})
+                                   .to(device);
+  const torch::Tensor labels =
+      torch::randint(0, examples::kClasses, {args.batch}, torch::kInt64).to(device);
 
   double wait_ns = 0;  // time step() spent waiting for reductions, timed steps only
   auto train_step = [&](bool timed) {
@@ -193,17 +224,19 @@ int run(const Args& args) {
     optimizer.synchronize();
     if (timed) wait_ns += std::chrono::duration<double, std::nano>(Clock::now() - before).count();
     optimizer.step();
+    sync_device();
   };
 
   if (rank == 0) {
     std::printf(
         "model %s: %lld parameters, input %lldx%lldx%lld, batch %lld per rank, SGD lr 0.01 "
         "momentum 0.9\n%d rank(s), %d intra-op thread(s) per rank, %d warmup + %d timed "
-        "steps\n",
+        "steps on %s\n",
         args.model.c_str(), static_cast<long long>(examples::parameter_count(*model)),
         static_cast<long long>(examples::kImageChannels),
         static_cast<long long>(examples::kImageSide), static_cast<long long>(examples::kImageSide),
-        static_cast<long long>(args.batch), size, threads, args.warmup, args.steps);
+        static_cast<long long>(args.batch), size, threads, args.warmup, args.steps,
+        device.str().c_str());
     std::fflush(stdout);
   }
   for (int i = 0; i < args.warmup; ++i) train_step(false);
@@ -253,10 +286,10 @@ int run(const Args& args) {
       sums[1] / n, sums[2] / n, sums[3] / n, sums[4] / n, sums[5] / n, sums[6] / n);
   if (bg < 0) std::printf("(no thread named chorus-bg found: its CPU time is not counted)\n");
   std::printf(
-      "RESULT impl=chorus model=%s ranks=%d threads=%d batch=%lld ips_rank=%.2f "
+      "RESULT impl=chorus model=%s device=%s ranks=%d threads=%d batch=%lld ips_rank=%.2f "
       "ips_total=%.2f bg_cpu_ms=%.3f trainer_cpu_ms=%.2f process_cpu_ms=%.2f sync_wait_ms=%.3f\n",
-      args.model.c_str(), size, threads, static_cast<long long>(args.batch), total_ips / size,
-      total_ips, sums[1] / n, sums[3] / n, sums[5] / n, sums[6] / n);
+      args.model.c_str(), args.device.c_str(), size, threads, static_cast<long long>(args.batch),
+      total_ips / size, total_ips, sums[1] / n, sums[3] / n, sums[5] / n, sums[6] / n);
   return 0;
 }
 
@@ -267,6 +300,10 @@ int main(int argc, char** argv) {
   if (!parse_args(argc, argv, &args)) {
     std::cerr << kUsage;
     return 2;
+  }
+  if (args.device == "cuda" && !torch::cuda::is_available()) {
+    std::printf("SKIPPED: no CUDA device (--device cuda; torch::cuda::is_available() is false)\n");
+    return 77;
   }
   if (chorus::Status s = chorus::init(); !s.ok()) {
     std::cerr << "chorus::init failed: " << s.to_string() << "\n";

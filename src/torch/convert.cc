@@ -2,6 +2,12 @@
 
 #include <c10/core/ScalarType.h>
 
+// CHORUS_TORCH_CUDA: CMake found a LibTorch built with CUDA (cmake/ChorusOptions.cmake).
+// The header alone would not tell: Debian's CPU-only LibTorch ships it too.
+#if CHORUS_TORCH_CUDA
+#include <c10/cuda/CUDAStream.h>
+#endif
+
 #include "chorus/status.h"
 #include "chorus/torch/tensor_ops.h"
 
@@ -46,6 +52,15 @@ TensorRef to_ref(const ::torch::Tensor& tensor, const std::string& name) {
   ref.dtype = to_chorus_dtype(tensor.scalar_type(), name);
   ref.shape = tensor.sizes().vec();
   ref.device = to_device(tensor);
+#if CHORUS_TORCH_CUDA
+  // Torch queues a tensor's producers on the current stream of its device, which need not
+  // be the legacy default stream Chorus waits for otherwise (types.h). Read on the calling
+  // thread: for an input, the trainer's (or autograd's) thread submitting it. An output that
+  // the background thread allocates gets that thread's stream, which Chorus ignores.
+  if (tensor.is_cuda()) {
+    ref.ready_stream = c10::cuda::getCurrentCUDAStream(tensor.device().index()).stream();
+  }
+#endif
   return ref;
 }
 
