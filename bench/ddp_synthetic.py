@@ -1,16 +1,21 @@
 #!/usr/bin/python3
-"""The synthetic trainer of examples/synthetic_benchmark.cc under PyTorch DDP (gloo).
+"""The synthetic trainer of examples/synthetic_benchmark.cc under PyTorch DDP (gloo, or nccl).
 
 Same models (layers, parameter counts), same random 3x32x32 input, batch, loss, optimizer
 (SGD lr 0.01, momentum 0.9), thread count and step counts as the Chorus program, and the
 same output lines, so bench/run_torch_bench.sh can compare the two.
+
+--device cuda puts the model and the data on cuda:(local rank % device count) and uses the
+nccl process-group backend instead of gloo. NCCL takes one GPU per rank, so it needs as many
+devices as ranks on each host (it exits 2 otherwise). Each timed step ends with
+torch.cuda.synchronize(). Without a CUDA device it exits 77.
 
 Launch with mpirun, like the Chorus program (rank and size come from Open MPI's
 variables; the ranks meet at MASTER_ADDR:MASTER_PORT, default 127.0.0.1:29533):
 
   mpirun -np 2 --bind-to none /usr/bin/python3 bench/ddp_synthetic.py --model cnn
 
-Without mpirun it runs as a single rank. Needs only Debian's python3-torch.
+Without mpirun it runs as a single rank. Needs only Debian's python3-torch (on the CPU).
 """
 
 import argparse
@@ -27,6 +32,8 @@ import torch.nn.functional as F
 
 IMAGE_SHAPE = (3, 32, 32)
 CLASSES = 10
+# The exit code of --device cuda without a CUDA device (CTest's skip code in Chorus's tests).
+NO_CUDA_EXIT = 77
 
 
 class BasicBlock(nn.Module):
@@ -95,7 +102,8 @@ def process_cpu_ns():
 
 
 def trainer_arguments(description):
-    """The options every synthetic trainer script shares (run_torch_bench.sh passes them)."""
+    """The options every synthetic trainer script shares (run_torch_bench.sh passes all of
+    them but --device, which stays cpu there)."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--model", choices=["mlp", "cnn"], default="cnn")
     p.add_argument("--batch-size", type=int, default=32)
@@ -103,36 +111,77 @@ def trainer_arguments(description):
     p.add_argument("--warmup", type=int, default=5)
     p.add_argument("--threads", type=int, default=0,
                    help="intra-op threads per rank (default: cores / ranks on this host)")
+    p.add_argument("--device", choices=["cpu", "cuda"], default="cpu",
+                   help="cuda: model and data on cuda:(local rank %% device count)")
     return p
+
+
+def cuda_missing(device):
+    """True, after saying why on stderr, when `device` is "cuda" and torch sees no CUDA
+    device. Callers return NO_CUDA_EXIT before any rendezvous, so every rank exits alike."""
+    if device != "cuda" or torch.cuda.is_available():
+        return False
+    print(f"{os.path.basename(sys.argv[0])}: --device cuda: no CUDA device (torch "
+          f"{torch.__version__}, built for CUDA {torch.version.cuda or 'none'})",
+          file=sys.stderr, flush=True)
+    return True
+
+
+def trainer_device(device, local_rank):
+    """The torch.device of --device: the CPU, or this rank's GPU (made current)."""
+    if device == "cpu":
+        return torch.device("cpu")
+    dev = torch.device("cuda", local_rank % torch.cuda.device_count())
+    torch.cuda.set_device(dev)
+    return dev
+
+
+def step_boundary(dev):
+    """Waits for the GPU's queued work, so that a step's wall time includes it."""
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
 
 
 def main():
     p = trainer_arguments(__doc__.splitlines()[0])
     p.add_argument("--baseline-ips", type=float, default=0.0)
     args = p.parse_args()
+    if cuda_missing(args.device):
+        return NO_CUDA_EXIT
 
     env = os.environ
     rank = int(env.get("OMPI_COMM_WORLD_RANK", env.get("RANK", "0")))
     size = int(env.get("OMPI_COMM_WORLD_SIZE", env.get("WORLD_SIZE", "1")))
+    local_rank = int(env.get("OMPI_COMM_WORLD_LOCAL_RANK", env.get("LOCAL_RANK", "0")))
     local_size = int(env.get("OMPI_COMM_WORLD_LOCAL_SIZE", env.get("LOCAL_WORLD_SIZE", "1")))
     threads = args.threads or max(1, len(os.sched_getaffinity(0)) // max(1, local_size))
     torch.set_num_threads(threads)
+    dev = trainer_device(args.device, local_rank)
+    cuda = dev.type == "cuda"
+    backend = "nccl" if cuda else "gloo"
+    if cuda and local_size > torch.cuda.device_count():
+        print(f"ddp_synthetic.py: nccl takes one GPU per rank: {local_size} ranks on this host, "
+              f"{torch.cuda.device_count()} CUDA device(s)", file=sys.stderr, flush=True)
+        return 2
 
     addr = env.get("MASTER_ADDR", "127.0.0.1")
     port = env.get("MASTER_PORT", "29533")
-    dist.init_process_group("gloo", init_method=f"tcp://{addr}:{port}", rank=rank,
+    dist.init_process_group(backend, init_method=f"tcp://{addr}:{port}", rank=rank,
                             world_size=size)
 
     torch.manual_seed(1)
     model = SyntheticMlp() if args.model == "mlp" else SyntheticCnn()
     model.train()
     params = sum(t.numel() for t in model.parameters())
-    ddp = nn.parallel.DistributedDataParallel(model)  # broadcasts rank 0's parameters
+    model.to(dev)
+    on_gpu = dict(device_ids=[dev.index], output_device=dev.index) if cuda else {}
+    ddp = nn.parallel.DistributedDataParallel(model, **on_gpu)  # broadcasts rank 0's parameters
     opt = torch.optim.SGD(ddp.parameters(), lr=0.01, momentum=0.9)
 
+    # Generated on the CPU, so that both devices train on the same data.
     torch.manual_seed(1000 + rank)
-    images = torch.randn(args.batch_size, *IMAGE_SHAPE)
-    labels = torch.randint(0, CLASSES, (args.batch_size,))
+    images = torch.randn(args.batch_size, *IMAGE_SHAPE).to(dev)
+    labels = torch.randint(0, CLASSES, (args.batch_size,)).to(dev)
 
     def step():
         opt.zero_grad()
@@ -143,26 +192,30 @@ def main():
         print(f"model {args.model}: {params} parameters, input 3x32x32, batch "
               f"{args.batch_size} per rank, SGD lr 0.01 momentum 0.9\n{size} rank(s), {threads} "
               f"intra-op thread(s) per rank, {args.warmup} warmup + {args.steps} timed steps "
-              f"(PyTorch {torch.__version__} DDP, gloo)", flush=True)
+              f"on {dev} (PyTorch {torch.__version__} DDP, {backend})", flush=True)
     for _ in range(args.warmup):
         step()
 
-    dist.barrier()
+    step_boundary(dev)
+    dist.barrier(**({"device_ids": [dev.index]} if cuda else {}))
     me0, proc0 = thread_cpu_ns(), process_cpu_ns()
     step_ms = []
     start = time.perf_counter()
     for _ in range(args.steps):
         t0 = time.perf_counter()
         step()
+        step_boundary(dev)
         step_ms.append((time.perf_counter() - t0) * 1e3)
     elapsed = time.perf_counter() - start
     per_step = 1e6 * args.steps
     me, proc = (thread_cpu_ns() - me0) / per_step, (process_cpu_ns() - proc0) / per_step
 
-    sums = torch.tensor([me, proc], dtype=torch.float64)
+    # nccl reduces device tensors only.
+    sums = torch.tensor([me, proc], dtype=torch.float64, device=dev)
     dist.all_reduce(sums)
-    slowest = torch.tensor([elapsed], dtype=torch.float64)
+    slowest = torch.tensor([elapsed], dtype=torch.float64, device=dev)
     dist.all_reduce(slowest, op=dist.ReduceOp.MAX)
+    sums, slowest = sums.cpu(), slowest.cpu()
     if rank != 0:
         return 0
 
@@ -175,9 +228,10 @@ def main():
               f"x 1-rank (on one host the ranks share the cores the 1-rank run had: there 1.0x "
               f"is ideal)")
     print(f"CPU ms per step, mean over ranks: trainer thread {sums[0] / size:.1f}, whole "
-          f"process {sums[1] / size:.1f} (gloo's threads included)")
+          f"process {sums[1] / size:.1f} ({backend}'s threads included)")
     print(f"RESULT impl=ddp model={args.model} ranks={size} threads={threads} "
-          f"batch={args.batch_size} ips_rank={total / size:.2f} ips_total={total:.2f} "
+          f"batch={args.batch_size} device={dev.type} ips_rank={total / size:.2f} "
+          f"ips_total={total:.2f} "
           f"bg_cpu_ms=nan trainer_cpu_ms={sums[0] / size:.2f} "
           f"process_cpu_ms={sums[1] / size:.2f} sync_wait_ms=nan", flush=True)
     return 0
