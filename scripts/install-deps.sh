@@ -10,6 +10,7 @@ packages=(
   dataset-fashion-mnist
   libtorch-dev python3-torch pybind11-dev python3-torchvision python3-pytest python3-pip python3-venv
   slurm-wlm munge iproute2
+  mmdebstrap
 )
 missing=()
 for p in "${packages[@]}"; do

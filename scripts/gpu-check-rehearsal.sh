@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Rehearses the GPU check here, on a machine without a GPU, as it will run on a bare GPU
+# machine:
+#
+#   scripts/gpu-check-rehearsal.sh [--build DIR] [--work DIR]
+#
+#   1. makes the kit from the build tree DIR (scripts/gpu-kit.sh; default: build);
+#   2. makes a bare Debian root with what the GPU machine has and nothing of what the kit
+#      brings: mmdebstrap's apt variant plus python3, cmake, ninja and g++; no Open MPI, hwloc,
+#      spdlog, fmt, GoogleTest or LibTorch. It is cached (CHORUS_REHEARSAL_CACHE, default
+#      /var/cache/chorus), so only the first run downloads it;
+#   3. copies into it what travels to the GPU machine, the working tree's tracked and
+#      untracked-but-not-ignored files with the kit as .gpu-kit, and shares this machine's
+#      /usr/local/cuda read-only, as the GPU machine has CUDA (and NCCL) of its own;
+#   4. runs scripts/gpu-check.sh under chroot in a mount namespace of its own.
+# It passes when the check does: set-up passed (every kit binary finds its libraries, the
+# kit's mpirun ran 2 ranks of a CPU test), each GPU check reported "no CUDA device" and was
+# skipped, the build against the kit passed, and the summary has all seven rows. The summary
+# and logs are left in WORK/out (default WORK: DIR/gpu-rehearsal). Exits 77, CTest's skip,
+# with the reason when it cannot run here: not root, no mount namespace, no root and no way
+# to make one.
+set -euo pipefail
+
+repo=$(cd "$(dirname "$0")/.." && pwd)
+build=$repo/build
+work=""
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --build) build=$(cd "$2" && pwd); shift 2 ;;
+    --work) work=$2; shift 2 ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    *) echo "gpu-check-rehearsal: unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+work=${work:-$build/gpu-rehearsal}
+skip() { echo "SKIPPED: $*"; exit 77; }
+
+[[ $(id -u) == 0 ]] || skip "the rehearsal needs root (chroot and bind mounts)"
+unshare -m true 2>/dev/null || skip "no mount namespace can be made here (unshare -m)"
+
+includes=python3,cmake,ninja-build,g++
+cache=${CHORUS_REHEARSAL_CACHE:-/var/cache/chorus}
+root_tar=$cache/gpu-rehearsal-bookworm-$(echo "$includes" | md5sum | cut -c1-8).tar
+if [[ ! -f $root_tar ]]; then
+  command -v mmdebstrap >/dev/null || skip "no mmdebstrap (Debian package mmdebstrap) to make the root"
+  mkdir -p "$cache"
+  echo "gpu-check-rehearsal: making the bare root $root_tar (once)"
+  # mmdebstrap writes a tarball when the name ends in .tar.
+  part=${root_tar%.tar}.part.tar
+  if ! mmdebstrap --quiet --variant=apt --include="$includes" bookworm "$part"; then
+    rm -rf "$part"
+    skip "mmdebstrap could not make the root (is a Debian mirror reachable?)"
+  fi
+  mv "$part" "$root_tar"
+fi
+
+rm -rf "$work"
+mkdir -p "$work/out"
+scripts/gpu-kit.sh --build "$build" --kit "$work/kit" 2>&1 | sed 's/^/  /'
+# gpu-kit.sh's status, not sed's.
+[[ ${PIPESTATUS[0]} == 0 ]] || { echo "gpu-check-rehearsal: the kit was not made" >&2; exit 1; }
+
+rootfs=$work/rootfs
+mkdir -p "$rootfs"
+tar -C "$rootfs" -xf "$root_tar"
+for tool in mpirun ompi_info hwloc-ls; do
+  if chroot "$rootfs" sh -c "command -v $tool" >/dev/null; then
+    echo "gpu-check-rehearsal: the bare root has $tool: it is not bare" >&2
+    exit 1
+  fi
+done
+mkdir -p "$rootfs/repo"
+(cd "$repo" && git ls-files -z --cached --others --exclude-standard |
+  while IFS= read -r -d '' f; do [[ -e $f ]] && printf '%s\0' "$f"; done |
+  xargs -0 cp --parents -P -t "$rootfs/repo")
+cp -a "$work/kit" "$rootfs/repo/.gpu-kit"
+mkdir -p "$rootfs/usr/local/cuda" "$rootfs/out"
+
+rc=0
+unshare -m bash -euc '
+  rootfs=$1
+  for fs in proc sys dev; do mount --rbind "/$fs" "$rootfs/$fs"; done
+  if [[ -d /usr/local/cuda ]]; then
+    mount --bind /usr/local/cuda "$rootfs/usr/local/cuda"
+    mount -o remount,bind,ro "$rootfs/usr/local/cuda"
+  fi
+  mount --bind "$2" "$rootfs/out"
+  exec chroot "$rootfs" /usr/bin/env -i HOME=/root TMPDIR=/tmp LANG=C.UTF-8 \
+    PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    bash -c "cd /repo && scripts/gpu-check.sh --out /out --budget 1200"
+' rehearsal "$rootfs" "$work/out" || rc=$?
+rm -rf "$rootfs"
+
+summary=$work/out/gpu-summary.md
+verdict() { echo "gpu-check-rehearsal: $*"; }
+[[ -f $summary ]] || { verdict "FAILED: no summary written"; exit 1; }
+problems=()
+[[ $rc == 0 ]] || problems+=("gpu-check.sh exited $rc")
+[[ $(grep -c '^| [0-6] |' "$summary") == 7 ]] || problems+=("the summary does not have rows 0-6")
+grep -q '^| 0 | .* | passed |' "$summary" || problems+=("set-up did not pass")
+for n in 1 2 3 4 6; do
+  grep -q "^| $n | .* | skipped: no CUDA device" "$summary" ||
+    problems+=("check $n did not skip for want of a device")
+done
+grep -q '^| 5 | .* | skipped: .*\(build\|built\)' "$summary" ||
+  problems+=("check 5 did not build against the kit")
+if [[ ${#problems[@]} -gt 0 ]]; then
+  verdict "FAILED: $(IFS=';'; echo "${problems[*]}") (logs in $work/out)"
+  exit 1
+fi
+verdict "passed (summary and logs in $work/out)"
