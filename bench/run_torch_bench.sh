@@ -79,7 +79,7 @@ run() {
   line=$(grep '^RESULT ' <<<"$out")
   echo "round=$round $line" >>"$results"
   printf '  %-6s %-3s np=%d: %s\n' "$impl" "$model" "$n" \
-    "$(sed -e 's/^RESULT //' -e 's/impl=[a-z]* model=[a-z]* //' <<<"$line")"
+    "$(sed -e 's/^RESULT //' -e 's/impl=[a-z_]* model=[a-z]* //' <<<"$line")"
 }
 
 echo "Chorus vs PyTorch DDP (gloo), synthetic trainer: batch $batch per rank, $steps timed" \
@@ -143,10 +143,11 @@ for m in models:
     print(f"  {m}: mean step {statistics.median(step_ms):.1f} ms, step() waited "
           f"{statistics.median(wait):.2f} ms of it for reductions; Chorus process CPU "
           f"{med(cn, 'process_cpu_ms'):.1f} ms/step, DDP {med(('ddp', m, np_), 'process_cpu_ms'):.1f}")
-if any(k[0] == "py" for k in runs):
+# python_synthetic.py reports itself as impl=chorus_py.
+if any(k[0] == "chorus_py" for k in runs):
     print("Python chorus.torch trainer (bench/python_synthetic.py) on", np_, "ranks, medians:")
     for m in models:
-        pn, cn, dn = ("py", m, np_), ("chorus", m, np_), ("ddp", m, np_)
+        pn, cn, dn = ("chorus_py", m, np_), ("chorus", m, np_), ("ddp", m, np_)
         if pn not in runs:
             continue
         rp, rc = paired(pn, dn), paired(pn, cn)

@@ -56,7 +56,7 @@ fi
 
 rm -rf "$work"
 mkdir -p "$work/out"
-scripts/gpu-kit.sh --build "$build" --kit "$work/kit" 2>&1 | sed 's/^/  /'
+"$repo/scripts/gpu-kit.sh" --build "$build" --kit "$work/kit" 2>&1 | sed 's/^/  /'
 # gpu-kit.sh's status, not sed's.
 [[ ${PIPESTATUS[0]} == 0 ]] || { echo "gpu-check-rehearsal: the kit was not made" >&2; exit 1; }
 

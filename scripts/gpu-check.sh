@@ -67,6 +67,10 @@ run() {
   echo "\$ $* (limit ${secs}s)" >>"$log"
   timeout -k 10 "$secs" "$@" >>"$log" 2>&1
 }
+# out_of_time: true once fewer than 10 s of the budget are left.
+out_of_time() {
+  (($(date +%s) + 10 > deadline))
+}
 field() {  # field NAME LINE: the value of NAME=value in a RESULT line
   sed -n "s/.*\b$1=\([^ ]*\).*/\1/p" <<<"$2"
 }
@@ -277,6 +281,9 @@ fi
 torch_target="builds against this torch; CUDA tests pass on 1 and 2 ranks"
 if [[ -z $setup_ok ]]; then
   row 5 "Chorus::torch, chorus.torch on CUDA" "skipped: set-up failed" "" "$torch_target"
+elif out_of_time; then
+  row 5 "Chorus::torch, chorus.torch on CUDA" "failed: the budget ran out (5-torch.log)" "" \
+      "$torch_target"
 elif [[ -z $built ]]; then
   row 5 "Chorus::torch, chorus.torch on CUDA" "failed: the build (5-torch.log)" "" "$torch_target"
 elif [[ -z $python ]]; then
@@ -311,6 +318,8 @@ if [[ -z $device ]]; then
 elif [[ -z $built || -z $python ]]; then
   row 6 "synthetic trainers vs PyTorch DDP" "skipped: check 5 built nothing to run" "" \
       "$trainer_target"
+elif out_of_time; then
+  row 6 "synthetic trainers vs PyTorch DDP" "failed: the budget ran out" "" "$trainer_target"
 else
   common=(--device cuda --model cnn --batch-size 64 --steps 100 --warmup 10)
   declare -A ips=()

@@ -192,8 +192,8 @@ done
 } >"$kit/kit.env"
 
 size=$(du -sm "$kit" | cut -f1)
-tree=$(git -C "$repo" ls-files -z --cached --others --exclude-standard | du -cm --files0-from=- |
-       tail -1 | cut -f1)
+tree=$(cd "$repo" && git ls-files -z --cached --others --exclude-standard |
+       du -cm --files0-from=- 2>/dev/null | tail -1 | cut -f1)
 echo "gpu-kit: $kit is $size MiB (${#unpacked[@]} packages); the working tree that travels with" \
      "it is $tree MiB; together $((size + tree)) of 64 MiB"
 if (( size + tree > 60 )); then
