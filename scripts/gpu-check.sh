@@ -9,7 +9,7 @@
 # cannot eat the rest:
 #   0. set-up: every binary of the kit finds its libraries; the kit's mpirun starts 2 ranks
 #      of a CPU test;
-#   1. the GPU tests of the kit's build tree (ctest -L gpu): kernels, collectives on NCCL
+#   1. the GPU tests of the kit's build tree (ctest -L '^gpu$'): kernels, collectives on NCCL
 #      (1 rank) and on MPI (2-4 ranks sharing the GPU), the forced-MPI path, NCCL errors;
 #   2. compute-sanitizer memcheck on the kernel tests;
 #   3. gpu_pack_bench, 160 x 100k and 1,000 x 1k floats, against a device-to-device copy;
@@ -143,6 +143,9 @@ fi
 setup_ok=$([[ ${rows[0]} == *"| passed |"* ]] && echo yes)
 
 # --- 5, started first: the build against this machine's torch ---------------------------------
+configured() {  # configured OPTION: the build of check 5 has OPTION on
+  grep -q "^$1:BOOL=ON" "$torch_build/CMakeCache.txt" 2>/dev/null
+}
 torch_log=$out/5-torch.log
 : >"$torch_log"
 torch_build=${TMPDIR:-/tmp}/chorus-gpu-check-torch
@@ -154,23 +157,25 @@ if [[ -n $setup_ok ]]; then
              -DCMAKE_CUDA_ARCHITECTURES=90 -DCHORUS_BUILD_BENCH=OFF
              "-DCHORUS_PYTHON_EXECUTABLE=$python" "-DZLIB_INCLUDE_DIR=$GPU_KIT/root/usr/include"
              "-DZLIB_LIBRARY=${zlib:-$GPU_KIT/root/usr/lib/x86_64-linux-gnu/libz.a}")
-  targets=(chorus)
   if [[ -n $GPU_KIT_NCCL_LIB ]]; then
     configure+=("-DCHORUS_NCCL_LIBRARY=$GPU_KIT_NCCL_LIB"
                 "-DCHORUS_NCCL_INCLUDE_DIR=$(dirname "$nccl_dir")/include")
   fi
-  if [[ -n $python ]]; then
-    targets+=(gpu_probe chorus_torch chorus_python torch_cuda_test synthetic_benchmark)
-  fi
   jobs=$(( $(nproc) > 4 ? $(nproc) - 4 : 2 ))
   (
     rm -rf "$torch_build"
-    run "$torch_log" 300 "${configure[@]}" &&
-      run "$torch_log" 300 cmake --build "$torch_build" -j "$jobs" --target "${targets[@]}"
+    run "$torch_log" 300 "${configure[@]}" || exit 1
+    # What configure found decides what is built: the core always, the adapter and its
+    # tests with LibTorch, the Python module when Python's headers and pybind11 are there.
+    targets=(chorus)
+    if configured CHORUS_WITH_TORCH; then
+      targets+=(gpu_probe chorus_torch torch_cuda_test synthetic_benchmark)
+    fi
+    configured CHORUS_WITH_PYTHON && targets+=(chorus_python)
+    run "$torch_log" 300 cmake --build "$torch_build" -j "$jobs" --target "${targets[@]}"
   ) &
   build_pid=$!
 fi
-
 # --- 1. the GPU tests -------------------------------------------------------------------------
 tests_log=$out/1-gpu-tests.log
 : >"$tests_log"
@@ -184,36 +189,39 @@ ctest_counts() {
        "$skipped_n skipped"
 }
 if [[ -z $setup_ok ]]; then
-  row 1 "GPU tests (ctest -L gpu)" "skipped: set-up failed" "" "all pass"
+  row 1 "GPU tests (ctest -L ^gpu$)" "skipped: set-up failed" "" "all pass"
 else
   # The torch and Python GPU tests belong to the build of check 5.
-  run "$tests_log" 240 ctest --test-dir "$build" -L gpu -LE 'torch|python' \
+  run "$tests_log" 240 ctest --test-dir "$build" -L '^gpu$' -LE 'torch|python' \
       --output-on-failure -j 3
   rc=$?
   counts=$(ctest_counts "$tests_log")
   if [[ -z $device ]]; then
     if [[ $rc == 0 && $counts == "0 passed, 0 failed,"* ]]; then
-      row 1 "GPU tests (ctest -L gpu)" "$no_device" "$counts" "all pass"
+      row 1 "GPU tests (ctest -L ^gpu$)" "$no_device" "$counts" "all pass"
     else
-      row 1 "GPU tests (ctest -L gpu)" "failed: without a device every test must skip" \
+      row 1 "GPU tests (ctest -L ^gpu$)" "failed: without a device every test must skip" \
           "$counts" "all pass"
     fi
   elif [[ $rc == 0 && $counts == *" 0 failed, 0 skipped" ]]; then
-    row 1 "GPU tests (ctest -L gpu)" "passed" "$counts" "all pass"
+    row 1 "GPU tests (ctest -L ^gpu$)" "passed" "$counts" "all pass"
   else
-    row 1 "GPU tests (ctest -L gpu)" "failed (1-gpu-tests.log)" "$counts" "all pass"
+    row 1 "GPU tests (ctest -L ^gpu$)" "failed (1-gpu-tests.log)" "$counts" "all pass"
   fi
 fi
 
 # --- 2. compute-sanitizer -------------------------------------------------------------------
 memcheck_log=$out/2-memcheck.log
 : >"$memcheck_log"
+sanitizer=$(command -v compute-sanitizer ||
+            ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda-*/bin/compute-sanitizer \
+               /opt/nvidia/*/compute-sanitizer 2>/dev/null | head -1)
 if [[ -z $device ]]; then
   row 2 "compute-sanitizer memcheck, kernel tests" "$no_device" "" "0 errors"
-elif ! command -v compute-sanitizer >/dev/null; then
-  row 2 "compute-sanitizer memcheck, kernel tests" "failed: no compute-sanitizer on PATH" "" \
+elif [[ -z $sanitizer ]]; then
+  row 2 "compute-sanitizer memcheck, kernel tests" "failed: no compute-sanitizer found" "" \
       "0 errors"
-elif run "$memcheck_log" 150 compute-sanitizer --tool memcheck --error-exitcode 3 \
+elif run "$memcheck_log" 150 "$sanitizer" --tool memcheck --error-exitcode 3 \
      --leak-check full "$build/tests/gpu/gpu_kernels_test"; then
   row 2 "compute-sanitizer memcheck, kernel tests" "passed" \
       "$(grep -o 'ERROR SUMMARY: [0-9]* errors' "$memcheck_log" | tail -1)" "0 errors"
@@ -289,23 +297,34 @@ elif [[ -z $built ]]; then
 elif [[ -z $python ]]; then
   row 5 "Chorus::torch, chorus.torch on CUDA" \
       "skipped: no python3 that imports torch; the core built against the kit" "" "$torch_target"
+elif ! configured CHORUS_WITH_TORCH; then
+  row 5 "Chorus::torch, chorus.torch on CUDA" "failed: CMake did not find $python's LibTorch" \
+      "(5-torch.log)" "$torch_target"
 else
-  run "$torch_log" 200 ctest --test-dir "$torch_build" -R '^(torch[.]cuda|gpu[.]python)[.]' \
-      --output-on-failure
+  tests='^torch[.]cuda[.]'
+  configured CHORUS_WITH_PYTHON && tests='^(torch[.]cuda|gpu[.]python)[.]'
+  run "$torch_log" 200 ctest --test-dir "$torch_build" -R "$tests" --output-on-failure
   rc=$?
   counts=$(ctest_counts "$torch_log")
+  # The Python module is part of the check: configure says why it was left out.
+  python_note=""
+  configured CHORUS_WITH_PYTHON ||
+    python_note="; chorus.torch not built: $(grep -o 'no Python module.*' "$torch_log" | head -1)"
   if [[ -z $device ]]; then
-    if [[ $rc == 0 && $counts == "0 passed, 0 failed,"* ]]; then
+    if [[ $rc == 0 && $counts == "0 passed, 0 failed,"* && -z $python_note ]]; then
       row 5 "Chorus::torch, chorus.torch on CUDA" "$no_device; the build passed" "$counts" \
           "$torch_target"
     else
-      row 5 "Chorus::torch, chorus.torch on CUDA" "failed: without a device every test must skip" \
+      row 5 "Chorus::torch, chorus.torch on CUDA" \
+          "failed: without a device every test must skip, and all must build$python_note" \
           "$counts" "$torch_target"
     fi
-  elif [[ $rc == 0 && $counts == *" 0 failed, 0 skipped" && $counts != "0 passed"* ]]; then
+  elif [[ $rc == 0 && $counts == *" 0 failed, 0 skipped" && $counts != "0 passed"* &&
+          -z $python_note ]]; then
     row 5 "Chorus::torch, chorus.torch on CUDA" "passed" "$counts" "$torch_target"
   else
-    row 5 "Chorus::torch, chorus.torch on CUDA" "failed (5-torch.log)" "$counts" "$torch_target"
+    row 5 "Chorus::torch, chorus.torch on CUDA" "failed (5-torch.log)$python_note" "$counts" \
+        "$torch_target"
   fi
 fi
 

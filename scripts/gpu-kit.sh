@@ -13,7 +13,7 @@
 #           lacks (found with ldd until nothing new turns up). No docs or man pages.
 #   cuda/   libcudart from this machine's CUDA, used only where the GPU machine has none.
 #   build/  the GPU and CPU-check binaries of DIR (stripped of debug info) and every
-#           CTestTestfile.cmake, so that `ctest -L gpu` runs there as it would here.
+#           CTestTestfile.cmake, so that `ctest -L '^gpu$'` runs there as it would here.
 #   kit.env where DIR and its sources were, which gpu-check.sh recreates there by links.
 # It prints the kit's size: the working tree and the kit travel together, 64 MiB at most.
 set -euo pipefail
