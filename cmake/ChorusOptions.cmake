@@ -51,7 +51,17 @@ if(CHORUS_PYTHON_EXECUTABLE)
   endif()
 endif()
 
+# LibTorch's CUDA setup may set CMAKE_CUDA_ARCHITECTURES in this scope (to OFF, for its own
+# flags); Chorus's kernels keep the targets chosen before it.
+if(DEFINED CMAKE_CUDA_ARCHITECTURES)
+  set(_chorus_cuda_archs "${CMAKE_CUDA_ARCHITECTURES}")
+endif()
 find_package(Torch QUIET)
+if(DEFINED _chorus_cuda_archs)
+  set(CMAKE_CUDA_ARCHITECTURES "${_chorus_cuda_archs}")
+else()
+  unset(CMAKE_CUDA_ARCHITECTURES)
+endif()
 option(CHORUS_WITH_TORCH "Build the LibTorch adapter (Chorus::torch)" ${Torch_FOUND})
 # Whether that LibTorch has CUDA (pip wheels built for CUDA do; Debian's is CPU-only yet
 # ships the c10/cuda headers, so a header test alone cannot tell): its Caffe2 config sets
@@ -94,16 +104,13 @@ message(STATUS "Chorus: CHORUS_WITH_PYTHON=${CHORUS_WITH_PYTHON} (python: ${CHOR
                "torch ${CHORUS_PYTHON_TORCH_VERSION})")
 
 if(CHORUS_WITH_CUDA)
+  # Turing (the oldest target CUDA 13 accepts), Ampere, Hopper, plus PTX for what comes next.
+  # Set before enable_language(CUDA), which otherwise caches nvcc's own default (sm_75 only).
+  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+    set(CMAKE_CUDA_ARCHITECTURES 75 80 90-real 90-virtual CACHE STRING "CUDA targets")
+  endif()
   enable_language(CUDA)
   find_package(CUDAToolkit REQUIRED)
-  # Volta (ABCI V100), Ampere, Hopper, plus PTX for what comes next.
-  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-    set(CMAKE_CUDA_ARCHITECTURES 70 80 90-real 90-virtual)
-    if(CUDAToolkit_VERSION VERSION_GREATER_EQUAL 13)
-      # CUDA 13 dropped Volta: the oldest target it accepts is Turing.
-      set(CMAKE_CUDA_ARCHITECTURES 75 80 90-real 90-virtual)
-    endif()
-  endif()
 endif()
 if(CHORUS_WITH_NCCL AND NOT CHORUS_WITH_CUDA)
   message(FATAL_ERROR "CHORUS_WITH_NCCL=ON needs CHORUS_WITH_CUDA=ON")

@@ -21,7 +21,8 @@
 # Without a CUDA device each GPU check says so and is skipped; what needs no device (0, and
 # the build of 5) still runs. It writes DIR/gpu-summary.md (default DIR: $OUT, else
 # ./gpu-check-out), one row per check, and one log per check beside it (7 at most). Exit
-# status: 0 when no check failed, 1 otherwise.
+# status: 0 when no check failed, 1 otherwise. Write nothing else into DIR on a machine that
+# returns at most 8 files.
 set -uo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -118,7 +119,12 @@ if [[ -n $build && -x $build/tests/gpu/gpu_probe ]]; then
   fi
   echo "gpu_probe: ${probe:-device found}" >>"$setup_log"
 fi
-no_device="skipped: no CUDA device (${probe:-no probe})"
+no_device="skipped: ${probe:-no CUDA device}"
+no_device=${no_device/skipped: SKIPPED: /skipped: }
+# A GPU that the driver lists but CUDA cannot use is a failure, not an absence.
+if [[ -z $device && -n $build ]] && nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
+  no_device="failed: nvidia-smi lists a GPU, but CUDA says: ${probe:-nothing}"
+fi
 
 if [[ ${#rows[@]} -eq 0 ]]; then
   # Every ELF file of the kit must find its libraries (NCCL and CUDA's are the machine's).
@@ -141,6 +147,7 @@ if [[ ${#rows[@]} -eq 0 ]]; then
   fi
 fi
 setup_ok=$([[ ${rows[0]} == *"| passed |"* ]] && echo yes)
+[[ -z $setup_ok ]] && no_device="skipped: set-up failed"
 
 # --- 5, started first: the build against this machine's torch ---------------------------------
 configured() {  # configured OPTION: the build of check 5 has OPTION on
@@ -193,7 +200,7 @@ if [[ -z $setup_ok ]]; then
 else
   # The torch and Python GPU tests belong to the build of check 5.
   run "$tests_log" 240 ctest --test-dir "$build" -L '^gpu$' -LE 'torch|python' \
-      --output-on-failure -j 3
+      --output-on-failure --no-tests=error -j 3
   rc=$?
   counts=$(ctest_counts "$tests_log")
   if [[ -z $device ]]; then
@@ -203,7 +210,7 @@ else
       row 1 "GPU tests (ctest -L ^gpu$)" "failed: without a device every test must skip" \
           "$counts" "all pass"
     fi
-  elif [[ $rc == 0 && $counts == *" 0 failed, 0 skipped" ]]; then
+  elif [[ $rc == 0 && $counts == *" 0 failed, 0 skipped" && $counts != "0 passed"* ]]; then
     row 1 "GPU tests (ctest -L ^gpu$)" "passed" "$counts" "all pass"
   else
     row 1 "GPU tests (ctest -L ^gpu$)" "failed (1-gpu-tests.log)" "$counts" "all pass"
@@ -261,24 +268,27 @@ fi
 # --- 4. allreduce on NCCL against raw NCCL ----------------------------------------------------
 nccl_log=$out/4-nccl-bench.log
 : >"$nccl_log"
+nccl_target="64 MiB >= 0.95x raw with 2+ GPUs; on 1 rank, overhead in µs"
 if [[ -z $device ]]; then
-  row 4 "allreduce on NCCL vs raw NCCL" "$no_device" "" "64 MiB >= 0.95x raw"
-elif run "$nccl_log" 90 mpirun -np 1 "$build/bench/nccl_allreduce_bench"; then
+  row 4 "allreduce on NCCL vs raw NCCL, 1 rank" "$no_device" "" "$nccl_target"
+elif run "$nccl_log" 90 mpirun --bind-to none -np 1 "$build/bench/nccl_allreduce_bench"; then
+  # The bench exits 0 only when every element of every size was right. On one rank NCCL's
+  # in-place allreduce moves no data, so raw is an empty stream round trip and the ratio
+  # compares fixed costs: the figure that matters there is Chorus's overhead in µs. The
+  # 0.95x target applies with one rank per GPU on two or more GPUs.
   figures=$(grep '^RESULT ' "$nccl_log" | while read -r line; do
     echo -n "$(field size_bytes "$line") B: $(field ratio "$line")x, +$(field overhead_us "$line") µs; "
   done)
   big=$(grep '^RESULT ' "$nccl_log" | grep 'size_bytes=67108864 ' | head -1)
   if [[ -z $big ]]; then
-    row 4 "allreduce on NCCL vs raw NCCL" "failed: no 64 MiB result" "$figures" \
-        "64 MiB >= 0.95x raw"
-  elif awk -v r="$(field ratio "$big")" 'BEGIN {exit !(r >= 0.95)}'; then
-    row 4 "allreduce on NCCL vs raw NCCL" "passed" "$figures" "64 MiB >= 0.95x raw"
+    row 4 "allreduce on NCCL vs raw NCCL, 1 rank" "failed: no 64 MiB result" "$figures" \
+        "$nccl_target"
   else
-    row 4 "allreduce on NCCL vs raw NCCL" "failed: below target" "$figures" \
-        "64 MiB >= 0.95x raw"
+    row 4 "allreduce on NCCL vs raw NCCL, 1 rank" "passed: results right; ratio not judged" \
+        "$figures" "$nccl_target"
   fi
 else
-  row 4 "allreduce on NCCL vs raw NCCL" "failed (4-nccl-bench.log)" "" "64 MiB >= 0.95x raw"
+  row 4 "allreduce on NCCL vs raw NCCL, 1 rank" "failed (4-nccl-bench.log)" "" "$nccl_target"
 fi
 
 # --- 5. Chorus::torch and chorus.torch on the machine's torch ----------------------------------
@@ -303,7 +313,8 @@ elif ! configured CHORUS_WITH_TORCH; then
 else
   tests='^torch[.]cuda[.]'
   configured CHORUS_WITH_PYTHON && tests='^(torch[.]cuda|gpu[.]python)[.]'
-  run "$torch_log" 200 ctest --test-dir "$torch_build" -R "$tests" --output-on-failure
+  run "$torch_log" 200 ctest --test-dir "$torch_build" -R "$tests" --output-on-failure \
+      --no-tests=error
   rc=$?
   counts=$(ctest_counts "$torch_log")
   # The Python module is part of the check: configure says why it was left out.
@@ -340,20 +351,27 @@ elif [[ -z $built || -z $python ]]; then
 elif out_of_time; then
   row 6 "synthetic trainers vs PyTorch DDP" "failed: the budget ran out" "" "$trainer_target"
 else
-  common=(--device cuda --model cnn --batch-size 64 --steps 100 --warmup 10)
+  # Same model, batch and thread count for all three; mpirun does not bind (DDP runs
+  # without it), and the order rotates from round to round.
+  common=(--device cuda --model cnn --batch-size 64 --steps 100 --warmup 10 --threads 4)
   declare -A ips=()
-  for round in 1 2 3; do
-    for impl in cpp py ddp; do
+  order=(cpp py ddp)
+  for round in 0 1 2; do
+    for i in 0 1 2; do
+      impl=${order[(i + round) % 3]}
       case $impl in
-        cpp) run "$trainers_log" 60 mpirun -np 1 "$torch_build/examples/synthetic_benchmark" \
-               "${common[@]}" ;;
-        py) run "$trainers_log" 60 mpirun -np 1 -x PYTHONPATH="$torch_build/python" "$python" \
-              "$repo/bench/python_synthetic.py" "${common[@]}" ;;
+        cpp) run "$trainers_log" 60 mpirun --bind-to none -np 1 \
+               "$torch_build/examples/synthetic_benchmark" "${common[@]}" ;;
+        py) run "$trainers_log" 60 mpirun --bind-to none -np 1 \
+              -x PYTHONPATH="$torch_build/python" "$python" "$repo/bench/python_synthetic.py" \
+              "${common[@]}" ;;
         ddp) MASTER_PORT=$((29600 + round)) run "$trainers_log" 60 "$python" \
                "$repo/bench/ddp_synthetic.py" "${common[@]}" ;;
       esac
+      rc=$?
       line=$(grep '^RESULT ' "$trainers_log" | tail -1)
-      [[ $? == 0 && -n $line ]] && ips[$impl]+="$(field ips_total "$line") "
+      # A run counts only when it also ended well.
+      [[ $rc == 0 && -n $line ]] && ips[$impl]+="$(field ips_total "$line") "
       sed -i 's/^RESULT /RESULT-seen /' "$trainers_log"
     done
   done

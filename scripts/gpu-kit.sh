@@ -12,8 +12,9 @@
 #           library these and Chorus's binaries load that a minimal Debian or Ubuntu system
 #           lacks (found with ldd until nothing new turns up). No docs or man pages.
 #   cuda/   libcudart from this machine's CUDA, used only where the GPU machine has none.
-#   build/  the GPU and CPU-check binaries of DIR (stripped of debug info) and every
-#           CTestTestfile.cmake, so that `ctest -L '^gpu$'` runs there as it would here.
+#   build/  the GPU and CPU-check binaries of DIR (stripped of debug info; their CUDA code
+#           must include sm_90 or PTX), and every CTestTestfile.cmake, so that
+#           `ctest -L '^gpu$'` runs there as it would here.
 #   kit.env where DIR and its sources were, which gpu-check.sh recreates there by links.
 # It prints the kit's size: the working tree and the kit travel together, 64 MiB at most.
 set -euo pipefail
@@ -48,6 +49,12 @@ for option in CHORUS_WITH_CUDA CHORUS_WITH_NCCL; do
   fi
 done
 source_dir=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$cache")
+# The GPU machines are Hopper: the kit's CUDA code must hold sm_90 or PTX it can compile.
+if ! grep -q '^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=.*\(90\|virtual\)' "$cache"; then
+  echo "gpu-kit: $build's CUDA code is for $(sed -n 's/^CMAKE_CUDA_ARCHITECTURES:[A-Z]*=//p' \
+    "$cache") only; reconfigure with CMAKE_CUDA_ARCHITECTURES including 90" >&2
+  exit 1
+fi
 cmake --build "$build" --target "${targets[@]}"
 
 # Debian's packages: the runtime and the build-time pieces; the loop below adds the shared
@@ -93,7 +100,11 @@ prune() {
 prune
 
 # The build tree's part: binaries, libchorus, the configured scripts, every CTest file.
-(cd "$build" && find . -name CTestTestfile.cmake -exec cp --parents {} "$kit/build" \;)
+# The rehearsal's work folder (gpu-rehearsal) holds a kit of its own: never copied.
+in_build() {  # in_build FIND-ARGS...: find over the build tree, without the rehearsal's folder
+  (cd "$build" && find . -path ./gpu-rehearsal -prune -o "$@" -print)
+}
+in_build -name CTestTestfile.cmake | (cd "$build" && xargs cp --parents -t "$kit/build")
 copy_build() {  # copy_build RELATIVE_PATH...: keeps links as links
   local f
   for f in "$@"; do
@@ -102,9 +113,9 @@ copy_build() {  # copy_build RELATIVE_PATH...: keeps links as links
   done
 }
 copy_build tests/mpi/run_mpi.sh
-(cd "$build" && for t in "${targets[@]}"; do find . -type f -name "$t" -perm -u+x; done) |
+for t in "${targets[@]}"; do in_build -type f -name "$t" -perm -u+x; done |
   while read -r f; do copy_build "$f"; done
-(cd "$build" && find . -maxdepth 2 -name 'libchorus.so*') | while read -r f; do copy_build "$f"; done
+in_build -maxdepth 2 -name 'libchorus.so*' | while read -r f; do copy_build "$f"; done
 find "$kit/build" -type f -perm -u+x ! -name '*.sh' -exec objcopy --strip-debug {} \;
 
 # Shared libraries: every ELF file of the kit, resolved with the kit first, until each
