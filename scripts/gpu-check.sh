@@ -159,12 +159,13 @@ torch_build=${TMPDIR:-/tmp}/chorus-gpu-check-torch
 build_pid=""
 if [[ -n $setup_ok ]]; then
   nccl_dir=$(dirname "${GPU_KIT_NCCL_LIB:-/none/lib/x}")
+  # zlib (the examples): the kit's header, the machine's library.
   zlib=$(ldconfig -p 2>/dev/null | awk '/libz[.]so[.]1 .*x86-64/ {print $NF; exit}')
   configure=(cmake -S "$repo" -B "$torch_build" -G Ninja -DCMAKE_BUILD_TYPE=Release
              -DCMAKE_CUDA_ARCHITECTURES=90 -DCHORUS_BUILD_BENCH=OFF
              "-DCHORUS_PYTHON_EXECUTABLE=$python" "-DZLIB_INCLUDE_DIR=$GPU_KIT/root/usr/include"
-             "-DZLIB_LIBRARY=${zlib:-$GPU_KIT/root/usr/lib/x86_64-linux-gnu/libz.a}")
-  if [[ -n $GPU_KIT_NCCL_LIB ]]; then
+             "-DZLIB_LIBRARY=${zlib:-/lib/x86_64-linux-gnu/libz.so.1}")
+  if [[ -n $GPU_KIT_NCCL_LIB && -f $(dirname "$nccl_dir")/include/nccl.h ]]; then
     configure+=("-DCHORUS_NCCL_LIBRARY=$GPU_KIT_NCCL_LIB"
                 "-DCHORUS_NCCL_INCLUDE_DIR=$(dirname "$nccl_dir")/include")
   fi

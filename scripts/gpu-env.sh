@@ -33,6 +33,11 @@ export CPATH=$gpu_env_root/include/x86_64-linux-gnu${CPATH:+:$CPATH}
 # One host, no ssh: mpirun starts every rank itself.
 export OMPI_MCA_plm=isolated
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Ranks on one host copy through shared memory without cross-process reads (CMA), which
+# VMs and containers often refuse.
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+# pytest with only its own plugins: a venv's many (xdist, timeout, cov...) stay out of mpirun.
+export PYTEST_DISABLE_PLUGIN_AUTOLOAD=1
 # The build tree's run_mpi.sh takes its launcher from here (tests/mpi/run_mpi.sh.in).
 export CHORUS_MPIEXEC=$gpu_env_root/bin/mpiexec
 

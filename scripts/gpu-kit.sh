@@ -61,7 +61,8 @@ cmake --build "$build" --target "${targets[@]}"
 # libraries they load. Fortran, Java and docs are left out.
 packages=(openmpi-bin openmpi-common libopenmpi3 libopenmpi-dev libpmix2 libhwloc15
           libhwloc-dev libevent-core-2.1-7 libevent-pthreads-2.1-7 libspdlog1.10 libspdlog-dev
-          libfmt9 libfmt-dev libgtest-dev libgmock-dev pkgconf pkgconf-bin libpkgconf3)
+          libfmt9 libfmt-dev libgtest-dev libgmock-dev pkgconf pkgconf-bin libpkgconf3
+          zlib1g-dev)
 
 # What the GPU machine is taken to have already: Debian's essential packages, apt, Python and
 # the C++ runtime, with everything they depend on. The rehearsal's bare root is made of the
