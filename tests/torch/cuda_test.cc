@@ -17,6 +17,7 @@
 #include <c10/cuda/CUDAStream.h>
 #endif
 
+#include "../mpi/mpi_gtest.h"
 #include "chorus/torch.h"
 
 namespace {
@@ -216,18 +217,5 @@ int main(int argc, char** argv) {
         devices);
     return 77;
   }
-  ::testing::InitGoogleTest(&argc, argv);
-  chorus::Status s = chorus::init();
-  if (!s.ok()) {
-    std::fprintf(stderr, "chorus::init failed: %s\n", s.to_string().c_str());
-    return 2;
-  }
-  if (chorus::rank() != 0) ::testing::GTEST_FLAG(brief) = true;
-  int rc = RUN_ALL_TESTS();
-  s = chorus::shutdown();
-  if (!s.ok()) {
-    std::fprintf(stderr, "chorus::shutdown failed: %s\n", s.to_string().c_str());
-    return 3;
-  }
-  return rc;
+  return run_gtest_on_every_rank(argc, argv);
 }
