@@ -25,13 +25,13 @@ if(CHORUS_WITH_CUDA AND CHORUS_NCCL_LIBRARY AND CHORUS_NCCL_INCLUDE_DIR)
 endif()
 option(CHORUS_WITH_NCCL "Compile the NCCL backend" ${_chorus_nccl_default})
 
-# Python (chorus.torch): the first interpreter that imports torch, of Python3_EXECUTABLE,
+# Python (chorus.torch): the first interpreter that imports torch, of Python_EXECUTABLE,
 # python3 on PATH and /usr/bin/python3. When its torch ships LibTorch's CMake files (pip
 # wheels do; Debian's splits them into libtorch-dev), that LibTorch is the one found below,
 # so that Chorus::torch and the Python module link the torch that Python imports.
 if(NOT DEFINED CHORUS_PYTHON_EXECUTABLE)
   find_program(_chorus_python_on_path python3 NO_CACHE)
-  foreach(_py IN ITEMS ${Python3_EXECUTABLE} ${_chorus_python_on_path} /usr/bin/python3)
+  foreach(_py IN ITEMS ${Python_EXECUTABLE} ${_chorus_python_on_path} /usr/bin/python3)
     execute_process(COMMAND ${_py} -c "import torch" RESULT_VARIABLE _rc OUTPUT_QUIET ERROR_QUIET)
     if(_rc EQUAL 0)
       set(CHORUS_PYTHON_EXECUTABLE ${_py} CACHE FILEPATH "Python whose torch chorus.torch is built for")
@@ -74,8 +74,11 @@ endif()
 
 set(_chorus_python_default OFF)
 if(CHORUS_PYTHON_EXECUTABLE AND Torch_FOUND)
-  set(Python3_EXECUTABLE ${CHORUS_PYTHON_EXECUTABLE})
-  find_package(Python3 QUIET COMPONENTS Interpreter Development.Module)
+  # FindPython's `Python`, not `Python3`: pybind11 takes `Python` whenever it is found, and
+  # a pip LibTorch's config has already found it with the interpreter alone, which leaves
+  # pybind11 without Python_add_library. Asking again with the headers completes it.
+  set(Python_EXECUTABLE ${CHORUS_PYTHON_EXECUTABLE})
+  find_package(Python QUIET COMPONENTS Interpreter Development.Module)
   set(PYBIND11_FINDPYTHON ON)
   find_package(pybind11 CONFIG QUIET)
   if(NOT pybind11_FOUND)
@@ -92,10 +95,10 @@ if(CHORUS_PYTHON_EXECUTABLE AND Torch_FOUND)
     message(STATUS "Chorus: LibTorch ${Torch_VERSION} differs from the torch "
                    "${CHORUS_PYTHON_TORCH_VERSION} of ${CHORUS_PYTHON_EXECUTABLE}: no Python module "
                    "(configure with -DTorch_DIR=<that torch's cmake_prefix_path>/Torch)")
-  elseif(Python3_FOUND AND pybind11_FOUND)
+  elseif(Python_FOUND AND Python_Development.Module_FOUND AND pybind11_FOUND)
     set(_chorus_python_default ON)
   else()
-    message(STATUS "Chorus: no Python module: Python's headers found: ${Python3_Development.Module_FOUND}, "
+    message(STATUS "Chorus: no Python module: Python's headers found: ${Python_Development.Module_FOUND}, "
                    "pybind11 found: ${pybind11_FOUND}")
   endif()
 endif()

@@ -1,7 +1,7 @@
 # Sourced, not run: `source scripts/gpu-env.sh KIT` sets up a shell on the GPU machine to use
 # the kit that scripts/gpu-kit.sh made (default: .gpu-kit beside scripts/):
 #   - Open MPI, PMIx and the other Debian libraries from KIT/root, relocated with OPAL_PREFIX
-#     and PMIX_INSTALL_PREFIX, first on PATH and LD_LIBRARY_PATH;
+#     and the PMIx prefixes, first on PATH and LD_LIBRARY_PATH;
 #   - NCCL and the CUDA runtime of the machine: those of Python's torch (the nvidia-* wheels)
 #     when it has them, so that every process of the check loads the same libraries torch
 #     does; else /usr/local/cuda; the CUDA runtime else the kit's copy;
@@ -22,6 +22,9 @@ gpu_env_root=$GPU_KIT/root/usr
 gpu_env_lib=$gpu_env_root/lib/x86_64-linux-gnu
 export OPAL_PREFIX=$gpu_env_root
 export PMIX_INSTALL_PREFIX=$gpu_env_lib/pmix2
+# PMIx itself looks for its plugins under PMIX_PREFIX and PMIX_PKGLIBDIR, else at the path it
+# was built for, where a machine's own, different PMIx may answer (and fail to load).
+export PMIX_PREFIX=$gpu_env_lib/pmix2 PMIX_PKGLIBDIR=$gpu_env_lib/pmix2/lib/pmix
 export PATH=$gpu_env_root/bin:$PATH
 export PKG_CONFIG_PATH=$gpu_env_lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 # Debian's .pc files say prefix=/usr: pkgconf puts the kit's root in front of their paths.

@@ -18,9 +18,13 @@ namespace chorus::gpu {
 namespace {
 
 constexpr int kThreads = 256;
-// Bytes per block of a plain copy, and elements per block of a scaled copy: enough work
-// per block to hide the search, small enough that a batch of small tensors spreads.
-constexpr int64_t kCopyChunk = 16 * kThreads * 4;
+// A plain copy keeps kUnroll 16-byte loads in flight per thread before it stores: one load
+// at a time leaves a third of the bandwidth of a device-to-device copy unused. A block
+// copies kCopyChunk bytes: one pass of its threads. A scaled copy takes kScaleChunk
+// elements per block: enough work per block to hide the search, small enough that a batch
+// of small tensors spreads.
+constexpr int kUnroll = 8;
+constexpr int64_t kCopyChunk = static_cast<int64_t>(kUnroll) * kThreads * 16;
 constexpr int64_t kScaleChunk = kThreads * 8;
 
 struct Descriptor {
@@ -30,16 +34,21 @@ struct Descriptor {
   int64_t first_block;  // the item's first block in the grid
 };
 
-// Where a kernel finds its descriptors. A batch of up to kInline items travels inside the
-// kernel's parameters (no upload, nothing for the host to wait on); a larger one is read
-// from a device slot uploaded just before the launch. Both are __grid_constant__ so that
-// indexing them does not copy the parameter block into every thread's local memory.
-constexpr int kInline = 64;  // 64 x 32 bytes: well inside the 4 KiB parameter limit
+// Where a kernel finds its descriptors. A batch of up to kInlineLarge items travels inside
+// the kernel's parameters (CUDA 12.1 and later take up to 32764 bytes of them): nothing to
+// upload, no extra operation on the stream. Small batches use the small block, whose launch
+// copies less. A larger batch is read from a device slot uploaded just before the launch.
+// Both are __grid_constant__ so that indexing them does not copy the parameter block into
+// every thread's local memory.
+constexpr int kInlineSmall = 64;    // 2 KiB
+constexpr int kInlineLarge = 1016;  // 32 KiB, inside the 32764-byte limit
+template <int N>
 struct InlineItems {
-  Descriptor d[kInline];
+  Descriptor d[N];
   int n;
   __device__ const Descriptor& operator[](int i) const { return d[i]; }
 };
+static_assert(sizeof(InlineItems<kInlineLarge>) <= 32764, "kernel parameters too large");
 struct DeviceItems {
   const Descriptor* d;
   int n;
@@ -61,11 +70,23 @@ __device__ int find_item(const Items& d, int n, int64_t block) {
 }
 
 template <class W>
-__device__ void copy_words(const char* src, char* dst, int64_t begin, int64_t end) {
+__device__ void copy_words(const char* __restrict__ src, char* __restrict__ dst, int64_t begin,
+                           int64_t end) {
   const W* s = reinterpret_cast<const W*>(src + begin);
   W* d = reinterpret_cast<W*>(dst + begin);
   const int64_t words = (end - begin) / static_cast<int64_t>(sizeof(W));
-  for (int64_t i = threadIdx.x; i < words; i += blockDim.x) d[i] = s[i];
+  const int64_t stride = blockDim.x;
+  for (int64_t base = threadIdx.x; base < words; base += kUnroll * stride) {
+    W r[kUnroll];
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k) {
+      if (base + k * stride < words) r[k] = s[base + k * stride];
+    }
+#pragma unroll
+    for (int k = 0; k < kUnroll; ++k) {
+      if (base + k * stride < words) d[base + k * stride] = r[k];
+    }
+  }
   for (int64_t i = begin + words * static_cast<int64_t>(sizeof(W)) + threadIdx.x; i < end;
        i += blockDim.x) {
     dst[i] = src[i];
@@ -140,7 +161,20 @@ __global__ void batched_scale_kernel(const __grid_constant__ Items items, S scal
   const int64_t end = begin + kScaleChunk < d.count ? begin + kScaleChunk : d.count;
   const T* src = static_cast<const T*>(d.src);
   T* dst = static_cast<T*>(d.dst);
-  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) dst[i] = scale(src[i]);
+  // All loads before the stores, as in copy_words; in place (src == dst) each thread reads
+  // only the elements it then writes.
+  constexpr int kPerThread = static_cast<int>(kScaleChunk / kThreads);
+  T r[kPerThread];
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) {
+    const int64_t i = begin + threadIdx.x + static_cast<int64_t>(k) * kThreads;
+    if (i < end) r[k] = src[i];
+  }
+#pragma unroll
+  for (int k = 0; k < kPerThread; ++k) {
+    const int64_t i = begin + threadIdx.x + static_cast<int64_t>(k) * kThreads;
+    if (i < end) dst[i] = scale(r[k]);
+  }
 }
 
 template <class T, class Items>
@@ -230,7 +264,7 @@ StatusOr<BatchedCopy::Slot*> BatchedCopy::next_slot(std::size_t items) {
   if (slot.pending) CHORUS_CUDA_CHECK(cudaEventSynchronize(slot.uploaded));
   slot.pending = false;
   if (items > slot.capacity) {
-    std::size_t want = slot.capacity == 0 ? 2 * kInline : slot.capacity;
+    std::size_t want = slot.capacity == 0 ? 2 * kInlineLarge : slot.capacity;
     while (want < items) want *= 2;
     if (slot.host) CHORUS_CUDA_CHECK(cudaFreeHost(slot.host));
     if (slot.device) CHORUS_CUDA_CHECK(cudaFree(slot.device));
@@ -255,29 +289,36 @@ Status BatchedCopy::launch(const std::vector<CopyItem>& items, DataType dtype, k
   std::size_t live = 0;
   for (const CopyItem& it : items) live += it.count > 0 && !(plain && it.src == it.dst) ? 1 : 0;
   if (live == 0) return {};
-  // Fill either the inline block or a slot's pinned memory, in item order.
-  InlineItems in{};
-  Slot* slot = nullptr;
-  Descriptor* d = in.d;
-  if (live > static_cast<std::size_t>(kInline)) {
-    StatusOr<Slot*> got = next_slot(live);
-    if (!got.ok()) return got.status();
-    slot = *got;
-    d = slot->host;
-  }
-  int n = 0;
-  int64_t blocks = 0;
-  for (const CopyItem& it : items) {
-    if (it.count <= 0 || (plain && it.src == it.dst)) continue;
-    const int64_t count = plain ? it.count * esz : it.count;
-    const int64_t chunk = plain ? kCopyChunk : kScaleChunk;
-    d[n++] = Descriptor{it.src, it.dst, count, blocks};
-    blocks += (count + chunk - 1) / chunk;
-  }
-  if (!slot) {
+  // The descriptors in item order, and the grid's size.
+  auto fill = [&](Descriptor* d) {
+    int64_t blocks = 0;
+    int n = 0;
+    for (const CopyItem& it : items) {
+      if (it.count <= 0 || (plain && it.src == it.dst)) continue;
+      const int64_t count = plain ? it.count * esz : it.count;
+      const int64_t chunk = plain ? kCopyChunk : kScaleChunk;
+      d[n++] = Descriptor{it.src, it.dst, count, blocks};
+      blocks += (count + chunk - 1) / chunk;
+    }
+    return blocks;
+  };
+  const int n = static_cast<int>(live);
+  if (live <= static_cast<std::size_t>(kInlineSmall)) {
+    InlineItems<kInlineSmall> in;
     in.n = n;
+    const int64_t blocks = fill(in.d);
     return launch_kernel(in, blocks, plain, dtype, scale, stream);
   }
+  if (live <= static_cast<std::size_t>(kInlineLarge)) {
+    InlineItems<kInlineLarge> in;
+    in.n = n;
+    const int64_t blocks = fill(in.d);
+    return launch_kernel(in, blocks, plain, dtype, scale, stream);
+  }
+  StatusOr<Slot*> got = next_slot(live);
+  if (!got.ok()) return got.status();
+  Slot* slot = *got;
+  const int64_t blocks = fill(slot->host);
   CHORUS_CUDA_CHECK(cudaMemcpyAsync(slot->device, slot->host,
                                     static_cast<std::size_t>(n) * sizeof(Descriptor),
                                     cudaMemcpyHostToDevice, stream));

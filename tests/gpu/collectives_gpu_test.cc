@@ -35,12 +35,15 @@ int my_device() {
 }
 
 // A Buffer's bytes on this rank's GPU, produced on a stream of its own: Chorus must order
-// its reads after that stream's work (ready_stream).
+// its reads after that stream's work (ready_stream). The upload reads `host`, which lives
+// as long as the tensor: a driver may read pageable memory after cudaMemcpyAsync returns,
+// so the caller's Buffer (often a temporary) is no source for it.
 struct GpuTensor {
   explicit GpuTensor(const Buffer& b) : host(b), dev(b.bytes.size()) {
     cudaSetDevice(my_device());
     cudaStreamCreate(&stream);
-    cudaMemcpyAsync(dev.data(), b.bytes.data(), b.bytes.size(), cudaMemcpyHostToDevice, stream);
+    cudaMemcpyAsync(dev.data(), host.bytes.data(), host.bytes.size(), cudaMemcpyHostToDevice,
+                    stream);
   }
   ~GpuTensor() { cudaStreamDestroy(stream); }
   TensorRef ref() {
@@ -50,7 +53,9 @@ struct GpuTensor {
   }
   Buffer back() {
     Buffer b = host;
-    cudaMemcpy(b.bytes.data(), dev.data(), b.bytes.size(), cudaMemcpyDeviceToHost);
+    const cudaError_t rc =
+        cudaMemcpy(b.bytes.data(), dev.data(), b.bytes.size(), cudaMemcpyDeviceToHost);
+    EXPECT_EQ(rc, cudaSuccess) << cudaGetErrorString(rc);
     return b;
   }
   Buffer host;
@@ -123,7 +128,9 @@ TEST(GpuCollectives, FusedAverageOfManyTensors) {
 // The elements of a device output, read back.
 Buffer read_back(const TensorRef& t) {
   Buffer b(t.dtype, t.shape);
-  cudaMemcpy(b.bytes.data(), t.data, b.bytes.size(), cudaMemcpyDeviceToHost);
+  const cudaError_t rc =
+      cudaMemcpy(b.bytes.data(), t.data, b.bytes.size(), cudaMemcpyDeviceToHost);
+  EXPECT_EQ(rc, cudaSuccess) << cudaGetErrorString(rc);
   return b;
 }
 

@@ -100,7 +100,9 @@ TEST(BatchedCopy, EveryDtypeOddSizesMisalignedOffsets) {
         {1023, 2048 * e, 64 * e + e},
         {65537, 70000 * e, 2000 * e},
         {0, 0, 0},
-        {33, 5 * e, 140000 * e}};
+        {33, 5 * e, 140000 * e},
+        // Several chunks at 4- (or 8-, or 1-) byte alignment: the narrower copy's passes.
+        {20001, 200001 * e, 150000 * e}};
     for (kernels::Scale s : {kernels::Scale{1, 1.0}, kernels::Scale{1, 0.5}, kernels::Scale{3, 2.5},
                              kernels::Scale{4, 1.0}}) {
       check_batch(t, s, items, false);
@@ -116,18 +118,23 @@ TEST(BatchedCopy, InPlaceScaling) {
   }
 }
 
+// Each way descriptors reach the kernel: the small and the large parameter blocks (64 and
+// 1016 items, and one past each) and the uploaded slots.
 TEST(BatchedCopy, ManyTensorsInOneLaunch) {
   CHORUS_REQUIRE_GPU();
-  std::vector<std::tuple<int64_t, std::size_t, std::size_t>> items;
-  std::size_t so = 0, dof = 4;
-  for (int i = 0; i < 300; ++i) {
-    const int64_t count = 1 + (i * 7919) % 5000;
-    items.emplace_back(count, so, dof);
-    so += count * 4 + 4;
-    dof += count * 4;
+  for (int tensors : {64, 65, 300, 1016, 1017, 2500}) {
+    std::vector<std::tuple<int64_t, std::size_t, std::size_t>> items;
+    std::size_t so = 0, dof = 4;
+    for (int i = 0; i < tensors; ++i) {
+      const int64_t count = 1 + (i * 7919) % 5000;
+      items.emplace_back(count, so, dof);
+      so += count * 4 + 4;
+      dof += count * 4;
+    }
+    SCOPED_TRACE(std::to_string(tensors) + " tensors");
+    check_batch(DataType::kFloat32, {1, 1.0}, items, false);
+    check_batch(DataType::kFloat32, {8, 1.0}, items, false);
   }
-  check_batch(DataType::kFloat32, {1, 1.0}, items, false);
-  check_batch(DataType::kFloat32, {8, 1.0}, items, false);
 }
 
 // Large batches go through the ring of descriptor slots: more launches than slots, queued
@@ -135,7 +142,7 @@ TEST(BatchedCopy, ManyTensorsInOneLaunch) {
 // before its upload ran would send a later batch's descriptors).
 TEST(BatchedCopy, BackToBackLargeBatchesReuseSlots) {
   CHORUS_REQUIRE_GPU();
-  constexpr int kLaunches = 9, kItems = 100, kCount = 33;
+  constexpr int kLaunches = 9, kItems = 1100, kCount = 33;
   const std::size_t bytes = static_cast<std::size_t>(kLaunches) * kItems * kCount * 4;
   DeviceBuffer src(bytes), dst(bytes);
   std::vector<char> host = random_values(bytes, DataType::kFloat32);
