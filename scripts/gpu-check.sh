@@ -255,7 +255,12 @@ else
     line=$(grep "^RESULT tensors=$n floats=$floats " "$pack_log" | tail -1)
     ratio=$(field ratio_span "$line")
     figures+=("${n} x ${floats}: $(field chorus_gbs "$line") GB/s, ${ratio:-?}x one copy, $(
-               field ratio_memcpy "$line")x per-tensor copies")
+               field ratio_memcpy "$line")x per-tensor copies; back to back $(
+               field ratio_back_to_back "$line")x, enqueue $(field chorus_host_us "$line") µs vs $(
+               field span_host_us "$line") µs")
+    if [[ $(field gated "$line") != 1 ]]; then
+      verdict="failed: the device time includes the host's enqueueing (3-pack-bench.log)"
+    fi
     if [[ -z $ratio ]]; then
       verdict="failed: no result (3-pack-bench.log)"
     elif awk -v r="$ratio" 'BEGIN {exit !(r < 0.8)}'; then

@@ -130,7 +130,13 @@ Buffer read_back(const TensorRef& t) {
   Buffer b(t.dtype, t.shape);
   const cudaError_t rc =
       cudaMemcpy(b.bytes.data(), t.data, b.bytes.size(), cudaMemcpyDeviceToHost);
-  EXPECT_EQ(rc, cudaSuccess) << cudaGetErrorString(rc);
+  if (rc != cudaSuccess) {
+    cudaPointerAttributes a{};
+    const cudaError_t q = cudaPointerGetAttributes(&a, t.data);
+    ADD_FAILURE() << "reading " << b.bytes.size() << " bytes at " << t.data << ": "
+                  << cudaGetErrorString(rc) << "; CUDA sees memory of type " << a.type
+                  << " on device " << a.device << " (" << cudaGetErrorString(q) << ")";
+  }
   return b;
 }
 
@@ -150,6 +156,8 @@ TEST(GpuCollectives, BroadcastAllgatherAlltoallReducescatter) {
   Handle h = allgather("gpu.allgather", ag.ref(), go);
   ASSERT_TRUE(h.wait().ok()) << h.status().to_string();
   ASSERT_EQ(h.output().shape, (std::vector<int64_t>{n * (n + 1) / 2, 2}));
+  ASSERT_EQ(h.output().data, static_cast<void*>(alloc.kept->back()->data()))
+      << "the output is not the memory the allocator gave";
   Buffer gathered = read_back(h.output());
   int64_t at = 0;
   for (int r = 0; r < n; ++r) {
