@@ -88,8 +88,8 @@ build=${KIT_BINARY_DIR:-}
 python=${GPU_KIT_PYTHON:-}
 
 versions=$(
-  echo "commit $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown), kit made" \
-       "${KIT_MADE:-?} from ${KIT_COMMIT:-?}"
+  # The kit's record: a repository copied to another machine may carry a stale .git.
+  echo "kit and build made ${KIT_MADE:-?} from commit ${KIT_COMMIT:-?}"
   if command -v nvidia-smi >/dev/null; then
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1 |
       sed 's/^/device, driver, memory: /'

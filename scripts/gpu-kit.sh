@@ -197,7 +197,7 @@ done
 {
   echo "KIT_SOURCE_DIR=$source_dir"
   echo "KIT_BINARY_DIR=$build"
-  echo "KIT_COMMIT=$(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+  echo "KIT_COMMIT=$(git -C "$repo" describe --always --dirty --abbrev=7 2>/dev/null || echo unknown)"
   echo "KIT_MADE=$(date -u +%Y-%m-%dT%H:%M:%SZ)"
   echo "KIT_LIBRARY_DIRS=\"$(lib_dirs | tr '\n' ' ')\""
   echo "KIT_PACKAGES=\"$(printf '%s\n' "${!unpacked[@]}" | sort | tr '\n' ' ')\""

@@ -125,15 +125,14 @@ TEST(GpuCollectives, FusedAverageOfManyTensors) {
   }
 }
 
-// The elements of a device output, read back.
+// The elements of a device output, read back (a Buffer holds one byte more than them).
 Buffer read_back(const TensorRef& t) {
   Buffer b(t.dtype, t.shape);
-  const cudaError_t rc =
-      cudaMemcpy(b.bytes.data(), t.data, b.bytes.size(), cudaMemcpyDeviceToHost);
+  const cudaError_t rc = cudaMemcpy(b.bytes.data(), t.data, t.num_bytes(), cudaMemcpyDeviceToHost);
   if (rc != cudaSuccess) {
     cudaPointerAttributes a{};
     const cudaError_t q = cudaPointerGetAttributes(&a, t.data);
-    ADD_FAILURE() << "reading " << b.bytes.size() << " bytes at " << t.data << ": "
+    ADD_FAILURE() << "reading " << t.num_bytes() << " bytes at " << t.data << ": "
                   << cudaGetErrorString(rc) << "; CUDA sees memory of type " << a.type
                   << " on device " << a.device << " (" << cudaGetErrorString(q) << ")";
   }
