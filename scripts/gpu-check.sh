@@ -190,8 +190,12 @@ tests_log=$out/1-gpu-tests.log
 # ctest_counts LOG: "N passed, N failed, N skipped" from CTest's output.
 ctest_counts() {
   local total failed_n skipped_n
-  total=$(sed -n 's/.*tests passed, [0-9]* tests failed out of \([0-9]*\).*/\1/p' "$1" | tail -1)
-  failed_n=$(sed -n 's/.*tests passed, \([0-9]*\) tests failed out of.*/\1/p' "$1" | tail -1)
+  # "50% tests passed, 2 tests failed out of 4"; CMake 4 says "100% tests passed out of 4"
+  # when none failed.
+  local summary
+  summary=$(grep '% tests passed' "$1" | tail -1)
+  total=$(sed -n 's/.* out of \([0-9]*\).*/\1/p' <<<"$summary")
+  failed_n=$(sed -n 's/.*passed, \([0-9]*\) tests failed.*/\1/p' <<<"$summary")
   skipped_n=$(grep -c '^[[:space:]]*[0-9]* - .* (Skipped)$' "$1")
   echo "$((${total:-0} - ${failed_n:-0} - skipped_n)) passed, ${failed_n:-0} failed," \
        "$skipped_n skipped"
