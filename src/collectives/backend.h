@@ -1,7 +1,8 @@
 #pragma once
-// The seam between the runtime and the libraries that move data. One Backend per process
-// set and device kind; the runtime asks each registered backend, in the configured order,
-// whether it supports a tensor's device and uses the first that says yes.
+// The seam between the runtime and the libraries that move data. Each process set has one
+// Backend for host memory (MPI, with shared-memory reductions on one host) and, once it runs
+// a CUDA collective, one for GPU memory that its GpuContext chooses (NCCL, staged MPI or
+// CUDA-aware MPI; collectives/gpu_path.h), possibly wrapped in the hierarchical allreduce.
 //
 // Contract: called only from the thread that runs the runtime's cycles (the background
 // thread, or a trainer thread waiting on a handle for a backend whose allreduce makes no
@@ -22,8 +23,6 @@ class Backend {
  public:
   virtual ~Backend() = default;
 
-  virtual const char* name() const = 0;
-  virtual bool supports(const Device& device) const = 0;
   virtual int rank() const = 0;
   virtual int size() const = 0;
   /// True if allreduce makes no MPI, NCCL or CUDA call (it reduces through shared memory),

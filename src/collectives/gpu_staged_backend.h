@@ -32,8 +32,6 @@ class StagedGpuBackend final : public Backend {
       : host_(host), stream_(stream), cuda_aware_(cuda_aware), drain_(std::move(drain)) {}
   ~StagedGpuBackend() override;
 
-  const char* name() const override { return cuda_aware_ ? "mpi-cuda-aware" : "mpi-staged"; }
-  bool supports(const Device& device) const override { return device.kind == Device::Kind::kCUDA; }
   int rank() const override { return host_.rank(); }
   int size() const override { return host_.size(); }
 

@@ -39,8 +39,6 @@ class HierarchicalBackend final : public Backend {
   static StatusOr<std::unique_ptr<HierarchicalBackend>> create(Backend* flat, Backend* local,
                                                                Backend* cross);
 
-  const char* name() const override { return "hierarchical"; }
-  bool supports(const Device& device) const override { return flat_->supports(device); }
   int rank() const override { return flat_->rank(); }
   int size() const override { return flat_->size(); }
 

@@ -36,8 +36,6 @@ class MpiBackend final : public Backend {
   /// `control`, a transport over the same ranks in the same order.
   Status join_host(ControlTransport& control, std::string* why);
 
-  const char* name() const override { return "mpi"; }
-  bool supports(const Device& device) const override { return device.is_cpu(); }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   bool allreduce_without_mpi() const override { return size_ == 1 || shm_ != nullptr; }

@@ -36,8 +36,6 @@ class NcclBackend final : public Backend {
   /// Destroys a healthy communicator; one that failed was aborted already.
   ~NcclBackend() override;
 
-  const char* name() const override { return "nccl"; }
-  bool supports(const Device& device) const override { return device.kind == Device::Kind::kCUDA; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 

@@ -19,7 +19,7 @@
 namespace chorus {
 namespace {
 
-// The single process-wide handle (see STYLE.md): set by init(), cleared by shutdown().
+// The single process-wide handle: set by init(), cleared by shutdown().
 std::mutex g_mu;
 std::shared_ptr<Runtime> g_runtime;
 

@@ -272,8 +272,10 @@ void write_response(Writer& w, const Response& p) {
   w.i32(p.group_size);
   w.i32(p.group_index);
   w.str(p.group);
-  w.i32(p.value);
+  w.i32(p.last_joined_rank);
+  w.i32(p.new_set_id);
   w.ints(p.ranks);
+  w.i32(p.target_set);
 }
 
 Response read_response(Reader& r) {
@@ -296,8 +298,10 @@ Response read_response(Reader& r) {
   p.group_size = r.i32("Response.group_size");
   p.group_index = r.i32("Response.group_index");
   p.group = r.str("Response.group");
-  p.value = r.i32("Response.value");
+  p.last_joined_rank = r.i32("Response.last_joined_rank");
+  p.new_set_id = r.i32("Response.new_set_id");
   p.ranks = r.ints<int32_t>("Response.ranks");
+  p.target_set = r.i32("Response.target_set");
   return p;
 }
 

@@ -1,6 +1,8 @@
 #pragma once
 // The runtime's configuration: one immutable struct, read once at init() from Options and
-// the CHORUS_* environment. This file pair holds the only getenv calls of the library.
+// the CHORUS_* environment. This file pair is the only reader of CHORUS_* variables; the
+// topology code reads the launcher's own (topology/launcher_view.cc) and
+// CUDA_VISIBLE_DEVICES (topology/binding.cc).
 
 #include <cstdint>
 #include <functional>
@@ -42,9 +44,8 @@ struct Config {
   /// CHORUS_CYCLE_TIME, milliseconds: how often an idle background thread takes part in a
   /// negotiation round so that peers waiting on it (join, stall reports, shutdown) progress.
   /// A thread with fresh work never waits for it. Default 5 ms: each idle round costs CPU
-  /// that the trainer needs (bench/run_torch_bench.sh, 2 ranks on 2 cores: the background
-  /// thread took 42 ms per cnn step at 1 ms and 25 ms at 5 ms, and Chorus/DDP went from 0.91
-  /// to 0.99), while only join, stall reports and shutdown wait on idle rounds.
+  /// that the trainer needs, while only join, stall reports and shutdown wait on idle
+  /// rounds (the measurements behind it: docs/performance.md).
   double cycle_time_ms = 5.0;
   /// CHORUS_CACHE_CAPACITY: responses remembered per process set; 0 turns the cache off.
   int64_t cache_capacity = 1024;

@@ -221,7 +221,7 @@ Response decide_response(const std::string& name,
               [](const Request& q) { return std::to_string(q.target_set); }, &msg)) {
         return mismatch(msg);
       }
-      resp.ranks = {ref->target_set};
+      resp.target_set = ref->target_set;
       break;
     case OpType::kBarrier:
     case OpType::kJoin: break;
@@ -239,7 +239,7 @@ void Coordinator::add(int rank, const RequestList& list, Clock::time_point now) 
       continue;
     }
     auto [it, fresh] = table_.try_emplace(q.name);
-    Entry& e = it->second;
+    Arrivals& e = it->second;
     if (fresh) {
       e.by_rank.resize(size_);
       e.first_seen = now;
@@ -261,7 +261,7 @@ void Coordinator::add_waiting(int rank, const Response& cached, double waited_se
   it->second.waited_seconds = std::max(it->second.waited_seconds, waited_seconds);
 }
 
-bool Coordinator::complete(const Entry& e) const {
+bool Coordinator::complete(const Arrivals& e) const {
   int have = e.count;
   for (int r = 0; r < size_; ++r) {
     if (joined_[r] && !e.by_rank[r]) ++have;
@@ -274,7 +274,7 @@ std::vector<Response> Coordinator::take_ready() {
   for (const std::string& name : arrival_) {
     auto it = table_.find(name);
     if (it == table_.end()) continue;  // emitted earlier in this scan, as a group member
-    const Entry& e = it->second;
+    const Arrivals& e = it->second;
     const Request* any = nullptr;
     for (auto& q : e.by_rank) {
       if (q) {
@@ -306,7 +306,7 @@ std::vector<Response> Coordinator::take_ready() {
     }
     if (any->group_size == 0) {
       Response resp = decide_response(name, e.by_rank);
-      if (resp.status.ok() && resp.op == OpType::kAddProcessSet) resp.value = next_set_id_++;
+      if (resp.status.ok() && resp.op == OpType::kAddProcessSet) resp.new_set_id = next_set_id_++;
       ready_.push_back(std::move(resp));
       table_.erase(it);
       continue;
@@ -353,7 +353,7 @@ std::vector<Response> Coordinator::take_ready() {
     Response join;
     join.op = OpType::kJoin;
     join.name = "chorus.join";
-    join.value = last_joined_;
+    join.last_joined_rank = last_joined_;
     ready_.push_back(std::move(join));
     joined_.assign(size_, false);
     last_joined_ = -1;

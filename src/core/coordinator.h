@@ -48,7 +48,8 @@ class Coordinator {
   std::vector<std::string> pending_names() const;
 
  private:
-  struct Entry {
+  // The requests that have arrived for one name, one slot per rank.
+  struct Arrivals {
     std::vector<std::optional<Request>> by_rank;
     int count = 0;
     Clock::time_point first_seen;
@@ -61,12 +62,12 @@ class Coordinator {
     double waited_seconds = 0;
   };
 
-  bool complete(const Entry& e) const;
-  Response decide(const std::string& name, const Entry& e) const;
+  bool complete(const Arrivals& e) const;
+  Response decide(const std::string& name, const Arrivals& e) const;
   std::vector<int> missing_ranks(const std::vector<bool>& present) const;
 
   const int size_;
-  std::unordered_map<std::string, Entry> table_;
+  std::unordered_map<std::string, Arrivals> table_;
   std::vector<std::string> arrival_;  // names in first-arrival order
   std::vector<bool> joined_;
   int last_joined_ = -1;

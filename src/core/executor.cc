@@ -251,7 +251,7 @@ Status Executor::run_single(const Response& r, Entry* e, const Finish& finish) {
     }
     case OpType::kBarrier: s = backend_->barrier(); break;
     case OpType::kJoin:
-      if (e) e->handle->value = r.value;
+      if (e) e->handle->value = r.last_joined_rank;
       break;
     case OpType::kAddProcessSet:
     case OpType::kRemoveProcessSet: break;

@@ -202,7 +202,7 @@ Status Executor::run_gpu_single(GpuContext& g, const Response& r, Entry* e, cons
     }
     case OpType::kBarrier: s = be.barrier(); break;
     case OpType::kJoin:
-      if (e) e->handle->value = r.value;
+      if (e) e->handle->value = r.last_joined_rank;
       break;
     case OpType::kAddProcessSet:
     case OpType::kRemoveProcessSet: break;

@@ -57,7 +57,7 @@ struct HandleState {
   std::vector<TensorRef> outputs;
   std::vector<std::unique_ptr<char[]>> storage;
   std::vector<int64_t> received_splits;
-  int value = -1;
+  int value = -1;        ///< the op's integer result: join's last joined rank, add_process_set's id
   bool refused = false;  ///< made by failed(); never changes
 };
 

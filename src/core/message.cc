@@ -31,8 +31,9 @@ bool operator==(const Response& a, const Response& b) {
          a.reduce_op == b.reduce_op && a.device == b.device && a.shape == b.shape &&
          a.root == b.root && a.prescale == b.prescale && a.postscale == b.postscale &&
          a.first_dims == b.first_dims && a.splits == b.splits && a.group_size == b.group_size &&
-         a.group_index == b.group_index && a.group == b.group && a.value == b.value &&
-         a.ranks == b.ranks;
+         a.group_index == b.group_index && a.group == b.group &&
+         a.last_joined_rank == b.last_joined_rank && a.new_set_id == b.new_set_id &&
+         a.target_set == b.target_set && a.ranks == b.ranks;
 }
 
 // Shapes can come off the wire from another rank before the coordinator has checked them,

@@ -82,8 +82,10 @@ struct Response {
   int32_t group_size = 0;
   int32_t group_index = 0;
   std::string group;
-  int32_t value = -1;          ///< join: last joined rank; add_process_set: new set id
-  std::vector<int32_t> ranks;  ///< add_process_set: members; remove: {target}
+  int32_t last_joined_rank = -1;  ///< join: the rank that joined last
+  int32_t new_set_id = -1;        ///< add_process_set: the id the new set gets
+  std::vector<int32_t> ranks;     ///< add_process_set: the new set's global ranks
+  int32_t target_set = 0;         ///< remove_process_set: the set to remove
 
   friend bool operator==(const Response& a, const Response& b);
 };

@@ -171,12 +171,12 @@ Status Runtime::apply_set_changes(const std::vector<Response>& changes) {
   for (const Response& r : changes) {
     if (r.op == OpType::kAddProcessSet) {
       std::vector<int> ranks(r.ranks.begin(), r.ranks.end());
-      StatusOr<std::unique_ptr<SetState>> set = make_set(r.value, ranks);
+      StatusOr<std::unique_ptr<SetState>> set = make_set(r.new_set_id, ranks);
       if (!set.ok()) return set.status();
-      if (*set) sets_[r.value] = std::move(set).value();
-      log().debug("process set {} created with {} ranks", r.value, ranks.size());
+      if (*set) sets_[r.new_set_id] = std::move(set).value();
+      log().debug("process set {} created with {} ranks", r.new_set_id, ranks.size());
     } else {
-      const int32_t id = r.ranks.at(0);
+      const int32_t id = r.target_set;
       auto it = sets_.find(id);
       if (it != sets_.end()) {
         SetState& gone = *it->second;
@@ -192,7 +192,8 @@ Status Runtime::apply_set_changes(const std::vector<Response>& changes) {
       names_in_flight_.erase(id);
     }
     if (Entry* e = global.entries.find(r.name)) {
-      e->handle->value = r.value;
+      // add_process_set's handle carries the new id; remove's, none.
+      if (r.op == OpType::kAddProcessSet) e->handle->value = r.new_set_id;
       finish(global, *e, Status());
     }
   }

@@ -78,7 +78,8 @@ TEST_P(NegotiationTest, JoinAtDifferentRounds) {
           << "round " << k << ": " << resp.name << ": " << resp.status.to_string();
       if (resp.op == OpType::kJoin) {
         ++joins;
-        EXPECT_EQ(resp.value, last) << "join rounds " << ::testing::PrintToString(join_round);
+        EXPECT_EQ(resp.last_joined_rank, last)
+            << "join rounds " << ::testing::PrintToString(join_round);
       } else if (resp.name.rfind("fresh.", 0) == 0) {
         if (!joined_by_now.empty()) ++fresh_with_joined;
       }

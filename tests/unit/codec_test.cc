@@ -60,8 +60,10 @@ Response full_response(int i) {
   p.group_size = 2;
   p.group_index = 1;
   p.group = "g";
-  p.value = 42;
+  p.last_joined_rank = 42;
+  p.new_set_id = 7;
   p.ranks = {1, 3};
+  p.target_set = 5;
   return p;
 }
 
@@ -134,8 +136,10 @@ TEST(MessageTest, ResponseEqualityComparesEveryField) {
       [](Response& p) { p.group_size = 0; },
       [](Response& p) { p.group_index = 0; },
       [](Response& p) { p.group = "h"; },
-      [](Response& p) { p.value = -1; },
+      [](Response& p) { p.last_joined_rank = -1; },
+      [](Response& p) { p.new_set_id = -1; },
       [](Response& p) { p.ranks = {1}; },
+      [](Response& p) { p.target_set = 0; },
   };
   for (std::size_t i = 0; i < changes.size(); ++i) {
     Response changed = base;

@@ -290,7 +290,7 @@ TEST(CoordinatorTest, JoinResponseWhenAllJoinedNamesLastRank) {
   ASSERT_EQ(ready.size(), 1u);
   EXPECT_EQ(ready[0].op, OpType::kJoin);
   EXPECT_TRUE(ready[0].status.ok());
-  EXPECT_EQ(ready[0].value, 0) << "rank 0 joined last, though it is the lowest rank";
+  EXPECT_EQ(ready[0].last_joined_rank, 0) << "rank 0 joined last, though it is the lowest rank";
 }
 
 TEST(CoordinatorTest, JoinTieInOneRoundGoesToHighestRank) {
@@ -301,7 +301,7 @@ TEST(CoordinatorTest, JoinTieInOneRoundGoesToHighestRank) {
   std::vector<Response> ready = c.take_ready();
   ASSERT_EQ(ready.size(), 1u);
   EXPECT_EQ(ready[0].op, OpType::kJoin);
-  EXPECT_EQ(ready[0].value, 3);
+  EXPECT_EQ(ready[0].last_joined_rank, 3);
 }
 
 TEST(CoordinatorTest, SingleRankJoin) {
@@ -310,7 +310,7 @@ TEST(CoordinatorTest, SingleRankJoin) {
   std::vector<Response> ready = c.take_ready();
   ASSERT_EQ(ready.size(), 1u);
   EXPECT_EQ(ready[0].op, OpType::kJoin);
-  EXPECT_EQ(ready[0].value, 0);
+  EXPECT_EQ(ready[0].last_joined_rank, 0);
 }
 
 TEST(CoordinatorTest, JoinResetsForTheNextEpoch) {
@@ -330,7 +330,7 @@ TEST(CoordinatorTest, JoinResetsForTheNextEpoch) {
   c.add(0, list_of({join_request()}), kT0);
   ready = c.take_ready();
   ASSERT_EQ(ready.size(), 1u);
-  EXPECT_EQ(ready[0].value, 0);
+  EXPECT_EQ(ready[0].last_joined_rank, 0);
 }
 
 TEST(CoordinatorTest, DataResponsesPrecedeTheJoinResponse) {
@@ -341,7 +341,7 @@ TEST(CoordinatorTest, DataResponsesPrecedeTheJoinResponse) {
   ASSERT_EQ(ready.size(), 2u);
   EXPECT_EQ(ready[0].name, "w");
   EXPECT_EQ(ready[1].op, OpType::kJoin);
-  EXPECT_EQ(ready[1].value, 1);
+  EXPECT_EQ(ready[1].last_joined_rank, 1);
 }
 
 // --- process sets -----------------------------------------------------------------------
@@ -361,7 +361,7 @@ TEST(CoordinatorTest, AddProcessSetGetsIncreasingIds) {
     EXPECT_TRUE(ready[0].status.ok()) << ready[0].status.to_string();
     EXPECT_EQ(ready[0].op, OpType::kAddProcessSet);
     EXPECT_EQ(ready[0].ranks, (std::vector<int32_t>{0, 1}));
-    ids.push_back(ready[0].value);
+    ids.push_back(ready[0].new_set_id);
   }
   EXPECT_EQ(ids, (std::vector<int32_t>{1, 2, 3})) << "set 0 is the global set";
 }

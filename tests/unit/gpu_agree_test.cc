@@ -15,8 +15,6 @@ namespace {
 class FakeHost final : public Backend {
  public:
   FakeHost(int rank, std::vector<char> others) : rank_(rank), table_(std::move(others)) {}
-  const char* name() const override { return "fake"; }
-  bool supports(const Device&) const override { return true; }
   int rank() const override { return rank_; }
   int size() const override { return static_cast<int>(table_.size()); }
   Status allreduce(const void*, void*, int64_t, DataType, ReduceOp, kernels::Scale) override {

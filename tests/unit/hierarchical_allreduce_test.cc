@@ -73,8 +73,6 @@ class FakeBackend final : public Backend {
   FakeBackend(Rendezvous* rv, int me, std::string label, std::vector<std::string>* log)
       : rv_(rv), me_(me), label_(std::move(label)), log_(log) {}
 
-  const char* name() const override { return "fake"; }
-  bool supports(const Device&) const override { return true; }
   int rank() const override { return me_; }
   int size() const override { return rv_->size(); }
 
