@@ -1,65 +1,41 @@
 #include "core/config.h"
 
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <sstream>
 
 namespace chorus {
 namespace {
 
-using Getenv = std::function<const char*(const char*)>;
-
-Status bad_value(const char* var, const std::string& value, const char* accepted) {
-  return invalid_argument(std::string(var) + "='" + value + "' is invalid: expected " + accepted);
+Status bad_value(const std::string& var, const std::string& value, const char* accepted) {
+  return invalid_argument(var + "='" + value + "' is invalid: expected " + accepted);
 }
 
-// Each parser fills `out` from the variable when it is set and non-empty, and leaves the
-// default alone otherwise.
-Status parse_int(const Getenv& env, const char* var, int64_t min, int64_t* out) {
-  const char* raw = env(var);
-  if (raw == nullptr || *raw == '\0') return {};
+// Exact, so that values that differ in the last digit read differently across ranks.
+std::string exact(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+bool whole_number(const std::string& raw, int64_t* out) {
   errno = 0;
   char* end = nullptr;
-  long long v = std::strtoll(raw, &end, 10);
-  if (errno != 0 || *end != '\0' || v < min) {
-    return bad_value(var, raw, min == 0 ? "an integer >= 0" : "an integer >= 1");
-  }
+  const long long v = std::strtoll(raw.c_str(), &end, 10);
+  if (errno != 0 || *end != '\0') return false;
   *out = v;
-  return {};
+  return true;
 }
 
-Status parse_double(const Getenv& env, const char* var, double max, double* out) {
-  const char* raw = env(var);
-  if (raw == nullptr || *raw == '\0') return {};
+bool real_number(const std::string& raw, double* out) {
   errno = 0;
   char* end = nullptr;
-  double v = std::strtod(raw, &end);
-  if (errno != 0 || *end != '\0' || !std::isfinite(v) || v < 0 || v > max) {
-    char accepted[64];
-    std::snprintf(accepted, sizeof accepted, "a number between 0 and %g", max);
-    return bad_value(var, raw, accepted);
-  }
+  const double v = std::strtod(raw.c_str(), &end);
+  if (errno != 0 || *end != '\0') return false;
   *out = v;
-  return {};
-}
-
-// A setting that is automatic unless forced: unset, empty or "auto" leaves `out` unset.
-Status parse_tristate(const Getenv& env, const char* var, std::optional<bool>* out) {
-  const char* raw = env(var);
-  if (raw == nullptr || *raw == '\0') return {};
-  std::string v = raw;
-  if (v == "auto") {
-    out->reset();
-  } else if (v == "1" || v == "true" || v == "on") {
-    *out = true;
-  } else if (v == "0" || v == "false" || v == "off") {
-    *out = false;
-  } else {
-    return bad_value(var, raw, "1 (on), 0 (off) or auto (also true/false, on/off; unset: auto)");
-  }
-  return {};
+  return true;
 }
 
 const char* tristate_name(const std::optional<bool>& v) {
@@ -74,6 +50,158 @@ bool valid_log_level(const std::string& v) {
   return false;
 }
 
+// The rows, one kind of field at a time. Each parser reads a set, non-empty value; `take`
+// copies a field that Options sets; `valid` checks the merged value (Options bypass the
+// parsers); `show` writes it as describe() and agreed() do.
+template <int64_t Config::*Field, std::optional<int64_t> Options::*Option, int64_t Max>
+SettingRow integer(const char* var, const char* horovod, const char* accepted, bool agreed) {
+  return {var,
+          horovod,
+          accepted,
+          agreed,
+          [](const std::string& name, const std::string& raw, Config& c) -> Status {
+            if (!whole_number(raw, &(c.*Field)))
+              return bad_value(name, raw, c.setting(name).accepted);
+            return {};
+          },
+          [](const Options& o, Config& c) -> Status {
+            if (o.*Option) c.*Field = *(o.*Option);
+            return {};
+          },
+          [](const Config& c) { return c.*Field >= 0 && c.*Field <= Max; },
+          [](const Config& c) { return std::to_string(c.*Field); },
+          nullptr};
+}
+
+// Seconds and milliseconds: finite, at least 0 (more than 0 where `Positive`), at most Max.
+template <double Config::*Field, std::optional<double> Options::*Option, int64_t Max, bool Positive>
+SettingRow real(const char* var, const char* horovod, const char* accepted, bool agreed) {
+  return {var, horovod, accepted, agreed,
+          [](const std::string& name, const std::string& raw, Config& c) -> Status {
+            if (!real_number(raw, &(c.*Field)))
+              return bad_value(name, raw, c.setting(name).accepted);
+            return {};
+          },
+          [](const Options& o, Config& c) -> Status {
+            if (o.*Option) c.*Field = *(o.*Option);
+            return {};
+          },
+          // Written so that NaN fails too.
+          [](const Config& c) {
+            const double v = c.*Field;
+            return (Positive ? v > 0 : v >= 0) && v <= static_cast<double>(Max);
+          },
+          [](const Config& c) { return exact(c.*Field); }, nullptr};
+}
+
+// Horovod's log levels, any case, with its two names Chorus spells otherwise.
+std::string horovod_log_level(const std::string& raw) {
+  std::string v;
+  for (char ch : raw) v += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (v == "warning") return "warn";
+  if (v == "fatal") return "critical";
+  return v;
+}
+
+std::vector<SettingRow> make_table() {
+  std::vector<SettingRow> t;
+  t.push_back(integer<&Config::fusion_threshold_bytes, &Options::fusion_threshold_bytes,
+                      Config::kMaxFusionThreshold>(
+      "CHORUS_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD",
+      "bytes, an integer between 0 and 4294967296 (4 GiB)", true));
+  t.push_back(real<&Config::cycle_time_ms, &Options::cycle_time_ms, 10000, true>(
+      "CHORUS_CYCLE_TIME", "HOROVOD_CYCLE_TIME", "milliseconds, > 0 and <= 10000", false));
+  t.push_back(integer<&Config::cache_capacity, &Options::cache_capacity, 1 << 20>(
+      "CHORUS_CACHE_CAPACITY", "HOROVOD_CACHE_CAPACITY", "an integer between 0 and 1048576", true));
+  t.push_back({"CHORUS_TIMELINE", "HOROVOD_TIMELINE", "a file path", false,
+               [](const std::string&, const std::string& raw, Config& c) -> Status {
+                 c.timeline_path = raw;
+                 return {};
+               },
+               [](const Options& o, Config& c) -> Status {
+                 if (o.timeline_path) c.timeline_path = *o.timeline_path;
+                 return {};
+               },
+               [](const Config&) { return true; }, [](const Config& c) { return c.timeline_path; },
+               // Horovod's "no file until start_timeline()" is Chorus's default.
+               [](const std::string& raw) { return raw == "DYNAMIC" ? std::string() : raw; }});
+  constexpr auto kWeek = static_cast<int64_t>(Config::kMaxSeconds);
+  const char* seconds = "seconds, between 0 and 604800 (a week)";
+  t.push_back(real<&Config::stall_check_seconds, &Options::stall_check_seconds, kWeek, false>(
+      "CHORUS_STALL_CHECK_SECONDS", "HOROVOD_STALL_CHECK_TIME_SECONDS", seconds, true));
+  t.push_back(real<&Config::stall_shutdown_seconds, &Options::stall_shutdown_seconds, kWeek, false>(
+      "CHORUS_STALL_SHUTDOWN_SECONDS", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", seconds, true));
+  t.push_back(real<&Config::liveness_seconds, &Options::liveness_seconds, kWeek, false>(
+      "CHORUS_LIVENESS_SECONDS", nullptr, seconds, true));
+  t.push_back({"CHORUS_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLREDUCE",
+               "1 (on), 0 (off) or auto (also true/false, on/off; unset: auto)", true,
+               [](const std::string& name, const std::string& v, Config& c) -> Status {
+                 if (v == "auto") {
+                   c.hierarchical_allreduce.reset();
+                 } else if (v == "1" || v == "true" || v == "on") {
+                   c.hierarchical_allreduce = true;
+                 } else if (v == "0" || v == "false" || v == "off") {
+                   c.hierarchical_allreduce = false;
+                 } else {
+                   return bad_value(name, v, c.setting(name).accepted);
+                 }
+                 return {};
+               },
+               [](const Options& o, Config& c) -> Status {
+                 if (o.hierarchical_allreduce) c.hierarchical_allreduce = *o.hierarchical_allreduce;
+                 return {};
+               },
+               [](const Config&) { return true; },
+               [](const Config& c) { return std::string(tristate_name(c.hierarchical_allreduce)); },
+               nullptr});
+  t.push_back(
+      {"CHORUS_GPU_BACKEND", nullptr, "auto, nccl or mpi", true,
+       [](const std::string& name, const std::string& raw, Config& c) -> Status {
+         StatusOr<GpuBackendRequest> r = parse_gpu_backend(raw, name);
+         if (!r.ok()) return r.status();
+         c.gpu_backend = *r;
+         return {};
+       },
+       [](const Options& o, Config& c) -> Status {
+         if (!o.gpu_backend) return {};
+         StatusOr<GpuBackendRequest> r = parse_gpu_backend(*o.gpu_backend, "CHORUS_GPU_BACKEND");
+         if (!r.ok()) return r.status();
+         c.gpu_backend = *r;
+         return {};
+       },
+       [](const Config&) { return true; },
+       [](const Config& c) { return std::string(gpu_backend_name(c.gpu_backend)); }, nullptr});
+  t.push_back({"CHORUS_BIND", nullptr, "none, core or numa", false,
+               [](const std::string& name, const std::string& raw, Config& c) -> Status {
+                 StatusOr<BindMode> mode = parse_bind_mode(raw, name);
+                 if (!mode.ok()) return mode.status();
+                 c.bind = *mode;
+                 return {};
+               },
+               [](const Options& o, Config& c) -> Status {
+                 if (!o.bind) return {};
+                 StatusOr<BindMode> mode = parse_bind_mode(*o.bind, "CHORUS_BIND");
+                 if (!mode.ok()) return mode.status();
+                 c.bind = *mode;
+                 return {};
+               },
+               [](const Config&) { return true; },
+               [](const Config& c) { return std::string(bind_mode_name(c.bind)); }, nullptr});
+  t.push_back({"CHORUS_LOG_LEVEL", "HOROVOD_LOG_LEVEL",
+               "one of trace, debug, info, warn, error, critical, off", false,
+               [](const std::string&, const std::string& raw, Config& c) -> Status {
+                 c.log_level = raw;
+                 return {};
+               },
+               [](const Options& o, Config& c) -> Status {
+                 if (o.log_level) c.log_level = *o.log_level;
+                 return {};
+               },
+               [](const Config& c) { return valid_log_level(c.log_level); },
+               [](const Config& c) { return c.log_level; }, horovod_log_level});
+  return t;
+}
+
 }  // namespace
 
 BuildFeatures BuildFeatures::current() {
@@ -84,84 +212,45 @@ BuildFeatures BuildFeatures::current() {
   return f;
 }
 
+const std::vector<SettingRow>& Config::table() {
+  static const std::vector<SettingRow> rows = make_table();
+  return rows;
+}
+
+const SettingRow& Config::setting(const std::string& variable) {
+  for (const SettingRow& row : table()) {
+    if (variable == row.variable || (row.horovod && variable == row.horovod)) return row;
+  }
+  std::abort();  // every caller names a row of the table
+}
+
 StatusOr<Config> Config::load(const Options& options, const Getenv& env,
                               const BuildFeatures& build) {
   Config c;
-  // The environment first, then Options on top: a field set in code wins.
-  Status s;
-  if (!(s = parse_int(env, "CHORUS_FUSION_THRESHOLD", 0, &c.fusion_threshold_bytes)).ok()) return s;
-  if (!(s = parse_double(env, "CHORUS_CYCLE_TIME", 10000, &c.cycle_time_ms)).ok()) return s;
-  if (!(s = parse_int(env, "CHORUS_CACHE_CAPACITY", 0, &c.cache_capacity)).ok()) return s;
-  if (!(s = parse_double(env, "CHORUS_STALL_CHECK_SECONDS", kMaxSeconds, &c.stall_check_seconds))
-           .ok())
-    return s;
-  if (!(s = parse_double(env, "CHORUS_STALL_SHUTDOWN_SECONDS", kMaxSeconds,
-                         &c.stall_shutdown_seconds))
-           .ok()) {
-    return s;
+  for (const SettingRow& row : table()) {
+    // The variable, else Horovod's name for it; empty is unset. Options win over both.
+    std::string name = row.variable;
+    const char* raw = env(row.variable);
+    std::string value = raw ? raw : "";
+    if (value.empty() && row.horovod) {
+      if (const char* h = env(row.horovod); h != nullptr && *h != '\0') {
+        name = row.horovod;
+        value = row.from_horovod ? row.from_horovod(h) : std::string(h);
+      }
+    }
+    if (!value.empty()) {
+      if (Status s = row.parse(name, value, c); !s.ok()) return s;
+      if (!row.valid(c)) return bad_value(name, value, row.accepted);
+    }
+    if (Status s = row.take(options, c); !s.ok()) return s;
+    if (!row.valid(c)) return bad_value(name, row.show(c), row.accepted);
   }
-  if (!(s = parse_double(env, "CHORUS_LIVENESS_SECONDS", kMaxSeconds, &c.liveness_seconds)).ok())
-    return s;
-  if (!(s = parse_tristate(env, "CHORUS_HIERARCHICAL_ALLREDUCE", &c.hierarchical_allreduce)).ok()) {
-    return s;
-  }
-  if (const char* t = env("CHORUS_TIMELINE"); t != nullptr) c.timeline_path = t;
-  if (const char* l = env("CHORUS_LOG_LEVEL"); l != nullptr && *l != '\0') c.log_level = l;
-
-  if (options.fusion_threshold_bytes) c.fusion_threshold_bytes = *options.fusion_threshold_bytes;
-  if (options.cycle_time_ms) c.cycle_time_ms = *options.cycle_time_ms;
-  if (options.cache_capacity) c.cache_capacity = *options.cache_capacity;
-  if (options.timeline_path) c.timeline_path = *options.timeline_path;
-  if (options.stall_check_seconds) c.stall_check_seconds = *options.stall_check_seconds;
-  if (options.stall_shutdown_seconds) c.stall_shutdown_seconds = *options.stall_shutdown_seconds;
-  if (options.liveness_seconds) c.liveness_seconds = *options.liveness_seconds;
-  if (options.hierarchical_allreduce) c.hierarchical_allreduce = *options.hierarchical_allreduce;
-  if (options.log_level) c.log_level = *options.log_level;
-  // An empty or unset CHORUS_BIND means none.
-  std::string bind;
-  if (const char* b = env("CHORUS_BIND"); b != nullptr) bind = b;
-  if (options.bind) bind = *options.bind;
-  StatusOr<BindMode> mode = parse_bind_mode(bind, "CHORUS_BIND");
-  if (!mode.ok()) return mode.status();
-  c.bind = *mode;
-  std::string gpu_backend;
-  if (const char* g = env("CHORUS_GPU_BACKEND"); g != nullptr) gpu_backend = g;
-  if (options.gpu_backend) gpu_backend = *options.gpu_backend;
-  StatusOr<GpuBackendRequest> request = parse_gpu_backend(gpu_backend, "CHORUS_GPU_BACKEND");
-  if (!request.ok()) return request.status();
-  c.gpu_backend = *request;
   if (c.gpu_backend == GpuBackendRequest::kNccl && !build.nccl) {
     // Checked here, not at the first GPU collective, so that the job stops at init().
     return invalid_argument(
         "CHORUS_GPU_BACKEND='nccl' cannot be honoured: this build of Chorus has no NCCL "
         "(configured with CHORUS_WITH_NCCL off, or NCCL was not found); expected auto or mpi, "
         "or rebuild Chorus with NCCL");
-  }
-
-  // Options bypass the parsers, so every range is checked on the merged values.
-  if (c.fusion_threshold_bytes < 0 || c.fusion_threshold_bytes > kMaxFusionThreshold) {
-    return bad_value("CHORUS_FUSION_THRESHOLD", std::to_string(c.fusion_threshold_bytes),
-                     "bytes, an integer between 0 and 4294967296 (4 GiB)");
-  }
-  if (c.cache_capacity < 0 || c.cache_capacity > (1 << 20)) {
-    return bad_value("CHORUS_CACHE_CAPACITY", std::to_string(c.cache_capacity),
-                     "an integer between 0 and 1048576");
-  }
-  if (!(c.cycle_time_ms > 0) || c.cycle_time_ms > 10000) {
-    return bad_value("CHORUS_CYCLE_TIME", std::to_string(c.cycle_time_ms),
-                     "milliseconds, > 0 and <= 10000");
-  }
-  // Written so that NaN fails too.
-  for (auto [var, v] : {std::pair{"CHORUS_STALL_CHECK_SECONDS", c.stall_check_seconds},
-                        std::pair{"CHORUS_STALL_SHUTDOWN_SECONDS", c.stall_shutdown_seconds},
-                        std::pair{"CHORUS_LIVENESS_SECONDS", c.liveness_seconds}}) {
-    if (!(v >= 0 && v <= kMaxSeconds)) {
-      return bad_value(var, std::to_string(v), "seconds, between 0 and 604800 (a week)");
-    }
-  }
-  if (!valid_log_level(c.log_level)) {
-    return bad_value("CHORUS_LOG_LEVEL", c.log_level,
-                     "one of trace, debug, info, warn, error, critical, off");
   }
   return c;
 }
@@ -171,35 +260,20 @@ StatusOr<Config> Config::load(const Options& options) {
 }
 
 std::string Config::describe() const {
-  std::ostringstream out;
-  out << "CHORUS_FUSION_THRESHOLD=" << fusion_threshold_bytes
-      << " CHORUS_CYCLE_TIME=" << cycle_time_ms << " CHORUS_CACHE_CAPACITY=" << cache_capacity
-      << " CHORUS_TIMELINE=" << timeline_path
-      << " CHORUS_STALL_CHECK_SECONDS=" << stall_check_seconds
-      << " CHORUS_STALL_SHUTDOWN_SECONDS=" << stall_shutdown_seconds
-      << " CHORUS_LIVENESS_SECONDS=" << liveness_seconds
-      << " CHORUS_HIERARCHICAL_ALLREDUCE=" << tristate_name(hierarchical_allreduce)
-      << " CHORUS_LOG_LEVEL=" << log_level << " CHORUS_BIND=" << bind_mode_name(bind)
-      << " CHORUS_GPU_BACKEND=" << gpu_backend_name(gpu_backend);
-  return out.str();
+  std::string out;
+  for (const SettingRow& row : table()) {
+    if (!out.empty()) out += ' ';
+    out += std::string(row.variable) + "=" + row.show(*this);
+  }
+  return out;
 }
 
 Settings Config::agreed() const {
-  // Exact, so that values that differ in the last digit read differently.
-  auto text = [](double v) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.17g", v);
-    return std::string(buf);
-  };
-  return {
-      {"CHORUS_FUSION_THRESHOLD", std::to_string(fusion_threshold_bytes)},
-      {"CHORUS_CACHE_CAPACITY", std::to_string(cache_capacity)},
-      {"CHORUS_HIERARCHICAL_ALLREDUCE", tristate_name(hierarchical_allreduce)},
-      {"CHORUS_GPU_BACKEND", gpu_backend_name(gpu_backend)},
-      {"CHORUS_STALL_CHECK_SECONDS", text(stall_check_seconds)},
-      {"CHORUS_STALL_SHUTDOWN_SECONDS", text(stall_shutdown_seconds)},
-      {"CHORUS_LIVENESS_SECONDS", text(liveness_seconds)},
-  };
+  Settings out;
+  for (const SettingRow& row : table()) {
+    if (row.agreed) out.emplace_back(row.variable, row.show(*this));
+  }
+  return out;
 }
 
 }  // namespace chorus

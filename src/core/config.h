@@ -1,8 +1,9 @@
 #pragma once
 // The runtime's configuration: one immutable struct, read once at init() from Options and
-// the CHORUS_* environment. This file pair is the only reader of CHORUS_* variables; the
-// topology code reads the launcher's own (topology/launcher_view.cc) and
-// CUDA_VISIBLE_DEVICES (topology/binding.cc).
+// the CHORUS_* environment (or the HOROVOD_* variable of the same meaning, for job scripts
+// written for Horovod), through one table with a row per setting. This file pair is the
+// only reader of those variables; the topology code reads the launcher's own
+// (topology/launcher_view.cc) and CUDA_VISIBLE_DEVICES (topology/binding.cc).
 
 #include <cstdint>
 #include <functional>
@@ -28,7 +29,31 @@ struct BuildFeatures {
   static BuildFeatures current();
 };
 
+struct Config;
+
+/// One setting: the row of Config::table() that load() reads, describe() and agreed()
+/// write, and the documentation's tables are checked against (tests/unit/config_test.cc).
+struct SettingRow {
+  const char* variable;  ///< CHORUS_X
+  const char* horovod;   ///< read when `variable` is unset or empty; nullptr: none
+  const char* accepted;  ///< the accepted form, as error messages state it
+  bool agreed;           ///< every rank must have the same value (init() checks)
+  /// Sets the field from a non-empty value of the variable `name`.
+  Status (*parse)(const std::string& name, const std::string& raw, Config& c);
+  /// Sets the field from Options, where they set it.
+  Status (*take)(const Options& o, Config& c);
+  /// Whether the field's value is in range.
+  bool (*valid)(const Config& c);
+  /// The value as describe() and agreed() write it (doubles exactly, "%.17g").
+  std::string (*show)(const Config& c);
+  /// Turns a value of the Horovod variable into one `parse` reads ("" for unset); nullptr:
+  /// the same.
+  std::string (*from_horovod)(const std::string& raw);
+};
+
 struct Config {
+  using Getenv = std::function<const char*(const char*)>;
+
   /// The largest CHORUS_FUSION_THRESHOLD: a fusion buffer of this size is allocated when a
   /// batch needs it, and one far beyond any useful size would fail there instead of at init.
   static constexpr int64_t kMaxFusionThreshold = int64_t{1} << 32;
@@ -79,11 +104,11 @@ struct Config {
   /// in a build without NCCL fails load().
   GpuBackendRequest gpu_backend = GpuBackendRequest::kAuto;
 
-  /// Reads `options`, falling back to the environment (through `getenv_fn`), then to the
-  /// defaults. A malformed or out-of-range value, or one that `build` cannot honour, fails
-  /// with kInvalidArgument naming the variable, the value and the accepted form.
-  static StatusOr<Config> load(const Options& options,
-                               const std::function<const char*(const char*)>& getenv_fn,
+  /// Reads `options`, falling back to the environment (through `getenv_fn`: CHORUS_X, then
+  /// its Horovod name), then to the defaults. A malformed or out-of-range value, or one that
+  /// `build` cannot honour, fails with kInvalidArgument naming the variable, the value and the
+  /// accepted form.
+  static StatusOr<Config> load(const Options& options, const Getenv& getenv_fn,
                                const BuildFeatures& build = BuildFeatures::current());
   /// load() with the process environment.
   static StatusOr<Config> load(const Options& options);
@@ -94,6 +119,11 @@ struct Config {
   /// same on every rank, which init() checks (core/runtime_setup.cc). The others (cycle
   /// time, timeline, log level, binding) are each rank's own.
   Settings agreed() const;
+
+  /// Every setting, in the order describe() writes them.
+  static const std::vector<SettingRow>& table();
+  /// The row of `variable` (a CHORUS_* name or its Horovod name), which must exist.
+  static const SettingRow& setting(const std::string& variable);
 };
 
 }  // namespace chorus

@@ -7,9 +7,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <optional>
+#include <sstream>
 #include <string>
 
 #include "chorus/chorus.h"
@@ -62,9 +64,84 @@ TEST(ConfigTest, DefaultsWithEmptyEnvironment) {
 }
 
 TEST(ConfigTest, UnrelatedVariablesAreIgnored) {
-  StatusOr<Config> c = load_env({{"HOROVOD_FUSION_THRESHOLD", "1"}, {"CHORUS_UNKNOWN", "x"}});
+  StatusOr<Config> c = load_env({{"HOROVOD_GPU_OPERATIONS", "NCCL"}, {"CHORUS_UNKNOWN", "x"}});
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_EQ(c->fusion_threshold_bytes, 512 << 10);
+}
+
+// Job scripts written for Horovod keep their tuning: a HOROVOD_* variable is read where the
+// CHORUS_* one is unset or empty, through the same parsers and ranges.
+TEST(ConfigTest, HorovodNamesAreReadWhereChorusOnesAreUnset) {
+  StatusOr<Config> c = load_env({{"HOROVOD_FUSION_THRESHOLD", "1"},
+                                 {"HOROVOD_STALL_CHECK_TIME_SECONDS", "5"},
+                                 {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "7"},
+                                 {"HOROVOD_HIERARCHICAL_ALLREDUCE", "0"},
+                                 {"HOROVOD_LOG_LEVEL", "ERROR"},
+                                 {"HOROVOD_TIMELINE", "/tmp/h.json"},
+                                 {"HOROVOD_CACHE_CAPACITY", "8"},
+                                 {"CHORUS_CYCLE_TIME", ""},
+                                 {"HOROVOD_CYCLE_TIME", "2.5"}});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->fusion_threshold_bytes, 1);
+  EXPECT_EQ(c->stall_check_seconds, 5);
+  EXPECT_EQ(c->stall_shutdown_seconds, 7);
+  EXPECT_EQ(c->hierarchical_allreduce, std::optional<bool>(false));
+  EXPECT_EQ(c->log_level, "error");
+  EXPECT_EQ(c->timeline_path, "/tmp/h.json");
+  EXPECT_EQ(c->cache_capacity, 8);
+  EXPECT_EQ(c->cycle_time_ms, 2.5);
+
+  c = load_env({{"HOROVOD_FUSION_THRESHOLD", "1"}, {"CHORUS_FUSION_THRESHOLD", "2"}});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->fusion_threshold_bytes, 2) << "the CHORUS_* variable wins";
+
+  // Horovod's names for two log levels, and its "no file until start_timeline()".
+  c = load_env({{"HOROVOD_LOG_LEVEL", "warning"}, {"HOROVOD_TIMELINE", "DYNAMIC"}});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->log_level, "warn");
+  EXPECT_EQ(c->timeline_path, "");
+  c = load_env({{"HOROVOD_LOG_LEVEL", "FATAL"}});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->log_level, "critical");
+}
+
+TEST(ConfigTest, BadHorovodValuesFailNamingTheHorovodVariable) {
+  expect_invalid(load_env({{"HOROVOD_HIERARCHICAL_ALLREDUCE", "sometimes"}}),
+                 "HOROVOD_HIERARCHICAL_ALLREDUCE", "sometimes");
+  expect_invalid(load_env({{"HOROVOD_FUSION_THRESHOLD", "-1"}}), "HOROVOD_FUSION_THRESHOLD", "-1");
+  expect_invalid(load_env({{"HOROVOD_LOG_LEVEL", "chatty"}}), "HOROVOD_LOG_LEVEL", "chatty");
+}
+
+// The README's table of variables is the table Config reads: the same variables in the same
+// order, each with its Horovod name, its default as describe() writes it, and *agreed*
+// exactly where init() compares the setting across ranks.
+TEST(ConfigTest, ReadmeTableIsTheSettingsTable) {
+  std::ifstream readme(CHORUS_TEST_SOURCE_DIR "/README.md");
+  ASSERT_TRUE(readme) << "cannot read README.md";
+  std::vector<std::vector<std::string>> rows;
+  for (std::string line; std::getline(readme, line);) {
+    if (line.rfind("| `CHORUS_", 0) != 0) continue;
+    std::vector<std::string> cells;
+    std::stringstream in(line.substr(1));
+    for (std::string cell; std::getline(in, cell, '|');) {
+      const auto b = cell.find_first_not_of(' '), e = cell.find_last_not_of(' ');
+      cells.push_back(b == std::string::npos ? "" : cell.substr(b, e - b + 1));
+    }
+    rows.push_back(cells);
+  }
+  const Config defaults;
+  const std::vector<SettingRow>& table = Config::table();
+  ASSERT_EQ(rows.size(), table.size());
+  for (std::size_t i = 0; i < table.size(); ++i) {
+    const SettingRow& want = table[i];
+    ASSERT_GE(rows[i].size(), 4u) << want.variable;
+    EXPECT_EQ(rows[i][0], "`" + std::string(want.variable) + "`");
+    EXPECT_EQ(rows[i][1], want.horovod ? "`" + std::string(want.horovod) + "`" : "")
+        << want.variable;
+    const std::string shown = want.show(defaults);
+    EXPECT_EQ(rows[i][2], shown.empty() ? "(off)" : shown) << want.variable;
+    EXPECT_EQ(rows[i][3].rfind("*agreed*", 0) == 0, want.agreed) << want.variable;
+  }
 }
 
 TEST(ConfigTest, EmptyValuesKeepDefaults) {

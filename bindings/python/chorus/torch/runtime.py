@@ -59,54 +59,14 @@ _handle_ids = itertools.count(1)
 _registered_sets = {}  # id -> ProcessSet
 
 
-def _on_off_auto(value):
-    v = value.strip().lower()
-    if v in ("", "auto"):
-        return None
-    if v in ("1", "true", "yes", "on"):
-        return True
-    if v in ("0", "false", "no", "off"):
-        return False
-    raise ValueError("expected 1 or 0 (also true/false, on/off) or auto")
-
-
-# HOROVOD_* variables of existing job scripts, used where the CHORUS_* one is not set.
-_HOROVOD_ENV = [
-    ("HOROVOD_FUSION_THRESHOLD", "CHORUS_FUSION_THRESHOLD", "fusion_threshold_bytes", int),
-    ("HOROVOD_CYCLE_TIME", "CHORUS_CYCLE_TIME", "cycle_time_ms", float),
-    ("HOROVOD_CACHE_CAPACITY", "CHORUS_CACHE_CAPACITY", "cache_capacity", int),
-    ("HOROVOD_TIMELINE", "CHORUS_TIMELINE", "timeline_path", str),
-    ("HOROVOD_STALL_CHECK_TIME_SECONDS", "CHORUS_STALL_CHECK_SECONDS", "stall_check_seconds",
-     float),
-    ("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "CHORUS_STALL_SHUTDOWN_SECONDS",
-     "stall_shutdown_seconds", float),
-    ("HOROVOD_HIERARCHICAL_ALLREDUCE", "CHORUS_HIERARCHICAL_ALLREDUCE", "hierarchical_allreduce",
-     _on_off_auto),
-    ("HOROVOD_LOG_LEVEL", "CHORUS_LOG_LEVEL", "log_level",
-     lambda v: {"warning": "warn", "fatal": "critical"}.get(v.lower(), v.lower())),
-]
-
-
-def _options_from_horovod_env():
-    options = {}
-    for hvd_name, chorus_name, key, convert in _HOROVOD_ENV:
-        if hvd_name == "HOROVOD_TIMELINE" and os.environ.get(hvd_name) == "DYNAMIC":
-            continue  # Horovod's "no file until start_timeline()": Chorus's default
-        if hvd_name in os.environ and chorus_name not in os.environ:
-            try:
-                options[key] = convert(os.environ[hvd_name])
-            except ValueError as e:
-                raise ValueError(f"{hvd_name}={os.environ[hvd_name]!r}: {e}") from None
-    return options
-
-
 def init(comm=None, process_sets=None):
     """Starts Chorus on this rank (collective: every rank calls it).
 
     ``comm`` (an mpi4py communicator in Horovod) is not supported: Chorus always runs on
     MPI_COMM_WORLD. ``process_sets`` is a list of ProcessSet registered right after start, in
     order, on every rank. HOROVOD_* tuning variables are honoured when the CHORUS_* variable
-    of the same meaning is unset. Calling init() again while initialized does nothing.
+    of the same meaning is unset (the core reads both). Calling init() again while
+    initialized does nothing.
     """
     if comm is not None:
         raise NotSupportedError("hvd.init(comm=...) is not supported: Chorus runs on every rank "
@@ -115,8 +75,7 @@ def init(comm=None, process_sets=None):
         process_sets = None
     if _ext.is_initialized():
         return
-    options = _options_from_horovod_env()
-    _ext.init(options)
+    _ext.init({})
     global_process_set.ranks = list(range(_ext.size()))
     _registered_sets.clear()
     _registered_sets[0] = global_process_set
