@@ -24,9 +24,9 @@ constexpr std::size_t kMinRequestBytes = 64;
 // slot 4, waited_seconds 8.
 constexpr std::size_t kMinWaitingSlotBytes = 12;
 // op 1, name 4, status 1+4, dtype 1, reduce_op 1, device 5, shape 4, root 4, prescale 8,
-// postscale 8, first_dims 4, splits 4, group_size 4, group_index 4, group 4, value 4,
-// ranks 4.
-constexpr std::size_t kMinResponseBytes = 69;
+// postscale 8, first_dims 4, splits 4, group_size 4, group_index 4, group 4,
+// last_joined_rank 4, new_set_id 4, ranks 4, target_set 4.
+constexpr std::size_t kMinResponseBytes = 77;
 
 // Appends little-endian fixed-width fields to a string. Bytes are written one at a time
 // from the value, so the output does not depend on the host's byte order or struct layout.

@@ -244,16 +244,16 @@ TEST(CodecTest, LayoutIsLittleEndianAndFixed) {
   RequestList list;
   list.waiting = {{0x01020304, 1.0}};
   const std::string expected =
-      "CHRS\x02\x00\x01"s                   // magic, version 2, request list
+      "CHRS\x03\x00\x01"s                   // magic, version 3, request list
       "\x00\x00\x00\x00"s                   // no requests
       "\x01\x00\x00\x00"s                   // one waiting slot
       "\x04\x03\x02\x01"s                   // slot
       "\x00\x00\x00\x00\x00\x00\xf0\x3f"s;  // 1.0
   EXPECT_EQ(encode(list), expected);
-  EXPECT_EQ(encode(ResponseList{}), "CHRS\x02\x00\x02\x00\x00\x00\x00"s);
+  EXPECT_EQ(encode(ResponseList{}), "CHRS\x03\x00\x02\x00\x00\x00\x00"s);
   // Smallest elements: the decoder's count checks rely on these sizes.
   EXPECT_EQ(encode(RequestList{{Request{}}, {}}).size(), 7u + 4 + 64 + 4);
-  EXPECT_EQ(encode(ResponseList{{Response{}}}).size(), 7u + 4 + 69);
+  EXPECT_EQ(encode(ResponseList{{Response{}}}).size(), 7u + 4 + 77);
 }
 
 TEST(CodecTest, EveryTruncationFailsCleanly) {
@@ -280,7 +280,7 @@ TEST(CodecTest, RejectsBadMagic) {
 }
 
 TEST(CodecTest, RejectsOtherVersions) {
-  for (uint16_t version : {0, 1, 3, 0xffff}) {
+  for (uint16_t version : {0, 1, 2, 4, 0xffff}) {  // 2: before the join and set fields split
     std::string bytes = encode(full_response_list());
     bytes[4] = static_cast<char>(version & 0xff);
     bytes[5] = static_cast<char>(version >> 8);
@@ -386,8 +386,8 @@ TEST(CodecTest, RejectsHugeLengthPrefixes) {
       << m5;
   const std::string m6 =
       expect_data_loss(decode_response_list(patch_u32(one_response, kCountAt, 2)));
-  EXPECT_NE(m6.find("ResponseList.responses: length 2 at offset 7 needs at least 138 bytes but "
-                    "69 are left"),
+  EXPECT_NE(m6.find("ResponseList.responses: length 2 at offset 7 needs at least 154 bytes but "
+                    "77 are left"),
             std::string::npos)
       << m6;
 }

@@ -307,7 +307,8 @@ TEST(DecideResponseTest, RemoveProcessSetAgreesOnTarget) {
   auto by_rank = everywhere(q, 2);
   Response r = decide_response(q.name, by_rank);
   ASSERT_TRUE(r.status.ok()) << r.status.to_string();
-  EXPECT_EQ(r.ranks, (std::vector<int32_t>{4}));
+  EXPECT_EQ(r.target_set, 4);
+  EXPECT_TRUE(r.ranks.empty());
   by_rank[0]->target_set = 5;
   EXPECT_EQ(decide_response(q.name, by_rank).status.code(), StatusCode::kMismatch);
 }
