@@ -15,7 +15,7 @@
 #include <thread>
 #include <vector>
 
-#include "fusion/cuda_fusion.h"
+#include "kernels/cuda_fusion.h"
 
 using chorus::DataType;
 using chorus::gpu::CopyItem;

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "chorus/types.h"
-#include "collectives/reduce_kernels.h"
-#include "collectives/reduce_kernels_internal.h"
+#include "kernels/reduce_kernels.h"
+#include "kernels/reduce_kernels_internal.h"
 
 namespace chorus::kernels {
 namespace {

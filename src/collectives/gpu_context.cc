@@ -11,11 +11,11 @@
 #include <cstring>
 #include <thread>
 
-#include "collectives/cuda_check.h"
+#include "base/logging.h"
 #include "collectives/gpu_path.h"
 #include "collectives/gpu_staged_backend.h"
 #include "collectives/hierarchical_allreduce.h"
-#include "core/logging.h"
+#include "kernels/cuda_check.h"
 #ifdef CHORUS_WITH_NCCL
 #include "collectives/nccl_backend.h"
 #endif

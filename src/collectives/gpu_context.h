@@ -23,9 +23,9 @@
 
 #include "collectives/backend.h"
 #include "collectives/gpu_path.h"
-#include "fusion/cuda_fusion.h"
+#include "collectives/topology_groups.h"
+#include "kernels/cuda_fusion.h"
 #include "topology/rank_map.h"
-#include "topology/topology_groups.h"
 
 namespace chorus {
 

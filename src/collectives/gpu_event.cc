@@ -2,7 +2,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include "collectives/cuda_check.h"
+#include "kernels/cuda_check.h"
 
 namespace chorus::gpu {
 namespace {

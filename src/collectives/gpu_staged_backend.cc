@@ -4,7 +4,7 @@
 
 #include <numeric>
 
-#include "collectives/cuda_check.h"
+#include "kernels/cuda_check.h"
 
 namespace chorus {
 

@@ -19,8 +19,8 @@
 #include <vector>
 
 #include "collectives/backend.h"
-#include "collectives/host_buffer.h"
 #include "collectives/shm_reducer.h"
+#include "kernels/host_buffer.h"
 
 namespace chorus {
 

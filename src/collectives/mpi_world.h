@@ -13,7 +13,7 @@
 
 #include "chorus/status.h"
 #include "collectives/backend.h"
-#include "core/control_transport.h"
+#include "transport/control_transport.h"
 
 namespace chorus {
 

@@ -7,9 +7,9 @@
 #include <functional>
 #include <numeric>
 
-#include "collectives/cuda_check.h"
 #include "collectives/gpu_agree.h"
 #include "collectives/nccl_status.h"
+#include "kernels/cuda_check.h"
 
 namespace chorus {
 

@@ -14,7 +14,7 @@
 #include <string>
 
 #include "collectives/backend.h"
-#include "fusion/cuda_fusion.h"
+#include "kernels/cuda_fusion.h"
 
 namespace chorus {
 

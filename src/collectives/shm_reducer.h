@@ -34,8 +34,8 @@
 #include "chorus/status.h"
 #include "chorus/types.h"
 #include "collectives/process_id.h"
-#include "collectives/reduce_kernels.h"
-#include "collectives/shared_segment.h"
+#include "kernels/reduce_kernels.h"
+#include "transport/shared_segment.h"
 
 namespace chorus {
 

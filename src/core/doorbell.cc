@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "core/control_transport.h"
-#include "core/logging.h"
+#include "base/logging.h"
+#include "transport/control_transport.h"
 
 namespace chorus {
 namespace {

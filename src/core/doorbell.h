@@ -23,7 +23,7 @@
 
 #include "chorus/status.h"
 #include "collectives/process_id.h"
-#include "collectives/shared_segment.h"
+#include "transport/shared_segment.h"
 
 namespace chorus {
 

@@ -4,9 +4,9 @@
 #include <string>
 #include <tuple>
 
-#include "collectives/reduce_kernels.h"
 #include "core/op_plan.h"
 #include "fusion/planner.h"
+#include "kernels/reduce_kernels.h"
 
 namespace chorus {
 

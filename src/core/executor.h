@@ -15,10 +15,10 @@
 
 #include "collectives/backend.h"
 #include "collectives/gpu_context.h"
-#include "collectives/host_buffer.h"
 #include "core/entry.h"
 #include "core/entry_table.h"
 #include "fusion/buffer_manager.h"
+#include "kernels/host_buffer.h"
 #include "timeline/timeline.h"
 
 namespace chorus {

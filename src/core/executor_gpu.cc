@@ -10,8 +10,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include "base/logging.h"
 #include "core/executor.h"
-#include "core/logging.h"
 #include "core/op_plan.h"
 
 namespace chorus {

@@ -12,9 +12,9 @@
 // order, so the bits are those of the members reduced alone.
 #include <cstring>
 
-#include "collectives/reduce_kernels.h"
 #include "core/executor.h"
 #include "core/op_plan.h"
+#include "kernels/reduce_kernels.h"
 
 namespace chorus {
 namespace {

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "core/control_transport.h"
 #include "core/doorbell.h"
+#include "transport/control_transport.h"
 
 namespace chorus {
 

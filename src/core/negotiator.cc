@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <set>
 
+#include "base/logging.h"
 #include "core/codec.h"
-#include "core/logging.h"
 
 namespace chorus {
 namespace {

@@ -31,10 +31,10 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/control_transport.h"
 #include "core/coordinator.h"
 #include "core/message.h"
 #include "core/response_cache.h"
+#include "transport/control_transport.h"
 
 namespace chorus {
 

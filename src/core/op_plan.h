@@ -14,8 +14,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "collectives/reduce_kernels.h"
 #include "core/message.h"
+#include "kernels/reduce_kernels.h"
 
 namespace chorus {
 

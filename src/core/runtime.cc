@@ -7,8 +7,8 @@
 #include <exception>
 #include <new>
 
+#include "base/logging.h"
 #include "collectives/backoff.h"
-#include "core/logging.h"
 
 namespace chorus {
 namespace {

@@ -36,6 +36,7 @@
 #include "chorus/handle.h"
 #include "chorus/options.h"
 #include "collectives/mpi_world.h"
+#include "collectives/topology_groups.h"
 #include "core/config.h"
 #include "core/doorbell.h"
 #include "core/entry.h"
@@ -47,7 +48,6 @@
 #include "core/negotiator.h"
 #include "timeline/timeline.h"
 #include "topology/rank_map.h"
-#include "topology/topology_groups.h"
 
 namespace chorus {
 

@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <thread>
 
+#include "base/logging.h"
 #include "collectives/backoff.h"
-#include "core/logging.h"
 #include "core/runtime.h"
 
 namespace chorus {

@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "base/logging.h"
 #include "collectives/gpu_path.h"
 #include "core/host_rounds.h"
 #include "core/init_agreement.h"
-#include "core/logging.h"
 #include "core/runtime.h"
 #include "topology/binding.h"
 #include "topology/launcher_view.h"

@@ -5,7 +5,7 @@
 
 #include <cstddef>
 
-#include "collectives/host_buffer.h"
+#include "kernels/host_buffer.h"
 
 namespace chorus {
 

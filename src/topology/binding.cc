@@ -2,7 +2,7 @@
 
 #include <cstdlib>
 
-#include "core/logging.h"
+#include "base/logging.h"
 #include "topology/hwloc_binding.h"
 
 namespace chorus {

@@ -7,9 +7,9 @@
 #include <cstring>
 #include <random>
 
-#include "collectives/reduce_kernels.h"
-#include "fusion/cuda_fusion.h"
 #include "gpu_test_util.h"
+#include "kernels/cuda_fusion.h"
+#include "kernels/reduce_kernels.h"
 
 namespace chorus::testing {
 namespace {

@@ -21,7 +21,7 @@
 #include <string>
 #include <vector>
 
-#include "core/control_transport.h"
+#include "transport/control_transport.h"
 
 namespace chorus::testing {
 

@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <thread>
 
+#include "base/logging.h"
 #include "core/codec.h"
-#include "core/logging.h"
 
 namespace chorus::testing {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "core/logging.h"
+#include "base/logging.h"
 #include "topology/hwloc_binding.h"
 
 namespace chorus {

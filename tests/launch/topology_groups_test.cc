@@ -1,9 +1,9 @@
-// Multi-rank test of create_topology_groups (src/topology/topology_groups.h) on real MPI
+// Multi-rank test of create_topology_groups (src/collectives/topology_groups.h) on real MPI
 // communicators. The host names are made up, so one machine can check the local and cross
 // groups of several layouts: block (ppr:2:node), round-robin and uneven. Each group's
 // membership is checked by gathering the members' made-up host names and global ranks
 // through the group's own control transport. Run with 4 ranks.
-#include "topology/topology_groups.h"
+#include "collectives/topology_groups.h"
 
 #include <algorithm>
 #include <cstdio>

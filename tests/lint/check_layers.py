@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Checks that every #include under SRC goes down the layers of docs/design (DESIGN.md):
+"""Checks that every #include under SRC goes down Chorus's layers (the README's Layout):
 a file in src/<layer>/ may include its own layer's headers and those of the layers listed
-for it below, nothing else of src/. Usage: check_layers.py SRC_DIR. Prints each include
-that goes up or sideways and exits 1 if there is any."""
+for it in ALLOWED, nothing else of src/. Usage: check_layers.py SRC_DIR. Prints each
+include that goes up or sideways and exits 1 if there is any."""
 
 import pathlib
 import re

@@ -14,7 +14,7 @@
 
 #include "collectives/mpi_backend.h"
 #include "collectives/mpi_world.h"
-#include "collectives/reduce_kernels.h"
+#include "kernels/reduce_kernels.h"
 #include "test_data.h"
 
 namespace chorus {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "chorus/types.h"
-#include "collectives/reduce_kernels.h"
+#include "kernels/reduce_kernels.h"
 
 namespace chorus::testing {
 

@@ -9,8 +9,8 @@
 #include <random>
 #include <vector>
 
-#include "collectives/reduce_kernels.h"
-#include "collectives/reduce_kernels_internal.h"
+#include "kernels/reduce_kernels.h"
+#include "kernels/reduce_kernels_internal.h"
 #include "unit/float_bits.h"
 
 namespace chorus::kernels {

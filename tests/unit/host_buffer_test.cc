@@ -1,5 +1,5 @@
 // HostBuffer: alignment, growth, and the huge-page alignment of large buffers.
-#include "collectives/host_buffer.h"
+#include "kernels/host_buffer.h"
 
 #include <gtest/gtest.h>
 

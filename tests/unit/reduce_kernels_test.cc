@@ -2,7 +2,7 @@
 // restates the contract of reduce_kernels.h, aliasing, scaling, wraparound, and the F16C path
 // of a whole float16 reduction against the software path. The 16-bit conversions themselves
 // are in half_conversion_test.cc.
-#include "collectives/reduce_kernels.h"
+#include "kernels/reduce_kernels.h"
 
 #include <gtest/gtest.h>
 
@@ -17,7 +17,7 @@
 #include <type_traits>
 #include <vector>
 
-#include "collectives/reduce_kernels_internal.h"
+#include "kernels/reduce_kernels_internal.h"
 
 namespace chorus::kernels {
 namespace {

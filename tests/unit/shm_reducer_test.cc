@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/control_transport.h"
+#include "transport/control_transport.h"
 
 namespace chorus {
 namespace {

@@ -1,4 +1,4 @@
-#include "collectives/host_buffer.h"
+#include "kernels/host_buffer.h"
 
 #include <sys/mman.h>
 

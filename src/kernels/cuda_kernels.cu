@@ -11,8 +11,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "collectives/cuda_check.h"
-#include "fusion/cuda_fusion.h"
+#include "kernels/cuda_check.h"
+#include "kernels/cuda_fusion.h"
 
 namespace chorus::gpu {
 namespace {

@@ -1,4 +1,4 @@
-#include "collectives/shared_segment.h"
+#include "transport/shared_segment.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/control_transport.h"
+#include "transport/control_transport.h"
 
 namespace chorus {
 namespace {

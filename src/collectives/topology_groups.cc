@@ -1,4 +1,4 @@
-#include "topology/topology_groups.h"
+#include "collectives/topology_groups.h"
 
 #include <string>
 

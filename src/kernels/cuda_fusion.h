@@ -18,7 +18,7 @@
 
 #include "chorus/status.h"
 #include "chorus/types.h"
-#include "collectives/reduce_kernels.h"
+#include "kernels/reduce_kernels.h"
 
 namespace chorus::gpu {
 

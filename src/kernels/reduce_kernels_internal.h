@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "chorus/types.h"
-#include "collectives/reduce_kernels.h"
+#include "kernels/reduce_kernels.h"
 
 namespace chorus::kernels::internal {
 

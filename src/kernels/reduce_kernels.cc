@@ -4,7 +4,7 @@
 // perform the same IEEE operations in the same order, only wider.
 //
 // Needs IEEE semantics: -ffast-math / -ffinite-math-only would fold the `x != x` NaN tests.
-#include "collectives/reduce_kernels.h"
+#include "kernels/reduce_kernels.h"
 
 #include <cassert>
 #include <cmath>
@@ -17,7 +17,7 @@
 #define CHORUS_KERNELS_X86 1
 #endif
 
-#include "collectives/reduce_kernels_internal.h"
+#include "kernels/reduce_kernels_internal.h"
 
 // The generic templates must be inlined into their ISA-specific entry point, or their loops
 // would be compiled for the baseline ISA only.
