@@ -34,10 +34,11 @@ Status record(int device, cudaStream_t stream, cudaEvent_t* out) {
 
 }  // namespace
 
-StatusOr<std::shared_ptr<void>> capture_ready_event(const TensorRef& t) {
-  if (t.ready_event) return std::shared_ptr<void>(t.ready_event, [](void*) {});
+StatusOr<std::shared_ptr<void>> capture_ready_event(int device, void* ready_event,
+                                                    void* ready_stream) {
+  if (ready_event) return std::shared_ptr<void>(ready_event, [](void*) {});
   cudaEvent_t ev = nullptr;
-  if (Status s = record(t.device.index, static_cast<cudaStream_t>(t.ready_stream), &ev); !s.ok()) {
+  if (Status s = record(device, static_cast<cudaStream_t>(ready_stream), &ev); !s.ok()) {
     return s;
   }
   return std::shared_ptr<void>(ev, [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); });

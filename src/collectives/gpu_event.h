@@ -11,9 +11,10 @@ namespace chorus::gpu {
 
 /// The cudaEvent_t (as the pointer held) that the background thread orders its reads
 /// after: the caller's `ready_event` (borrowed: the deleter does nothing), or an event
-/// Chorus records now on `ready_stream` (or stream 0) on the tensor's device (owned:
+/// Chorus records now on `ready_stream` (or stream 0) on `device`, the tensor's (owned:
 /// destroyed with the last copy). Restores the calling thread's current device.
-StatusOr<std::shared_ptr<void>> capture_ready_event(const TensorRef& t);
+StatusOr<std::shared_ptr<void>> capture_ready_event(int device, void* ready_event,
+                                                    void* ready_stream);
 
 /// Number of CUDA devices visible to this process (0 when the driver has none).
 int device_count();

@@ -91,7 +91,8 @@ Status attach_ready_event(Runtime& rt, Entry& e) {
                             device_name(e.input.device) +
                             " needs options.allocate to provide the output in device memory");
   }
-  StatusOr<std::shared_ptr<void>> ev = gpu::capture_ready_event(e.input);
+  StatusOr<std::shared_ptr<void>> ev =
+      gpu::capture_ready_event(e.input.device.index, e.input.ready_event, e.input.ready_stream);
   if (!ev.ok()) return ev.status();
   e.ready_event = std::move(ev).value();
 #endif
@@ -156,18 +157,6 @@ Handle submit_one(Prepared& p) {
   return p.rt->submit({&p.entry, 1});
 }
 
-// What an entry keeps of a caller's tensor: all but the shape, which its request holds (a
-// second and third copy would cost two allocations per tensor on the trainer's thread).
-TensorRef without_shape(const TensorRef& t) {
-  TensorRef kept;
-  kept.data = t.data;
-  kept.dtype = t.dtype;
-  kept.device = t.device;
-  kept.ready_event = t.ready_event;
-  kept.ready_stream = t.ready_stream;
-  return kept;
-}
-
 void describe_tensor(Request& q, const TensorRef& t) {
   q.dtype = t.dtype;
   q.shape = t.shape;
@@ -193,15 +182,15 @@ Status fill_allreduce(Entry& e, const TensorRef& input, const TensorRef& output,
   q.reduce_op = options.op;
   q.prescale = options.prescale;
   q.postscale = options.postscale;
-  e.input = without_shape(input);
-  e.output = without_shape(output);
+  e.input = TensorPlace::of(input);
+  e.output = TensorPlace::of(output);
   return {};
 }
 
 Status fill_allgather(Entry& e, const TensorRef& input, OutputAllocator allocate) {
   if (Status s = check_rows(OpType::kAllgather, e.request.name, input); !s.ok()) return s;
   describe_tensor(e.request, input);
-  e.input = without_shape(input);
+  e.input = TensorPlace::of(input);
   e.allocate = std::move(allocate);
   return {};
 }
@@ -219,7 +208,7 @@ Status fill_reducescatter(Entry& e, const TensorRef& input, ReduceOp reduce_op, 
   q.reduce_op = reduce_op;
   q.prescale = prescale;
   q.postscale = postscale;
-  e.input = without_shape(input);
+  e.input = TensorPlace::of(input);
   e.allocate = std::move(allocate);
   return {};
 }
@@ -391,8 +380,8 @@ Handle broadcast(const std::string& name, const TensorRef& tensor, int root,
   // The root is checked by the coordinator, so a bad root fails on every rank.
   describe_tensor(p->entry.request, tensor);
   p->entry.request.root = root;
-  p->entry.input = without_shape(tensor);
-  p->entry.output = without_shape(tensor);
+  p->entry.input = TensorPlace::of(tensor);
+  p->entry.output = TensorPlace::of(tensor);
   return submit_one(*p);
 }
 
@@ -409,7 +398,7 @@ Handle alltoall(const std::string& name, const TensorRef& input, const std::vect
   if (s.empty() && input.shape[0] % set_size == 0) s.assign(set_size, input.shape[0] / set_size);
   describe_tensor(p->entry.request, input);
   p->entry.request.splits = s;
-  p->entry.input = without_shape(input);
+  p->entry.input = TensorPlace::of(input);
   p->entry.allocate = options.allocate;
   return submit_one(*p);
 }

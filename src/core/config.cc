@@ -64,7 +64,7 @@ SettingRow integer(const char* var, const char* horovod, const char* accepted, b
               return bad_value(name, raw, c.setting(name).accepted);
             return {};
           },
-          [](const Options& o, Config& c) -> Status {
+          [](const std::string&, const Options& o, Config& c) -> Status {
             if (o.*Option) c.*Field = *(o.*Option);
             return {};
           },
@@ -82,7 +82,7 @@ SettingRow real(const char* var, const char* horovod, const char* accepted, bool
               return bad_value(name, raw, c.setting(name).accepted);
             return {};
           },
-          [](const Options& o, Config& c) -> Status {
+          [](const std::string&, const Options& o, Config& c) -> Status {
             if (o.*Option) c.*Field = *(o.*Option);
             return {};
           },
@@ -92,6 +92,32 @@ SettingRow real(const char* var, const char* horovod, const char* accepted, bool
             return (Positive ? v > 0 : v >= 0) && v <= static_cast<double>(Max);
           },
           [](const Config& c) { return exact(c.*Field); }, nullptr};
+}
+
+// A word from a fixed set, read by the parser of the layer that owns its meaning, from the
+// variable and from Options alike.
+template <class T, T Config::*Field, std::optional<std::string> Options::*Option,
+          StatusOr<T> (*Parse)(const std::string&, const std::string&), const char* (*Name)(T)>
+SettingRow word(const char* var, const char* accepted, bool agreed) {
+  struct Word {
+    static Status set(const std::string& name, const std::string& raw, Config& c) {
+      StatusOr<T> v = Parse(raw, name);
+      if (!v.ok()) return v.status();
+      c.*Field = *v;
+      return {};
+    }
+  };
+  return {var,
+          nullptr,
+          accepted,
+          agreed,
+          Word::set,
+          [](const std::string& name, const Options& o, Config& c) -> Status {
+            return o.*Option ? Word::set(name, *(o.*Option), c) : Status();
+          },
+          [](const Config&) { return true; },
+          [](const Config& c) { return std::string(Name(c.*Field)); },
+          nullptr};
 }
 
 // Horovod's log levels, any case, with its two names Chorus spells otherwise.
@@ -118,7 +144,7 @@ std::vector<SettingRow> make_table() {
                  c.timeline_path = raw;
                  return {};
                },
-               [](const Options& o, Config& c) -> Status {
+               [](const std::string&, const Options& o, Config& c) -> Status {
                  if (o.timeline_path) c.timeline_path = *o.timeline_path;
                  return {};
                },
@@ -147,7 +173,7 @@ std::vector<SettingRow> make_table() {
                  }
                  return {};
                },
-               [](const Options& o, Config& c) -> Status {
+               [](const std::string&, const Options& o, Config& c) -> Status {
                  if (o.hierarchical_allreduce) c.hierarchical_allreduce = *o.hierarchical_allreduce;
                  return {};
                },
@@ -155,45 +181,17 @@ std::vector<SettingRow> make_table() {
                [](const Config& c) { return std::string(tristate_name(c.hierarchical_allreduce)); },
                nullptr});
   t.push_back(
-      {"CHORUS_GPU_BACKEND", nullptr, "auto, nccl or mpi", true,
-       [](const std::string& name, const std::string& raw, Config& c) -> Status {
-         StatusOr<GpuBackendRequest> r = parse_gpu_backend(raw, name);
-         if (!r.ok()) return r.status();
-         c.gpu_backend = *r;
-         return {};
-       },
-       [](const Options& o, Config& c) -> Status {
-         if (!o.gpu_backend) return {};
-         StatusOr<GpuBackendRequest> r = parse_gpu_backend(*o.gpu_backend, "CHORUS_GPU_BACKEND");
-         if (!r.ok()) return r.status();
-         c.gpu_backend = *r;
-         return {};
-       },
-       [](const Config&) { return true; },
-       [](const Config& c) { return std::string(gpu_backend_name(c.gpu_backend)); }, nullptr});
-  t.push_back({"CHORUS_BIND", nullptr, "none, core or numa", false,
-               [](const std::string& name, const std::string& raw, Config& c) -> Status {
-                 StatusOr<BindMode> mode = parse_bind_mode(raw, name);
-                 if (!mode.ok()) return mode.status();
-                 c.bind = *mode;
-                 return {};
-               },
-               [](const Options& o, Config& c) -> Status {
-                 if (!o.bind) return {};
-                 StatusOr<BindMode> mode = parse_bind_mode(*o.bind, "CHORUS_BIND");
-                 if (!mode.ok()) return mode.status();
-                 c.bind = *mode;
-                 return {};
-               },
-               [](const Config&) { return true; },
-               [](const Config& c) { return std::string(bind_mode_name(c.bind)); }, nullptr});
+      word<GpuBackendRequest, &Config::gpu_backend, &Options::gpu_backend, parse_gpu_backend,
+           gpu_backend_name>("CHORUS_GPU_BACKEND", "auto, nccl or mpi", true));
+  t.push_back(word<BindMode, &Config::bind, &Options::bind, parse_bind_mode, bind_mode_name>(
+      "CHORUS_BIND", "none, core or numa", false));
   t.push_back({"CHORUS_LOG_LEVEL", "HOROVOD_LOG_LEVEL",
                "one of trace, debug, info, warn, error, critical, off", false,
                [](const std::string&, const std::string& raw, Config& c) -> Status {
                  c.log_level = raw;
                  return {};
                },
-               [](const Options& o, Config& c) -> Status {
+               [](const std::string&, const Options& o, Config& c) -> Status {
                  if (o.log_level) c.log_level = *o.log_level;
                  return {};
                },
@@ -242,7 +240,7 @@ StatusOr<Config> Config::load(const Options& options, const Getenv& env,
       if (Status s = row.parse(name, value, c); !s.ok()) return s;
       if (!row.valid(c)) return bad_value(name, value, row.accepted);
     }
-    if (Status s = row.take(options, c); !s.ok()) return s;
+    if (Status s = row.take(row.variable, options, c); !s.ok()) return s;
     if (!row.valid(c)) return bad_value(name, row.show(c), row.accepted);
   }
   if (c.gpu_backend == GpuBackendRequest::kNccl && !build.nccl) {

@@ -40,8 +40,8 @@ struct SettingRow {
   bool agreed;           ///< every rank must have the same value (init() checks)
   /// Sets the field from a non-empty value of the variable `name`.
   Status (*parse)(const std::string& name, const std::string& raw, Config& c);
-  /// Sets the field from Options, where they set it.
-  Status (*take)(const Options& o, Config& c);
+  /// Sets the field from Options, where they set it (`name`: the variable it stands for).
+  Status (*take)(const std::string& name, const Options& o, Config& c);
   /// Whether the field's value is in range.
   bool (*valid)(const Config& c);
   /// The value as describe() and agreed() write it (doubles exactly, "%.17g").

@@ -13,13 +13,25 @@
 
 namespace chorus {
 
+/// Where a caller's tensor lives, without its shape (the request holds that): what the
+/// executor reads and writes. Apart from TensorRef so that nothing can ask it for a size.
+struct TensorPlace {
+  void* data = nullptr;
+  DataType dtype = DataType::kFloat32;
+  Device device;
+  void* ready_event = nullptr;   ///< CUDA: as TensorRef::ready_event
+  void* ready_stream = nullptr;  ///< CUDA: as TensorRef::ready_stream
+
+  static TensorPlace of(const TensorRef& t) {
+    return {t.data, t.dtype, t.device, t.ready_event, t.ready_stream};
+  }
+};
+
 struct Entry {
   Request request;
   int32_t set_id = 0;
-  /// The caller's tensors without their shape (the request holds it): data, dtype, device
-  /// and readiness.
-  TensorRef input;
-  TensorRef output;          ///< allreduce and broadcast: the caller's; else set at execution
+  TensorPlace input;
+  TensorPlace output;        ///< allreduce and broadcast: the caller's; else set at execution
   OutputAllocator allocate;  ///< optional (allgather, alltoall, reducescatter)
   std::shared_ptr<detail::HandleState> handle;
   std::chrono::steady_clock::time_point enqueued;

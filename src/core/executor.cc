@@ -48,8 +48,9 @@ char* Executor::zeros(std::size_t bytes) {
 StatusOr<TensorRef> Executor::output_for(Entry& e, const std::vector<int64_t>& shape) {
   const auto index = static_cast<std::size_t>(e.request.group_index);
   if (!e.allocate) {
-    e.output = e.handle->allocate_output(index, e.request.dtype, shape);
-    return e.output;
+    TensorRef out = e.handle->allocate_output(index, e.request.dtype, shape);
+    e.output = TensorPlace::of(out);
+    return out;
   }
   StatusOr<TensorRef> got = e.allocate(shape);
   if (!got.ok()) return got.status();
@@ -59,9 +60,9 @@ StatusOr<TensorRef> Executor::output_for(Entry& e, const std::vector<int64_t>& s
                             "': the output allocator returned " + describe(*got) + ", expected " +
                             dtype_name(e.request.dtype) + shape_string(shape));
   }
-  e.output = *got;
-  e.handle->set_output(index, e.output);
-  return e.output;
+  e.output = TensorPlace::of(*got);
+  e.handle->set_output(index, *got);
+  return got;
 }
 
 Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& responses,
