@@ -1,0 +1,101 @@
+#pragma once
+// A Backend for tests that need no peers: it stands for rank `rank` of a set of `size` ranks
+// in which every other rank contributes what `peer` says, records every call with its sizes,
+// and computes what the collective would give. Header-only; shared by the executor tests.
+
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "collectives/backend.h"
+#include "kernels/reduce_kernels.h"
+
+namespace chorus::testing {
+
+class RecordingBackend final : public Backend {
+ public:
+  struct Call {
+    std::string op;              ///< "allreduce", "allgatherv", ...
+    int64_t count = 0;           ///< elements (reductions) or bytes (data movement)
+    std::vector<int64_t> sizes;  ///< per-rank counts or bytes, where the call has them
+  };
+
+  RecordingBackend(int rank, int size) : rank_(rank), size_(size) {}
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+
+  /// Every call so far, in order.
+  const std::vector<Call>& calls() const { return calls_; }
+  /// The next call fails with this status (once).
+  void fail_next(Status s) { fail_ = std::move(s); }
+
+  Status allreduce(const void* send, void* recv, int64_t count, DataType dtype, ReduceOp op,
+                   kernels::Scale scale) override {
+    calls_.push_back({"allreduce", count, {}});
+    if (Status s = take_failure(); !s.ok()) return s;
+    // Every rank holds what this rank sends: the sum is size copies of it.
+    std::vector<const void*> srcs(static_cast<std::size_t>(size_), send);
+    std::vector<char> out(static_cast<std::size_t>(count) * dtype_size(dtype));
+    if (count > 0) kernels::reduce_ordered(out.data(), srcs.data(), size_, count, dtype, op, scale);
+    std::memcpy(recv, out.data(), out.size());
+    return {};
+  }
+  Status reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,
+                       DataType dtype, ReduceOp op, kernels::Scale scale) override {
+    int64_t total = 0, offset = 0;
+    for (std::size_t r = 0; r < counts.size(); ++r) {
+      if (static_cast<int>(r) < rank_) offset += counts[r];
+      total += counts[r];
+    }
+    calls_.push_back({"reducescatter", total, counts});
+    if (Status s = take_failure(); !s.ok()) return s;
+    const std::size_t esz = dtype_size(dtype);
+    const char* mine = static_cast<const char*>(send) + offset * esz;
+    std::vector<const void*> srcs(static_cast<std::size_t>(size_), mine);
+    std::vector<char> out(static_cast<std::size_t>(counts[rank_]) * esz);
+    if (!out.empty()) {
+      kernels::reduce_ordered(out.data(), srcs.data(), size_, counts[rank_], dtype, op, scale);
+    }
+    std::memcpy(recv, out.data(), out.size());
+    return {};
+  }
+  Status allgatherv(const void* send, void* recv, const std::vector<int64_t>& bytes) override {
+    int64_t total = 0, offset = 0;
+    for (std::size_t r = 0; r < bytes.size(); ++r) {
+      if (static_cast<int>(r) < rank_) offset += bytes[r];
+      total += bytes[r];
+    }
+    calls_.push_back({"allgatherv", total, bytes});
+    if (Status s = take_failure(); !s.ok()) return s;
+    std::memmove(static_cast<char*>(recv) + offset, send, static_cast<std::size_t>(bytes[rank_]));
+    return {};
+  }
+  Status broadcast(void* data, int64_t bytes, int root) override {
+    calls_.push_back({"broadcast", bytes, {root}});
+    return take_failure();
+  }
+  Status alltoallv(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
+                   const std::vector<int64_t>& recv_bytes) override {
+    calls_.push_back({"alltoallv", 0, send_bytes});
+    return take_failure();
+  }
+  Status barrier() override {
+    calls_.push_back({"barrier", 0, {}});
+    return take_failure();
+  }
+
+ private:
+  Status take_failure() {
+    Status s = std::move(fail_);
+    fail_ = Status();
+    return s;
+  }
+
+  int rank_;
+  int size_;
+  std::vector<Call> calls_;
+  Status fail_;
+};
+
+}  // namespace chorus::testing
