@@ -60,38 +60,6 @@ void throw_if_error(const chorus::Status& status) {
   if (!status.ok()) throw chorus::Error(status);
 }
 
-chorus::Options to_options(const py::dict& d) {
-  chorus::Options o;
-  for (auto [key, value] : d) {
-    const auto k = key.cast<std::string>();
-    if (value.is_none()) continue;
-    if (k == "fusion_threshold_bytes") {
-      o.fusion_threshold_bytes = value.cast<int64_t>();
-    } else if (k == "cycle_time_ms") {
-      o.cycle_time_ms = value.cast<double>();
-    } else if (k == "cache_capacity") {
-      o.cache_capacity = value.cast<int64_t>();
-    } else if (k == "timeline_path") {
-      o.timeline_path = value.cast<std::string>();
-    } else if (k == "stall_check_seconds") {
-      o.stall_check_seconds = value.cast<double>();
-    } else if (k == "stall_shutdown_seconds") {
-      o.stall_shutdown_seconds = value.cast<double>();
-    } else if (k == "liveness_seconds") {
-      o.liveness_seconds = value.cast<double>();
-    } else if (k == "hierarchical_allreduce") {
-      o.hierarchical_allreduce = value.cast<bool>();
-    } else if (k == "log_level") {
-      o.log_level = value.cast<std::string>();
-    } else if (k == "gpu_backend") {
-      o.gpu_backend = value.cast<std::string>();
-    } else {
-      throw chorus::Error(chorus::invalid_argument("unknown init option '" + k + "'"));
-    }
-  }
-  return o;
-}
-
 ct::Compression to_compression(int c) {
   switch (c) {
     case 0: return ct::Compression::kNone;
@@ -138,14 +106,11 @@ PYBIND11_MODULE(_ext, m) {
     }
   });
 
-  m.def(
-      "init",
-      [](const py::dict& options) {
-        chorus::Options o = to_options(options);
-        py::gil_scoped_release release;
-        throw_if_error(chorus::init(o));
-      },
-      py::arg("options") = py::dict());
+  // Settings come from the environment (CHORUS_* and HOROVOD_* variables), as in Horovod.
+  m.def("init", [] {
+    py::gil_scoped_release release;
+    throw_if_error(chorus::init());
+  });
   m.def("shutdown", [] {
     py::gil_scoped_release release;
     throw_if_error(chorus::shutdown());

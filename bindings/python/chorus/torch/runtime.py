@@ -75,7 +75,7 @@ def init(comm=None, process_sets=None):
         process_sets = None
     if _ext.is_initialized():
         return
-    _ext.init({})
+    _ext.init()
     global_process_set.ranks = list(range(_ext.size()))
     _registered_sets.clear()
     _registered_sets[0] = global_process_set
