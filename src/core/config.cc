@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <type_traits>
 
 namespace chorus {
 namespace {
@@ -52,45 +53,41 @@ bool valid_log_level(const std::string& v) {
 // The rows, one kind of field at a time. Each parser reads a set, non-empty value; `take`
 // copies a field that Options sets; `valid` checks the merged value (Options bypass the
 // parsers); `show` writes it as describe() and agreed() do.
-template <int64_t Config::*Field, std::optional<int64_t> Options::*Option, int64_t Max>
-SettingRow integer(const char* var, const char* horovod, const char* accepted, bool agreed) {
+// A number: whole (int64_t) or real (double), at least 0 (more than 0 where `Positive`),
+// at most Max; doubles are written exactly and NaN fails the range.
+template <class T, T Config::*Field, std::optional<T> Options::*Option, int64_t Max,
+          bool Positive = false>
+SettingRow number(const char* var, const char* horovod, const char* accepted, bool agreed) {
   return {var,
           horovod,
           accepted,
           agreed,
-          [](const std::string& name, const std::string& raw, Config& c) -> Status {
-            if (!whole_number(raw, &(c.*Field)))
-              return bad_value(name, raw, c.setting(name).accepted);
-            return {};
+          [](const std::string& name, const std::string& raw, const char* accepted,
+             Config& c) -> Status {
+            bool ok;
+            if constexpr (std::is_same_v<T, int64_t>) {
+              ok = whole_number(raw, &(c.*Field));
+            } else {
+              ok = real_number(raw, &(c.*Field));
+            }
+            return ok ? Status() : bad_value(name, raw, accepted);
           },
           [](const std::string&, const Options& o, Config& c) -> Status {
             if (o.*Option) c.*Field = *(o.*Option);
             return {};
           },
-          [](const Config& c) { return c.*Field >= 0 && c.*Field <= Max; },
-          [](const Config& c) { return std::to_string(c.*Field); },
-          nullptr};
-}
-
-// Seconds and milliseconds: finite, at least 0 (more than 0 where `Positive`), at most Max.
-template <double Config::*Field, std::optional<double> Options::*Option, int64_t Max, bool Positive>
-SettingRow real(const char* var, const char* horovod, const char* accepted, bool agreed) {
-  return {var, horovod, accepted, agreed,
-          [](const std::string& name, const std::string& raw, Config& c) -> Status {
-            if (!real_number(raw, &(c.*Field)))
-              return bad_value(name, raw, c.setting(name).accepted);
-            return {};
-          },
-          [](const std::string&, const Options& o, Config& c) -> Status {
-            if (o.*Option) c.*Field = *(o.*Option);
-            return {};
-          },
-          // Written so that NaN fails too.
           [](const Config& c) {
-            const double v = c.*Field;
-            return (Positive ? v > 0 : v >= 0) && v <= static_cast<double>(Max);
+            const T v = c.*Field;
+            return (Positive ? v > 0 : v >= 0) && v <= static_cast<T>(Max);
           },
-          [](const Config& c) { return exact(c.*Field); }, nullptr};
+          [](const Config& c) {
+            if constexpr (std::is_same_v<T, int64_t>) {
+              return std::to_string(c.*Field);
+            } else {
+              return exact(c.*Field);
+            }
+          },
+          nullptr};
 }
 
 // A word from a fixed set, read by the parser of the layer that owns its meaning, from the
@@ -110,7 +107,9 @@ SettingRow word(const char* var, const char* accepted, bool agreed) {
           nullptr,
           accepted,
           agreed,
-          Word::set,
+          [](const std::string& name, const std::string& raw, const char*, Config& c) {
+            return Word::set(name, raw, c);
+          },
           [](const std::string& name, const Options& o, Config& c) -> Status {
             return o.*Option ? Word::set(name, *(o.*Option), c) : Status();
           },
@@ -130,16 +129,16 @@ std::string horovod_log_level(const std::string& raw) {
 
 std::vector<SettingRow> make_table() {
   std::vector<SettingRow> t;
-  t.push_back(integer<&Config::fusion_threshold_bytes, &Options::fusion_threshold_bytes,
-                      Config::kMaxFusionThreshold>(
+  t.push_back(number<int64_t, &Config::fusion_threshold_bytes, &Options::fusion_threshold_bytes,
+                     Config::kMaxFusionThreshold>(
       "CHORUS_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD",
       "bytes, an integer between 0 and 4294967296 (4 GiB)", true));
-  t.push_back(real<&Config::cycle_time_ms, &Options::cycle_time_ms, 10000, true>(
+  t.push_back(number<double, &Config::cycle_time_ms, &Options::cycle_time_ms, 10000, true>(
       "CHORUS_CYCLE_TIME", "HOROVOD_CYCLE_TIME", "milliseconds, > 0 and <= 10000", false));
-  t.push_back(integer<&Config::cache_capacity, &Options::cache_capacity, 1 << 20>(
+  t.push_back(number<int64_t, &Config::cache_capacity, &Options::cache_capacity, 1 << 20>(
       "CHORUS_CACHE_CAPACITY", "HOROVOD_CACHE_CAPACITY", "an integer between 0 and 1048576", true));
   t.push_back({"CHORUS_TIMELINE", "HOROVOD_TIMELINE", "a file path", false,
-               [](const std::string&, const std::string& raw, Config& c) -> Status {
+               [](const std::string&, const std::string& raw, const char*, Config& c) -> Status {
                  c.timeline_path = raw;
                  return {};
                },
@@ -152,15 +151,17 @@ std::vector<SettingRow> make_table() {
                [](const std::string& raw) { return raw == "DYNAMIC" ? std::string() : raw; }});
   constexpr auto kWeek = static_cast<int64_t>(Config::kMaxSeconds);
   const char* seconds = "seconds, between 0 and 604800 (a week)";
-  t.push_back(real<&Config::stall_check_seconds, &Options::stall_check_seconds, kWeek, false>(
+  t.push_back(number<double, &Config::stall_check_seconds, &Options::stall_check_seconds, kWeek>(
       "CHORUS_STALL_CHECK_SECONDS", "HOROVOD_STALL_CHECK_TIME_SECONDS", seconds, true));
-  t.push_back(real<&Config::stall_shutdown_seconds, &Options::stall_shutdown_seconds, kWeek, false>(
-      "CHORUS_STALL_SHUTDOWN_SECONDS", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", seconds, true));
-  t.push_back(real<&Config::liveness_seconds, &Options::liveness_seconds, kWeek, false>(
+  t.push_back(
+      number<double, &Config::stall_shutdown_seconds, &Options::stall_shutdown_seconds, kWeek>(
+          "CHORUS_STALL_SHUTDOWN_SECONDS", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", seconds, true));
+  t.push_back(number<double, &Config::liveness_seconds, &Options::liveness_seconds, kWeek>(
       "CHORUS_LIVENESS_SECONDS", nullptr, seconds, true));
   t.push_back({"CHORUS_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLREDUCE",
                "1 (on), 0 (off) or auto (also true/false, on/off; unset: auto)", true,
-               [](const std::string& name, const std::string& v, Config& c) -> Status {
+               [](const std::string& name, const std::string& v, const char* accepted,
+                  Config& c) -> Status {
                  if (v == "auto") {
                    c.hierarchical_allreduce.reset();
                  } else if (v == "1" || v == "true" || v == "on") {
@@ -168,7 +169,7 @@ std::vector<SettingRow> make_table() {
                  } else if (v == "0" || v == "false" || v == "off") {
                    c.hierarchical_allreduce = false;
                  } else {
-                   return bad_value(name, v, c.setting(name).accepted);
+                   return bad_value(name, v, accepted);
                  }
                  return {};
                },
@@ -186,7 +187,7 @@ std::vector<SettingRow> make_table() {
       "CHORUS_BIND", "none, core or numa", false));
   t.push_back({"CHORUS_LOG_LEVEL", "HOROVOD_LOG_LEVEL",
                "one of trace, debug, info, warn, error, critical, off", false,
-               [](const std::string&, const std::string& raw, Config& c) -> Status {
+               [](const std::string&, const std::string& raw, const char*, Config& c) -> Status {
                  c.log_level = raw;
                  return {};
                },
@@ -214,13 +215,6 @@ const std::vector<SettingRow>& Config::table() {
   return rows;
 }
 
-const SettingRow& Config::setting(const std::string& variable) {
-  for (const SettingRow& row : table()) {
-    if (variable == row.variable || (row.horovod && variable == row.horovod)) return row;
-  }
-  std::abort();  // every caller names a row of the table
-}
-
 StatusOr<Config> Config::load(const Options& options, const Getenv& env,
                               const BuildFeatures& build) {
   Config c;
@@ -236,7 +230,7 @@ StatusOr<Config> Config::load(const Options& options, const Getenv& env,
       }
     }
     if (!value.empty()) {
-      if (Status s = row.parse(name, value, c); !s.ok()) return s;
+      if (Status s = row.parse(name, value, row.accepted, c); !s.ok()) return s;
       if (!row.valid(c)) return bad_value(name, value, row.accepted);
     }
     if (Status s = row.take(row.variable, options, c); !s.ok()) return s;

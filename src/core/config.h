@@ -38,8 +38,8 @@ struct SettingRow {
   const char* horovod;   ///< read when `variable` is unset or empty; nullptr: none
   const char* accepted;  ///< the accepted form, as error messages state it
   bool agreed;           ///< every rank must have the same value (init() checks)
-  /// Sets the field from a non-empty value of the variable `name`.
-  Status (*parse)(const std::string& name, const std::string& raw, Config& c);
+  /// Sets the field from a non-empty value of the variable `name` (`accepted`: this row's).
+  Status (*parse)(const std::string& name, const std::string& raw, const char* accepted, Config& c);
   /// Sets the field from Options, where they set it (`name`: the variable it stands for).
   Status (*take)(const std::string& name, const Options& o, Config& c);
   /// Whether the field's value is in range.
@@ -122,8 +122,6 @@ struct Config {
 
   /// Every setting, in the order describe() writes them.
   static const std::vector<SettingRow>& table();
-  /// The row of `variable` (a CHORUS_* name or its Horovod name), which must exist.
-  static const SettingRow& setting(const std::string& variable);
 };
 
 }  // namespace chorus

@@ -101,12 +101,24 @@ __device__ void copy_words(const char* __restrict__ src, char* __restrict__ dst,
   }
 }
 
-template <class Items>
-__global__ void batched_copy_kernel(const __grid_constant__ Items items) {
+// This block's part of its item: the item, and [begin, end) in the item's units, `Chunk`
+// of them per block.
+struct Part {
+  Descriptor d;
+  int64_t begin;
+  int64_t end;
+};
+template <int64_t Chunk, class Items>
+__device__ Part this_blocks_part(const Items& items) {
   const int64_t block = blockIdx.x;
   const Descriptor d = items[find_item(items, items.n, block, gridDim.x)];
-  const int64_t begin = (block - d.first_block) * kCopyChunk;
-  const int64_t end = begin + kCopyChunk < d.count ? begin + kCopyChunk : d.count;
+  const int64_t begin = (block - d.first_block) * Chunk;
+  return {d, begin, begin + Chunk < d.count ? begin + Chunk : d.count};
+}
+
+template <class Items>
+__global__ void batched_copy_kernel(const __grid_constant__ Items items) {
+  const auto [d, begin, end] = this_blocks_part<kCopyChunk>(items);
   const char* src = static_cast<const char*>(d.src);
   char* dst = static_cast<char*>(d.dst);
   const auto bits = reinterpret_cast<uintptr_t>(src) | reinterpret_cast<uintptr_t>(dst);
@@ -163,10 +175,7 @@ struct Scaler<T, false> {
 
 template <class T, class S, class Items>
 __global__ void batched_scale_kernel(const __grid_constant__ Items items, S scale) {
-  const int64_t block = blockIdx.x;
-  const Descriptor d = items[find_item(items, items.n, block, gridDim.x)];
-  const int64_t begin = (block - d.first_block) * kScaleChunk;
-  const int64_t end = begin + kScaleChunk < d.count ? begin + kScaleChunk : d.count;
+  const auto [d, begin, end] = this_blocks_part<kScaleChunk>(items);
   const T* src = static_cast<const T*>(d.src);
   T* dst = static_cast<T*>(d.dst);
   // All loads before the stores, as in copy_words; in place (src == dst) each thread reads

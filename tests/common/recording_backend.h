@@ -6,6 +6,7 @@
 #include <cstring>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "collectives/backend.h"
@@ -43,11 +44,7 @@ class RecordingBackend final : public Backend {
   }
   Status reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,
                        DataType dtype, ReduceOp op, kernels::Scale scale) override {
-    int64_t total = 0, offset = 0;
-    for (std::size_t r = 0; r < counts.size(); ++r) {
-      if (static_cast<int>(r) < rank_) offset += counts[r];
-      total += counts[r];
-    }
+    const auto [offset, total] = place(counts);
     calls_.push_back({"reducescatter", total, counts});
     if (Status s = take_failure(); !s.ok()) return s;
     const std::size_t esz = dtype_size(dtype);
@@ -61,11 +58,7 @@ class RecordingBackend final : public Backend {
     return {};
   }
   Status allgatherv(const void* send, void* recv, const std::vector<int64_t>& bytes) override {
-    int64_t total = 0, offset = 0;
-    for (std::size_t r = 0; r < bytes.size(); ++r) {
-      if (static_cast<int>(r) < rank_) offset += bytes[r];
-      total += bytes[r];
-    }
+    const auto [offset, total] = place(bytes);
     calls_.push_back({"allgatherv", total, bytes});
     if (Status s = take_failure(); !s.ok()) return s;
     std::memmove(static_cast<char*>(recv) + offset, send, static_cast<std::size_t>(bytes[rank_]));
@@ -86,6 +79,15 @@ class RecordingBackend final : public Backend {
   }
 
  private:
+  // This rank's block in a concatenation of per-rank `sizes`: {its offset, the total}.
+  std::pair<int64_t, int64_t> place(const std::vector<int64_t>& sizes) const {
+    int64_t offset = 0, total = 0;
+    for (std::size_t r = 0; r < sizes.size(); ++r) {
+      if (static_cast<int>(r) < rank_) offset += sizes[r];
+      total += sizes[r];
+    }
+    return {offset, total};
+  }
   Status take_failure() {
     Status s = std::move(fail_);
     fail_ = Status();
