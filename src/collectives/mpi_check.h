@@ -2,7 +2,7 @@
 // Every MPI call goes through CHORUS_MPI_CHECK, which turns a failure into a Status naming
 // the call, MPI's message and the place in the source. Communicators are set to
 // MPI_ERRORS_RETURN so that failures reach it instead of aborting. It also refuses a call
-// from any thread but the one that set MPI up for Chorus (MpiWorld::init): Chorus asks MPI
+// from any thread but the one that set MPI up for Chorus (init_mpi_world): Chorus asks MPI
 // for MPI_THREAD_FUNNELED, and its trainer threads run some cycles (core/runtime.h), which
 // must never reach MPI.
 
@@ -14,7 +14,7 @@
 
 namespace chorus::mpi_detail {
 
-/// True on the thread that called MpiWorld::init.
+/// True on the thread that called init_mpi_world.
 inline thread_local bool t_mpi_thread = false;
 
 inline Status off_thread(const char* call, const char* file, int line) {

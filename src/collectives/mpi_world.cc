@@ -254,11 +254,11 @@ class MpiControl final : public ControlTransport {
   int step_ = kDone;
 };
 
-class MpiGroupImpl final : public MpiGroup {
+class MpiGroup final : public Group {
  public:
-  MpiGroupImpl(MPI_Comm control, MPI_Comm data)
+  MpiGroup(MPI_Comm control, MPI_Comm data)
       : control_comm_(control), data_comm_(data), control_(control), backend_(data) {}
-  ~MpiGroupImpl() override {
+  ~MpiGroup() override {
     MPI_Comm_free(&control_comm_);
     MPI_Comm_free(&data_comm_);
   }
@@ -275,9 +275,9 @@ class MpiGroupImpl final : public MpiGroup {
   MpiBackend backend_;
 };
 
-class MpiWorldImpl final : public MpiWorld {
+class MpiWorld final : public World {
  public:
-  MpiWorldImpl(MPI_Comm world, bool owns) : world_(world), owns_(owns) {
+  MpiWorld(MPI_Comm world, bool owns) : world_(world), owns_(owns) {
     MPI_Comm_rank(world_, &rank_);
     MPI_Comm_size(world_, &size_);
   }
@@ -308,30 +308,30 @@ class MpiWorldImpl final : public MpiWorld {
     return out;
   }
 
-  StatusOr<std::unique_ptr<MpiGroup>> create_group(const std::vector<int>& ranks) override {
+  StatusOr<std::unique_ptr<Group>> create_group(const std::vector<int>& ranks) override {
     auto it = std::find(ranks.begin(), ranks.end(), rank_);
     const bool member = it != ranks.end();
     MPI_Comm data = MPI_COMM_NULL;
     CHORUS_MPI_CHECK(MPI_Comm_split(world_, member ? 0 : MPI_UNDEFINED,
                                     member ? static_cast<int>(it - ranks.begin()) : 0, &data));
-    if (!member) return std::unique_ptr<MpiGroup>();
+    if (!member) return std::unique_ptr<Group>();
     return make_group(data);
   }
 
-  StatusOr<std::unique_ptr<MpiGroup>> split(int color, int key) override {
-    if (color < 0) return invalid_argument("MpiWorld::split: negative color");
+  StatusOr<std::unique_ptr<Group>> split(int color, int key) override {
+    if (color < 0) return invalid_argument("split: negative color");
     MPI_Comm data = MPI_COMM_NULL;
     CHORUS_MPI_CHECK(MPI_Comm_split(world_, color, key, &data));
     return make_group(data);
   }
 
   // The group over `data`, with a duplicate of it for control traffic.
-  StatusOr<std::unique_ptr<MpiGroup>> make_group(MPI_Comm data) {
+  StatusOr<std::unique_ptr<Group>> make_group(MPI_Comm data) {
     MPI_Comm control = MPI_COMM_NULL;
     CHORUS_MPI_CHECK(MPI_Comm_dup(data, &control));
     CHORUS_MPI_CHECK(MPI_Comm_set_errhandler(data, MPI_ERRORS_RETURN));
     CHORUS_MPI_CHECK(MPI_Comm_set_errhandler(control, MPI_ERRORS_RETURN));
-    return std::unique_ptr<MpiGroup>(new MpiGroupImpl(control, data));
+    return std::unique_ptr<Group>(new MpiGroup(control, data));
   }
 
   Status finalize() override {
@@ -361,7 +361,7 @@ const char* thread_level_name(int level) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<MpiWorld>> MpiWorld::init() {
+StatusOr<std::unique_ptr<World>> init_mpi_world() {
   mpi_detail::t_mpi_thread = true;
   int initialized = 0, finalized = 0;
   CHORUS_MPI_CHECK(MPI_Initialized(&initialized));
@@ -389,7 +389,7 @@ StatusOr<std::unique_ptr<MpiWorld>> MpiWorld::init() {
   MPI_Comm world = MPI_COMM_NULL;
   CHORUS_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &world));
   CHORUS_MPI_CHECK(MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN));
-  return std::unique_ptr<MpiWorld>(new MpiWorldImpl(world, owns));
+  return std::unique_ptr<World>(new MpiWorld(world, owns));
 }
 
 }  // namespace chorus

@@ -4,15 +4,15 @@
 
 namespace chorus {
 
-StatusOr<TopologyGroups> create_topology_groups(MpiWorld& world, const RankMap& map) {
+StatusOr<TopologyGroups> create_topology_groups(World& world, const RankMap& map) {
   // Two splits of the whole world: by host (color: the host's index, cross_rank; order:
   // local_rank) and by local rank index (color: local_rank; order: cross_rank). Every rank
   // computed the same map, so ranks agree on colors and keys.
   TopologyGroups groups;
-  StatusOr<std::unique_ptr<MpiGroup>> local = world.split(map.cross_rank, map.local_rank);
+  StatusOr<std::unique_ptr<Group>> local = world.split(map.cross_rank, map.local_rank);
   if (!local.ok()) return local.status();
   groups.local = std::move(local).value();
-  StatusOr<std::unique_ptr<MpiGroup>> cross = world.split(map.local_rank, map.cross_rank);
+  StatusOr<std::unique_ptr<Group>> cross = world.split(map.local_rank, map.cross_rank);
   if (!cross.ok()) return cross.status();
   groups.cross = std::move(cross).value();
   if (groups.local->size() != map.local_size || groups.local->rank() != map.local_rank ||

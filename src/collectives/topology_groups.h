@@ -1,23 +1,23 @@
 #pragma once
 // The local and cross process groups that hierarchical collectives run over: the ranks of
 // this host, and the ranks with this local_rank on every host (RankMap::local_set() and
-// cross_set()). Each is an MpiGroup with its own communicators.
+// cross_set()). Each is a Group (collectives/world.h) with its own communicators.
 
 #include <memory>
 
 #include "chorus/status.h"
-#include "collectives/mpi_world.h"
+#include "collectives/world.h"
 #include "topology/rank_map.h"
 
 namespace chorus {
 
 struct TopologyGroups {
-  std::unique_ptr<MpiGroup> local;  ///< this host's ranks, ordered by local_rank
-  std::unique_ptr<MpiGroup> cross;  ///< one rank per host, ordered by cross_rank
+  std::unique_ptr<Group> local;  ///< this host's ranks, ordered by local_rank
+  std::unique_ptr<Group> cross;  ///< one rank per host, ordered by cross_rank
 };
 
 /// Collective over every rank of `world`, with `map` computed on every rank from the same
 /// names. Costs two communicator splits (and a dup each), whatever the number of hosts.
-StatusOr<TopologyGroups> create_topology_groups(MpiWorld& world, const RankMap& map);
+StatusOr<TopologyGroups> create_topology_groups(World& world, const RankMap& map);
 
 }  // namespace chorus

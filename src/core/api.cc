@@ -6,9 +6,11 @@
 #include <cmath>
 #include <memory>
 #include <mutex>
+#include <utility>
 
 #include "chorus/chorus.h"
 #include "core/runtime.h"
+#include "core/thread_runtime.h"
 #ifdef CHORUS_WITH_CUDA
 #include "collectives/gpu_event.h"
 #endif
@@ -22,8 +24,11 @@ namespace {
 // The single process-wide handle: set by init(), cleared by shutdown().
 std::mutex g_mu;
 std::shared_ptr<Runtime> g_runtime;
+// The calling thread's own, if it named one (core/thread_runtime.h).
+thread_local std::shared_ptr<Runtime> t_runtime;
 
 std::shared_ptr<Runtime> runtime() {
+  if (t_runtime) return t_runtime;
   std::lock_guard<std::mutex> lock(g_mu);
   return g_runtime;
 }
@@ -262,6 +267,10 @@ Handle submit_group(OpType op, const std::vector<std::string>& names, std::size_
 }
 
 }  // namespace
+
+ThreadRuntime::ThreadRuntime(std::shared_ptr<Runtime> runtime)
+    : previous_(std::exchange(t_runtime, std::move(runtime))) {}
+ThreadRuntime::~ThreadRuntime() { t_runtime = std::move(previous_); }
 
 Status init(const Options& options) {
   std::lock_guard<std::mutex> lock(g_mu);

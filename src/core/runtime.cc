@@ -45,13 +45,13 @@ Status guarded(F&& work) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Runtime>> Runtime::start(const Options& options) {
+StatusOr<std::unique_ptr<Runtime>> Runtime::start(const Options& options, WorldFactory make_world) {
   StatusOr<Config> config = Config::load(options);
   if (!config.ok()) return config.status();
   std::unique_ptr<Runtime> rt(new Runtime(std::move(config).value()));
   std::promise<Status> started;
   std::future<Status> ready = started.get_future();
-  rt->thread_ = std::thread(&Runtime::run, rt.get(), std::move(started));
+  rt->thread_ = std::thread(&Runtime::run, rt.get(), std::move(make_world), std::move(started));
   Status s = ready.get();
   if (!s.ok()) {
     rt->thread_.join();
@@ -241,12 +241,12 @@ Status Runtime::request_timeline(std::string path, bool mark_cycles) {
   return done.get();
 }
 
-void Runtime::run(std::promise<Status> started) {
+void Runtime::run(const WorldFactory& make_world, std::promise<Status> started) {
   pthread_setname_np(pthread_self(), "chorus-bg");
   bg_thread_id_ = std::this_thread::get_id();
   // Short sleeps in the poll loop should last what they ask for, not the default 50 us slack.
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-  Status s = setup();
+  Status s = setup(make_world);
   if (!s.ok()) {
     sets_.clear();
     topology_groups_ = {};
@@ -326,7 +326,7 @@ void Runtime::loop() {
   }
   drivable_.store(false, std::memory_order_release);
   log().debug("{} cycles, {} of them run by trainer threads waiting on a handle", cycles_,
-              trainer_cycles_);
+              trainer_cycles());
   // Stopped before the handles fail: a thread that sees its handle fail and submits again
   // must find Chorus stopped, not a queue that no one will take.
   std::vector<TimelineRequest> unanswered;

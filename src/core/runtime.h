@@ -22,6 +22,7 @@
 #include <array>
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
@@ -37,6 +38,7 @@
 #include "chorus/options.h"
 #include "collectives/mpi_world.h"
 #include "collectives/topology_groups.h"
+#include "collectives/world.h"
 #include "core/config.h"
 #include "core/doorbell.h"
 #include "core/entry.h"
@@ -60,9 +62,14 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
     int rank = -1;  ///< this rank's index in the set, -1 if not a member
   };
 
-  /// Loads the configuration, starts the background thread, and returns once MPI and the
-  /// global process set are up on this rank (or with the reason they are not).
-  static StatusOr<std::unique_ptr<Runtime>> start(const Options& options);
+  /// Makes the world on the background thread: MPI's (init_mpi_world) for a job, an
+  /// in-memory one for the in-process tests, whose ranks are threads of one process.
+  using WorldFactory = std::function<StatusOr<std::unique_ptr<World>>()>;
+
+  /// Loads the configuration, starts the background thread, and returns once the world and
+  /// the global process set are up on this rank (or with the reason they are not).
+  static StatusOr<std::unique_ptr<Runtime>> start(const Options& options,
+                                                  WorldFactory make_world = init_mpi_world);
   ~Runtime();
 
   /// Asks every rank to stop, waits for the background thread, finalizes MPI if Chorus
@@ -99,6 +106,9 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   Status start_timeline(const std::string& path, bool mark_cycles);
   Status stop_timeline();
 
+  /// Cycles that trainer threads waiting on a handle ran to the end (see above). Any thread.
+  uint64_t trainer_cycles() const { return trainer_cycles_.load(std::memory_order_relaxed); }
+
   /// Handle's hooks (detail::Driver): runs cycles on the calling thread while it may (see
   /// above); wakes the background thread for work this thread's submit left to it.
   void drive(detail::HandleState& handle) override;
@@ -107,7 +117,7 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
  private:
   struct SetState {
     int32_t id = 0;
-    std::unique_ptr<MpiGroup> group;
+    std::unique_ptr<Group> group;
     std::unique_ptr<ControlTransport> host_rounds;  // set when its rounds use the board
     ControlTransport* control = nullptr;            // host_rounds, or the group's
     std::unique_ptr<Negotiator> negotiator;
@@ -131,8 +141,8 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   };
 
   explicit Runtime(Config config) : config_(std::move(config)) {}
-  void run(std::promise<Status> started);
-  Status setup();
+  void run(const WorldFactory& make_world, std::promise<Status> started);
+  Status setup(const WorldFactory& make_world);
   Status agree(const Status& local, const std::string& step, const Settings& settings);
   Status setup_topology(const std::vector<std::string>& names);
   StatusOr<std::unique_ptr<SetState>> make_set(int32_t id, const std::vector<int>& ranks);
@@ -170,7 +180,7 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   RankDevice gpu_device_;
   int rank_ = -1;
   int size_ = -1;
-  std::unique_ptr<MpiWorld> world_;     // background thread
+  std::unique_ptr<World> world_;        // background thread
   std::unique_ptr<Timeline> timeline_;  // progress; rank 0 only
   bool mark_cycles_ = false;            // progress: timeline_ gets CYCLE_START marks
   // Held by whichever thread runs the cycle's phases (see above); it guards the members
@@ -192,7 +202,8 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   // A trainer thread left work for the background thread (a cycle in flight, requests
   // pending, or a queue), and rang its doorbell.
   std::atomic<bool> handed_over_{false};
-  uint64_t trainer_cycles_ = 0;  // progress: cycles that a trainer thread finished
+  // Cycles that a trainer thread finished; written under progress_mu_.
+  std::atomic<uint64_t> trainer_cycles_{0};
   // Rung by trainer threads (submit, timeline requests, shutdown) and by the host's other
   // ranks; the background thread sleeps on it.
   Doorbells doorbells_;

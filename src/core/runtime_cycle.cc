@@ -180,7 +180,7 @@ Status Runtime::drive_phases(detail::HandleState& handle) {
         bool shutdown = false;
         bool productive = false;
         if (Status s = execute_rounds(&shutdown, &productive); !s.ok()) return s;
-        ++trainer_cycles_;
+        trainer_cycles_.fetch_add(1, std::memory_order_relaxed);
         break;
       }
     }

@@ -1,4 +1,4 @@
-// The runtime's set-up on the background thread: MPI, the rank map and binding, the host's
+// The runtime's set-up on the background thread: the world, the rank map and binding, the host's
 // board, and the process sets (the global one at start, the others as responses create and
 // remove them). Collective over every rank, in the same order everywhere.
 
@@ -29,8 +29,8 @@ constexpr auto kGpuSyncTimeout = std::chrono::minutes(5);
 // Each step's outcome is agreed (core/init_agreement.h), so that every rank fails together
 // where one does, instead of the others waiting in the next collective call. The steps that
 // only some ranks take (the timeline, on rank 0) come first, agreed with the settings.
-Status Runtime::setup() {
-  StatusOr<std::unique_ptr<MpiWorld>> world = MpiWorld::init();
+Status Runtime::setup(const WorldFactory& make_world) {
+  StatusOr<std::unique_ptr<World>> world = make_world();
   if (!world.ok()) return world.status();
   world_ = std::move(world).value();
   rank_ = world_->rank();
@@ -107,7 +107,7 @@ Status Runtime::setup_doorbells() {
   bool shared_hosts = false;
   for (const std::vector<int>& host : map_.hosts) shared_hosts = shared_hosts || host.size() > 1;
   if (!shared_hosts) return {};
-  StatusOr<std::unique_ptr<MpiGroup>> host = world_->split(map_.cross_rank, rank_);
+  StatusOr<std::unique_ptr<Group>> host = world_->split(map_.cross_rank, rank_);
   if (!host.ok()) return host.status();
   if (Status s = doorbells_.join_host((*host)->control()); !s.ok()) return s;
   return {};
@@ -115,7 +115,7 @@ Status Runtime::setup_doorbells() {
 
 StatusOr<std::unique_ptr<Runtime::SetState>> Runtime::make_set(int32_t id,
                                                                const std::vector<int>& ranks) {
-  StatusOr<std::unique_ptr<MpiGroup>> group = world_->create_group(ranks);
+  StatusOr<std::unique_ptr<Group>> group = world_->create_group(ranks);
   if (!group.ok()) return group.status();
   SetInfo info{static_cast<int>(ranks.size()), -1};
   for (int i = 0; i < static_cast<int>(ranks.size()); ++i) {

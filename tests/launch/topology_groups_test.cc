@@ -28,8 +28,8 @@ void check(bool ok, const std::string& what, int rank) {
 // Gathers "host/rank" of every member at the group's rank 0, which checks that the members
 // are exactly `want` (global ranks, in group order) and that the rows name `want_host`
 // (when not empty) for every member.
-void check_group(MpiGroup& group, const std::vector<std::string>& names,
-                 const std::vector<int>& want, int rank, const std::string& what) {
+void check_group(Group& group, const std::vector<std::string>& names, const std::vector<int>& want,
+                 int rank, const std::string& what) {
   check(group.size() == static_cast<int>(want.size()),
         what + ": size " + std::to_string(group.size()), rank);
   const int me = static_cast<int>(std::find(want.begin(), want.end(), rank) - want.begin());
@@ -47,7 +47,7 @@ void check_group(MpiGroup& group, const std::vector<std::string>& names,
   }
 }
 
-void run_layout(MpiWorld& world, const std::vector<std::string>& names, const char* label) {
+void run_layout(World& world, const std::vector<std::string>& names, const char* label) {
   const int rank = world.rank();
   RankMap map = compute_rank_map(names, rank);
   StatusOr<TopologyGroups> groups = create_topology_groups(world, map);
@@ -67,9 +67,9 @@ void run_layout(MpiWorld& world, const std::vector<std::string>& names, const ch
 
 int main() {
   using namespace chorus;
-  StatusOr<std::unique_ptr<MpiWorld>> world = MpiWorld::init();
+  StatusOr<std::unique_ptr<World>> world = init_mpi_world();
   if (!world.ok()) {
-    std::fprintf(stderr, "MpiWorld::init failed: %s\n", world.status().to_string().c_str());
+    std::fprintf(stderr, "init_mpi_world failed: %s\n", world.status().to_string().c_str());
     return 2;
   }
   if ((*world)->size() != 4) {

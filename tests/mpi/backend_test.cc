@@ -24,8 +24,8 @@ using testing::all_dtypes;
 
 int g_rank = 0;
 int g_size = 1;
-MpiGroup* g_shared = nullptr;    // reduces through shared memory
-MpiGroup* g_messages = nullptr;  // reduces by messages
+Group* g_shared = nullptr;    // reduces through shared memory
+Group* g_messages = nullptr;  // reduces by messages
 
 // Not exact in the 16-bit types: the order of combination shows in the bits.
 double input(DataType t, int rank, int64_t i) {
@@ -57,7 +57,7 @@ std::string describe(const char* path, DataType t, ReduceOp op, int64_t count, b
          std::to_string(g_rank);
 }
 
-void check_allreduce(MpiGroup* group, const char* path, DataType t, ReduceOp op, int64_t count,
+void check_allreduce(Group* group, const char* path, DataType t, ReduceOp op, int64_t count,
                      bool in_place, kernels::Scale scale = {}) {
   std::vector<unsigned char> send = filled(t, g_rank, count);
   std::vector<unsigned char> out(send.size(), 0xAB);
@@ -78,7 +78,7 @@ std::vector<int64_t> counts_for(DataType t) {
 
 class BothPaths : public ::testing::TestWithParam<const char*> {
  protected:
-  MpiGroup* group() const { return std::string(GetParam()) == "shared" ? g_shared : g_messages; }
+  Group* group() const { return std::string(GetParam()) == "shared" ? g_shared : g_messages; }
 };
 
 TEST_P(BothPaths, AllreduceEveryDtypeOpAndSize) {
@@ -133,9 +133,9 @@ int main(int argc, char** argv) {
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   int rc = 2;
   {
-    chorus::StatusOr<std::unique_ptr<chorus::MpiWorld>> world = chorus::MpiWorld::init();
+    chorus::StatusOr<std::unique_ptr<chorus::World>> world = chorus::init_mpi_world();
     if (!world.ok()) {
-      std::fprintf(stderr, "MpiWorld::init: %s\n", world.status().to_string().c_str());
+      std::fprintf(stderr, "init_mpi_world: %s\n", world.status().to_string().c_str());
       return rc;
     }
     chorus::g_rank = (*world)->rank();

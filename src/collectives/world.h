@@ -1,0 +1,55 @@
+#pragma once
+// The world the runtime runs in, without naming what carries it: every rank of the job
+// (init, host names, finalize) and one Group per process set, which provides the set's
+// control transport and its host-memory backend. MPI provides the job's world
+// (collectives/mpi_world.h); the in-process tests provide one whose ranks are threads.
+//
+// Thread contract: every call comes from the runtime's background thread.
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "chorus/status.h"
+#include "collectives/backend.h"
+#include "transport/control_transport.h"
+
+namespace chorus {
+
+class Group {
+ public:
+  virtual ~Group() = default;
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  virtual ControlTransport& control() = 0;
+  virtual Backend& backend() = 0;
+  /// Lets the backend reduce through shared memory (collectives/shm_reducer.h) where every
+  /// member can map it; `why` says why not otherwise. Every member must run on this host.
+  /// Collective over the group.
+  virtual Status join_host(std::string* why) = 0;
+};
+
+class World {
+ public:
+  virtual ~World() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  /// Every rank's host name, index = global rank. Collective.
+  virtual StatusOr<std::vector<std::string>> host_names() = 0;
+  /// Every rank's `mine`, index = global rank. Collective.
+  virtual StatusOr<std::vector<std::string>> allgather(const std::string& mine) = 0;
+  /// Creates the group of a set of global ranks. Collective over every rank, in the same
+  /// order everywhere; returns nullptr on ranks outside the set.
+  virtual StatusOr<std::unique_ptr<Group>> create_group(const std::vector<int>& ranks) = 0;
+  /// Partitions the world: the ranks that pass the same `color` (>= 0) form one group,
+  /// ordered by `key`, and each rank gets its own. Collective over every rank. One call
+  /// builds a whole partition (every host's ranks, say), where create_group builds one set
+  /// per call.
+  virtual StatusOr<std::unique_ptr<Group>> split(int color, int key) = 0;
+  /// Releases what the world holds (MPI: finalizes it if Chorus initialized it). Every group
+  /// must be destroyed first.
+  virtual Status finalize() = 0;
+};
+
+}  // namespace chorus

@@ -1,0 +1,24 @@
+#pragma once
+// Which runtime the public API (core/api.cc) serves on the calling thread: the process's,
+// made by init(), unless the thread named its own. The in-process tests run every rank's
+// runtime in one process, each rank on its own threads, and call the public API on them.
+
+#include <memory>
+
+namespace chorus {
+
+class Runtime;
+
+/// While it lives, the public API calls made on this thread go to `runtime`.
+class ThreadRuntime {
+ public:
+  explicit ThreadRuntime(std::shared_ptr<Runtime> runtime);
+  ~ThreadRuntime();
+  ThreadRuntime(const ThreadRuntime&) = delete;
+  ThreadRuntime& operator=(const ThreadRuntime&) = delete;
+
+ private:
+  std::shared_ptr<Runtime> previous_;
+};
+
+}  // namespace chorus

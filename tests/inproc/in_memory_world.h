@@ -1,0 +1,98 @@
+#pragma once
+// A job whose ranks are threads of one process: the world (collectives/world.h) that the
+// in-process runtime tests hand each rank's Runtime, with the in-memory control transport
+// (in_memory_transport.h) for the negotiation and a backend that moves real data by
+// reading the other members' buffers in place.
+//
+// Every world-wide call (allgather, create_group, split) and every backend call is a
+// rendezvous of its members, matched by each member's own count of such calls, as MPI
+// matches collectives by order. A rendezvous waits at most the job's timeout, then fails
+// and aborts the job, so that a runtime bug fails the test on every rank instead of hanging
+// it.
+//
+// Thread safety: a rank's World, and the groups it creates, are used by that rank's
+// background thread only (and, for the backend's allreduce, by a trainer thread running a
+// cycle in its stead); the shared state locks internally.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "collectives/world.h"
+
+namespace chorus::testing {
+
+class Hub;
+
+/// Where the members of one rendezvous meet: each posts a pointer, and each reads every
+/// member's while all of them wait.
+class Meeting {
+ public:
+  Meeting(int size, std::chrono::milliseconds timeout) : size_(size), timeout_(timeout) {}
+  int size() const { return size_; }
+
+  /// Member `index`'s call number `call`: posts `mine`, waits for every member's, runs
+  /// `use` on all of them (index = member), then waits until every member ran its own, so
+  /// that what `mine` points at stays untouched while the others read it.
+  Status meet(int index, uint64_t call, const void* mine,
+              const std::function<void(const std::vector<const void*>&)>& use);
+  void abort(const std::string& why);
+
+ private:
+  struct Round {
+    std::vector<const void*> posted;
+    int arrived = 0;
+    int used = 0;
+    int left = 0;
+  };
+
+  const int size_;
+  const std::chrono::milliseconds timeout_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<uint64_t, Round> rounds_;
+  std::string aborted_;
+};
+
+/// The job: `hosts[r]` is rank r's host name (ranks that share one run on one host, with the
+/// host's shared board as in a real job).
+class InMemoryJob {
+ public:
+  explicit InMemoryJob(std::vector<std::string> hosts,
+                       std::chrono::milliseconds timeout = std::chrono::seconds(20));
+  ~InMemoryJob();
+  InMemoryJob(const InMemoryJob&) = delete;
+  InMemoryJob& operator=(const InMemoryJob&) = delete;
+
+  int size() const { return static_cast<int>(hosts_.size()); }
+  const std::string& host(int rank) const { return hosts_[rank]; }
+  /// Rank `rank`'s world, made on its runtime's background thread.
+  std::function<StatusOr<std::unique_ptr<World>>()> world(int rank);
+  /// Fails every rendezvous in flight and to come.
+  void abort(const std::string& why);
+
+  /// The shared parts of the group that the world-wide call number `call` creates for the
+  /// members `key` (its colour, for split): made by the first member to ask.
+  struct Shared {
+    std::unique_ptr<Hub> hub;          // the control transport's
+    std::unique_ptr<Meeting> meeting;  // the backend's
+  };
+  Shared& shared(uint64_t call, int key, int size);
+  Meeting& world_meeting() { return world_meeting_; }
+  std::chrono::milliseconds timeout() const { return timeout_; }
+
+ private:
+  const std::vector<std::string> hosts_;
+  const std::chrono::milliseconds timeout_;
+  Meeting world_meeting_;
+  std::mutex mu_;
+  std::map<std::pair<uint64_t, int>, Shared> groups_;
+};
+
+}  // namespace chorus::testing
