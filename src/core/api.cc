@@ -124,22 +124,20 @@ Status check_scale(OpType op, const std::string& name, const char* which, double
 // Everything every collective shares: the runtime, the set, the name, the request.
 struct Prepared {
   std::shared_ptr<Runtime> rt;
-  Runtime::SetInfo set;
+  ProcessSets::Info set;
   Entry entry;
 };
 
 StatusOr<Prepared> prepare(OpType op, const std::string& name, ProcessSet ps) {
   Prepared p;
   p.rt = runtime();
-  std::optional<Runtime::SetInfo> info;
   if (!p.rt) {
     return Status(StatusCode::kNotInitialized,
                   std::string("chorus::") + op_type_name(op) +
                       " called while Chorus is not initialized (call chorus::init() first)");
   }
-  if (!p.rt->running_set_info(ps.id, &info)) {
-    return p.rt->stopped(std::string("chorus::") + op_type_name(op));
-  }
+  if (!p.rt->running()) return p.rt->stopped(std::string("chorus::") + op_type_name(op));
+  std::optional<ProcessSets::Info> info = p.rt->process_sets().info(ps.id);
   if (!info) {
     return invalid_argument(std::string(op_type_name(op)) + ": process set " +
                             std::to_string(ps.id) + " does not exist");
@@ -152,7 +150,7 @@ StatusOr<Prepared> prepare(OpType op, const std::string& name, ProcessSet ps) {
   p.set = *info;
   p.entry.set_id = ps.id;
   p.entry.request.op = op;
-  p.entry.request.name = name.empty() ? p.rt->generate_name(op, ps.id) : name;
+  p.entry.request.name = name.empty() ? p.rt->process_sets().generate_name(op, ps.id) : name;
   p.entry.handle = std::make_shared<detail::HandleState>(1);
   return p;
 }
@@ -458,7 +456,7 @@ Status remove_process_set(ProcessSet process_set) {
     return invalid_argument("remove_process_set: the global set cannot be removed");
   StatusOr<Prepared> p = prepare(OpType::kRemoveProcessSet, "", ProcessSet::global());
   if (!p.ok()) return p.status();
-  if (!p->rt->set_info(process_set.id)) {
+  if (!p->rt->process_sets().info(process_set.id)) {
     return invalid_argument("remove_process_set: process set " + std::to_string(process_set.id) +
                             " does not exist");
   }
@@ -489,14 +487,14 @@ Status stop_timeline() {
 int process_set_rank(ProcessSet process_set) {
   auto rt = runtime();
   if (!rt) return -1;
-  auto info = rt->set_info(process_set.id);
+  auto info = rt->process_sets().info(process_set.id);
   return info ? info->rank : -1;
 }
 
 int process_set_size(ProcessSet process_set) {
   auto rt = runtime();
   if (!rt) return -1;
-  auto info = rt->set_info(process_set.id);
+  auto info = rt->process_sets().info(process_set.id);
   return info ? info->size : -1;
 }
 

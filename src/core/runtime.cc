@@ -63,58 +63,10 @@ StatusOr<std::unique_ptr<Runtime>> Runtime::start(const Options& options, WorldF
 Runtime::~Runtime() { shutdown(); }
 
 Status Runtime::shutdown() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_requested_ = true;
-  }
+  submissions_.request_stop();
   doorbells_.ring();
   if (thread_.joinable()) thread_.join();
-  std::lock_guard<std::mutex> lock(mu_);
-  return shutdown_status_;
-}
-
-bool Runtime::running() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return state_ == State::kRunning;
-}
-
-std::optional<Runtime::SetInfo> Runtime::set_info(int32_t id) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = set_info_.find(id);
-  if (it == set_info_.end()) return std::nullopt;
-  return it->second;
-}
-
-Status Runtime::stopped(const std::string& call) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return stopped_locked(call);
-}
-
-Status Runtime::stopped_locked(const std::string& call) const {
-  if (stopped_because_.ok())
-    return Status(StatusCode::kNotInitialized, call + ": Chorus is not running");
-  return Status(stopped_because_.code(), call + ": " + stopped_because_.message());
-}
-
-bool Runtime::running_set_info(int32_t id, std::optional<SetInfo>* info) const {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (state_ != State::kRunning) return false;
-  auto it = set_info_.find(id);
-  if (it != set_info_.end()) *info = it->second;
-  return true;
-}
-
-std::string Runtime::generate_name(OpType op, int32_t set_id) {
-  if (set_id == 0) {
-    const uint64_t n = name_counters_[static_cast<int>(op)].fetch_add(1);
-    return std::string("chorus.") + op_type_name(op) + "." + std::to_string(n);
-  }
-  uint64_t n;
-  {
-    std::lock_guard<std::mutex> lock(set_names_mu_);
-    n = set_name_counters_[set_id][static_cast<int>(op)]++;
-  }
-  return "chorus.set" + std::to_string(set_id) + "." + op_type_name(op) + "." + std::to_string(n);
+  return submissions_.shutdown_status();
 }
 
 Handle Runtime::submit(std::span<Entry> entries) {
@@ -132,40 +84,14 @@ Handle Runtime::submit(std::span<Entry> entries) {
       return Handle(detail::HandleState::failed(std::move(s)));
     }
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (state_ != State::kRunning) {
-      return Handle(
-          detail::HandleState::failed(stopped_locked(op_type_name(entries.front().request.op))));
-    }
-    const int32_t set = entries.front().set_id;
-    if (!set_info_.count(set)) {
-      return Handle(detail::HandleState::failed(
-          invalid_argument("process set " + std::to_string(set) + " does not exist")));
-    }
-    // Under the lock that puts the names in flight, so that no second submit of a name can
-    // pass between the check and the insertion, nor before the first one's handle is done.
-    NameSet& names = names_in_flight_[set];
-    if (entries.size() == 1) {
-      if (!names.insert(entries[0].request.name))
-        return Handle(detail::HandleState::failed(duplicate_name(entries[0].request)));
-    } else {
-      for (std::size_t i = 0; i < entries.size(); ++i) {
-        const Request& q = entries[i].request;
-        bool twice = names.contains(q.name);
-        for (std::size_t j = 0; j < i && !twice; ++j) twice = entries[j].request.name == q.name;
-        if (twice) return Handle(detail::HandleState::failed(duplicate_name(q)));
-      }
-      for (const Entry& e : entries) names.insert(e.request.name);
-    }
-    // Entries of one submit stay adjacent in the queue: accept() takes them as a unit.
-    for (Entry& e : entries) {
-      e.enqueued = Clock::now();
-      queue_.push_back(std::move(e));
-    }
-    // Sequentially consistent, like the ring and drive()'s reads: a trainer thread that stops
-    // driving sees it, or the background thread does (see drive()).
-    work_queued_.store(true, std::memory_order_seq_cst);
+  if (Status s = process_sets_.claim(entries, rank_); !s.ok()) {
+    return Handle(detail::HandleState::failed(std::move(s)));
+  }
+  // Entries of one submit stay adjacent in the queue: accept() takes them as a unit.
+  if (!submissions_.push(entries)) {
+    // Chorus stopped: the entries stay with the caller, their names leave flight.
+    for (const Entry& e : entries) process_sets_.release(e);
+    return Handle(detail::HandleState::failed(stopped(op_type_name(entries.front().request.op))));
   }
   if (!defer || t.ring_owed) doorbells_.ring();
   t.ring_owed = defer;
@@ -189,13 +115,20 @@ void Runtime::drive(detail::HandleState& handle) {
   t.waits_at_once = &handle == t.last_submit && t.submits_since_wait == 1;
   t.submits_since_wait = 0;
   t.ring_owed = false;
-  std::unique_lock<std::mutex> progress(progress_mu_, std::defer_lock);
-  if (!drivable_.load(std::memory_order_acquire) || !progress.try_lock()) {
+  if (!drivable_.load(std::memory_order_acquire)) {
+    if (owed) doorbells_.ring();
+    return;
+  }
+  if (!progress_mu_.try_lock()) {
     if (owed) doorbells_.ring();
     return;
   }
   driving_.store(true, std::memory_order_seq_cst);
-  if (Status s = guarded([&] { return drive_phases(handle); }); !s.ok()) {
+  if (Status s = guarded([&] {
+        progress_mu_.assert_held();
+        return drive_phases(handle);
+      });
+      !s.ok()) {
     log().error("a cycle run by a waiting trainer thread failed: {}", s.to_string());
     trainer_failure_ = s;
   }
@@ -203,8 +136,8 @@ void Runtime::drive(detail::HandleState& handle) {
   // Cleared before the queue is looked at: a submit that the background thread ignored
   // while this thread drove is then seen here, or that thread sees it itself.
   driving_.store(false, std::memory_order_seq_cst);
-  const bool queued = work_queued_.load(std::memory_order_seq_cst);
-  progress.unlock();
+  const bool queued = submissions_.work_queued();
+  progress_mu_.unlock();
   if (left || queued) {
     handed_over_.store(true, std::memory_order_release);
     doorbells_.ring();
@@ -225,18 +158,14 @@ Status Runtime::request_timeline(std::string path, bool mark_cycles) {
     return failed_precondition(std::string(path.empty() ? "stop_timeline" : "start_timeline") +
                                ": called on Chorus's background thread");
   }
-  std::future<Status> done;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (state_ != State::kRunning)
-      return stopped_locked(path.empty() ? "stop_timeline" : "start_timeline");
-    if (rank_ != 0) return {};
-    TimelineRequest request;
-    request.path = std::move(path);
-    request.mark_cycles = mark_cycles;
-    done = request.done.get_future();
-    timeline_requests_.push_back(std::move(request));
-  }
+  const std::string call = path.empty() ? "stop_timeline" : "start_timeline";
+  if (!running()) return stopped(call);
+  if (rank_ != 0) return {};
+  Submissions::TimelineRequest request;
+  request.path = std::move(path);
+  request.mark_cycles = mark_cycles;
+  std::future<Status> done = request.done.get_future();
+  if (!submissions_.push(std::move(request))) return stopped(call);
   doorbells_.ring();
   return done.get();
 }
@@ -246,18 +175,18 @@ void Runtime::run(const WorldFactory& make_world, std::promise<Status> started) 
   bg_thread_id_ = std::this_thread::get_id();
   // Short sleeps in the poll loop should last what they ask for, not the default 50 us slack.
   prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-  Status s = setup(make_world);
-  if (!s.ok()) {
-    sets_.clear();
-    topology_groups_ = {};
-    if (world_) world_->finalize();
-    started.set_value(s);
-    return;
-  }
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    state_ = State::kRunning;
+    MutexLock progress(progress_mu_);
+    Status s = setup(make_world);
+    if (!s.ok()) {
+      sets_.clear();
+      topology_groups_ = {};
+      if (world_) world_->finalize();
+      started.set_value(s);
+      return;
+    }
   }
+  submissions_.set_running();
   started.set_value(Status());
   loop();
 }
@@ -273,7 +202,7 @@ void Runtime::loop() {
   // False after a failed round: MPI may then hold requests that never complete, and
   // finalizing could hang, so MPI is left to the process's exit.
   bool mpi_usable = true;
-  std::unique_lock<std::mutex> progress(progress_mu_);
+  progress_mu_.lock();
   update_drivable();
   while (true) {
     bool stop_asked = false;
@@ -281,10 +210,10 @@ void Runtime::loop() {
       // Between cycles: trainer threads may run one while this thread waits for work.
       const bool was_pending = pending();
       const uint64_t cycles = cycles_;
-      progress.unlock();
+      progress_mu_.unlock();
       if (productive && !was_pending) {
         const Clock::time_point until = Clock::now() + kWatchAfterWork;
-        while (!work_queued_.load(std::memory_order_acquire) && Clock::now() < until) {
+        while (!submissions_.work_queued() && Clock::now() < until) {
           std::this_thread::yield();
         }
       }
@@ -294,7 +223,7 @@ void Runtime::loop() {
       if (!(was_pending && productive)) {
         woken = wait_for_work(was_pending ? backoff : cycle_time, was_pending, cycles);
       }
-      progress.lock();
+      progress_mu_.lock();
       handed_over_.store(false, std::memory_order_relaxed);
       // A trainer thread may have left a cycle midway: the queue waits for the next one.
       if (phase_ == Phase::kBegin) {
@@ -308,9 +237,13 @@ void Runtime::loop() {
       }
     }
     bool shutdown = false;
-    Status s = trainer_failure_.ok()
-                   ? guarded([&] { return cycle(stop_asked, &shutdown, &productive); })
-                   : trainer_failure_;
+    Status s = trainer_failure_;
+    if (s.ok()) {
+      s = guarded([&] {
+        progress_mu_.assert_held();
+        return cycle(stop_asked, &shutdown, &productive);
+      });
+    }
     if (!s.ok()) {
       log().error("background loop stopped: {}", s.to_string());
       ended = s;
@@ -329,27 +262,16 @@ void Runtime::loop() {
               trainer_cycles());
   // Stopped before the handles fail: a thread that sees its handle fail and submits again
   // must find Chorus stopped, not a queue that no one will take.
-  std::vector<TimelineRequest> unanswered;
-  Status stopped;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    state_ = State::kStopped;
-    // What the calls after this one say: why Chorus stopped, unless this rank stopped it.
-    stopped_because_ =
-        !ended.ok() && !stop_requested_
-            ? Status(ended.code(), "Chorus has stopped: " + ended.message())
-            : Status(StatusCode::kNotInitialized, "Chorus has been shut down on this rank");
-    stopped = stopped_because_;
-    unanswered.swap(timeline_requests_);
-  }
+  std::vector<Entry> queued;
+  submissions_.stop(ended, &queued);
   fail_all(ended);
-  for (TimelineRequest& q : unanswered) q.done.set_value(stopped);
+  for (Entry& e : queued) release(e, ended);
   if (timeline_) timeline_->stop();
   sets_.clear();
   topology_groups_ = {};
   Status fin = mpi_usable ? world_->finalize() : ended;
-  std::lock_guard<std::mutex> lock(mu_);
-  shutdown_status_ = fin;
+  progress_mu_.unlock();
+  submissions_.set_shutdown_status(std::move(fin));
 }
 
 // Sleeps until this rank has something to do: new work, a timeline request or a stop (each
@@ -366,12 +288,9 @@ bool Runtime::wait_for_work(std::chrono::microseconds timeout, bool pending, uin
   while (true) {
     const uint32_t seen = doorbells_.seq();
     if (handed_over_.load(std::memory_order_acquire)) return true;
-    bool queued;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!timeline_requests_.empty() || stop_requested_) return true;
-      queued = !queue_.empty();
-    }
+    bool requests, queued;
+    submissions_.waiting(&requests, &queued);
+    if (requests) return true;
     if (!driving_.load(std::memory_order_seq_cst)) {
       if (queued) return true;
       if (pending && doorbells_.peer_ahead(cycles)) return true;
@@ -385,16 +304,10 @@ bool Runtime::wait_for_work(std::chrono::microseconds timeout, bool pending, uin
 // Takes the queue into the sets (accept) and applies the timeline requests; `stop_asked`:
 // this rank asked to stop. Returns true if there were entries.
 bool Runtime::take_queue(bool* stop_asked) {
-  std::vector<TimelineRequest> timeline_requests;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    fresh_.swap(queue_);
-    timeline_requests.swap(timeline_requests_);
-    work_queued_.store(false, std::memory_order_relaxed);
-    *stop_asked = stop_requested_;
-  }
+  Submissions::Taken taken = submissions_.take(&fresh_);
+  *stop_asked = taken.stop_asked;
   // Before the fresh entries: what was submitted after start_timeline returned is recorded.
-  apply_timeline_requests(std::move(timeline_requests));
+  apply_timeline_requests(std::move(taken.timeline_requests));
   const bool took = !fresh_.empty();
   accept(fresh_);
   fresh_.clear();
@@ -428,7 +341,8 @@ void Runtime::accept(std::vector<Entry>& fresh) {
         // submit() refused names in flight, so the table cannot hold this one; the name in
         // flight is the other entry's, and stays.
         if (!placed) {
-          fresh[i].handle->finish(internal_error(duplicate_name(fresh[i].request).message()));
+          fresh[i].handle->finish(
+              internal_error(duplicate_name(fresh[i].request, rank_).message()));
           continue;
         }
         it->second->negotiator->submit(placed->request, now);
@@ -438,18 +352,11 @@ void Runtime::accept(std::vector<Entry>& fresh) {
   }
 }
 
-Status Runtime::duplicate_name(const Request& q) const {
-  return invalid_argument(std::string(op_type_name(q.op)) + " '" + q.name +
-                          "': a collective with this name is already in flight on rank " +
-                          std::to_string(rank_) +
-                          "; names must be unique among in-flight collectives");
-}
-
 // Requests in the order they came. The active timeline is closed before the next one opens,
 // also when that then fails: the new path may name the same file, which must not have two
 // writers. A failed start thus leaves no timeline.
-void Runtime::apply_timeline_requests(std::vector<TimelineRequest> requests) {
-  for (TimelineRequest& q : requests) {
+void Runtime::apply_timeline_requests(std::vector<Submissions::TimelineRequest> requests) {
+  for (Submissions::TimelineRequest& q : requests) {
     set_timeline(nullptr, false);
     Status s;
     if (!q.path.empty()) {
@@ -483,11 +390,7 @@ void Runtime::finish(SetState& set, Entry& entry, const Status& status) {
 // The name leaves the names in flight before the handle completes: a thread that sees it
 // done may submit the name again at once.
 void Runtime::release(Entry& entry, const Status& status) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto it = names_in_flight_.find(entry.set_id);
-    if (it != names_in_flight_.end()) it->second.erase(entry.request.name);
-  }
+  process_sets_.release(entry);
   entry.handle->finish(status);
 }
 
@@ -495,12 +398,6 @@ void Runtime::fail_all(const Status& status) {
   for (auto& [id, set] : sets_) {
     while (!set->entries.empty()) finish(*set, set->entries.any(), status);
   }
-  std::vector<Entry> queued;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    queued.swap(queue_);
-  }
-  for (Entry& e : queued) release(e, status);
 }
 
 }  // namespace chorus

@@ -6,8 +6,10 @@
 // Threads: trainer threads call submit() and the accessors; the work runs on the
 // background thread ("chorus-bg"), the only thread that calls MPI or NCCL.
 //
-// A cycle (take the queue, start the rounds, wait for them, complete them, execute the
-// responses) runs under progress_mu_, in phases that any holder of the lock may take up
+// The parts: the submissions that trainer threads hand over (core/submissions.h), what any
+// thread may ask of the process sets (core/process_sets.h), and the cycle with the state it
+// owns, here. A cycle (take the submissions, start the rounds, wait for them, complete them,
+// execute the responses) runs under progress_mu_, in phases that any holder of the lock may take up
 // where the last one left. A trainer thread waiting on a handle (Handle::wait) may take the
 // lock when the background thread does not hold it, and run the phases that make no MPI
 // call: in a job on one host whose only process set is the global one, the rounds go
@@ -19,21 +21,18 @@
 // saves two context switches per collective (to the background thread and back), which
 // on a host whose cores all run trainers is most of a small collective's time.
 
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <functional>
 #include <future>
 #include <map>
 #include <memory>
-#include <mutex>
-#include <optional>
 #include <span>
 #include <string>
 #include <thread>
-#include <unordered_map>
 #include <vector>
 
+#include "base/mutex.h"
 #include "chorus/handle.h"
 #include "chorus/options.h"
 #include "collectives/mpi_world.h"
@@ -46,8 +45,9 @@
 #include "core/executor.h"
 #include "core/handle_state.h"
 #include "core/init_agreement.h"
-#include "core/name_set.h"
 #include "core/negotiator.h"
+#include "core/process_sets.h"
+#include "core/submissions.h"
 #include "timeline/timeline.h"
 #include "topology/rank_map.h"
 
@@ -56,12 +56,6 @@ namespace chorus {
 class Runtime final : public detail::Driver, public std::enable_shared_from_this<Runtime> {
  public:
   using Clock = std::chrono::steady_clock;
-
-  struct SetInfo {
-    int size = 0;   ///< ranks in the set
-    int rank = -1;  ///< this rank's index in the set, -1 if not a member
-  };
-
   /// Makes the world on the background thread: MPI's (init_mpi_world) for a job, an
   /// in-memory one for the in-process tests, whose ranks are threads of one process.
   using WorldFactory = std::function<StatusOr<std::unique_ptr<World>>()>;
@@ -76,28 +70,24 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   /// initialized it. Idempotent.
   Status shutdown();
   /// False once shut down (also when another rank asked for it) or failed.
-  bool running() const;
+  bool running() const { return submissions_.running(); }
   /// Why `call` cannot run once Chorus stopped: the failure or the peer's shutdown that
   /// stopped it, or NOT_INITIALIZED after this rank's own shutdown.
-  Status stopped(const std::string& call) const;
+  Status stopped(const std::string& call) const { return submissions_.stopped(call); }
 
+  // Set up before start() returns, read-only after: any thread.
   const RankMap& rank_map() const { return map_; }
-  /// The GPU this rank's collectives use (pinned by its first CUDA tensor). Any thread.
-  RankDevice& gpu_device() { return gpu_device_; }
   int rank() const { return rank_; }
   int size() const { return size_; }
   const Config& config() const { return config_; }
+  /// The GPU this rank's collectives use (pinned by its first CUDA tensor). Any thread.
+  RankDevice& gpu_device() { return gpu_device_; }
+  /// The sets' sizes, this rank's place in them, and the names in flight. Any thread.
+  ProcessSets& process_sets() { return process_sets_; }
 
   /// Hands the entries of one collective (several for a grouped allreduce, sharing one
-  /// handle state) to the background thread, moving them out of `entries`.
+  /// handle state) to the thread that runs the cycle, moving them out of `entries`.
   Handle submit(std::span<Entry> entries);
-  std::optional<SetInfo> set_info(int32_t id) const;
-  /// running() and set_info(id) under one lock (the enqueue path); false if not running.
-  bool running_set_info(int32_t id, std::optional<SetInfo>* info) const;
-  /// "chorus.allreduce.7" in the global set, "chorus.set3.allreduce.7" in set 3: a counter per
-  /// op and process set on this rank, so that a set's unnamed collectives match across its
-  /// members whatever the other sets do.
-  std::string generate_name(OpType op, int32_t set_id);
 
   /// Starts a timeline in `path` on rank 0 (other ranks: nothing to do, returns OK), closing
   /// the active one first, or stops the active one (OK when none is). Any thread but the
@@ -124,7 +114,6 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
     std::unique_ptr<Executor> executor;
     EntryTable entries;
   };
-  enum class State { kStarting, kRunning, kStopped };
   // Where the cycle in flight stands: the next phase to run.
   enum class Phase {
     kBegin,     // no cycle in flight: start one (begin_cycle)
@@ -132,71 +121,82 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
     kComplete,  // rounds done: complete them (complete_rounds)
     kExecute,   // responses known: execute them (execute_rounds)
   };
-  // A start_timeline (path set) or stop_timeline (path empty) waiting for the thread that
-  // runs the cycle, which takes them with the queue and answers through `done`.
-  struct TimelineRequest {
-    std::string path;
-    bool mark_cycles = false;
-    std::promise<Status> done;
-  };
 
   explicit Runtime(Config config) : config_(std::move(config)) {}
-  void run(const WorldFactory& make_world, std::promise<Status> started);
-  Status setup(const WorldFactory& make_world);
-  Status agree(const Status& local, const std::string& step, const Settings& settings);
-  Status setup_topology(const std::vector<std::string>& names);
-  StatusOr<std::unique_ptr<SetState>> make_set(int32_t id, const std::vector<int>& ranks);
-  Status setup_doorbells();
-  void loop();
+
+  // The background thread (runtime.cc, runtime_setup.cc).
+  void run(const WorldFactory& make_world, std::promise<Status> started)
+      CHORUS_EXCLUDES(progress_mu_);
+  Status setup(const WorldFactory& make_world) CHORUS_REQUIRES(progress_mu_);
+  Status agree(const Status& local, const std::string& step, const Settings& settings)
+      CHORUS_REQUIRES(progress_mu_);
+  Status setup_topology(const std::vector<std::string>& names) CHORUS_REQUIRES(progress_mu_);
+  StatusOr<std::unique_ptr<SetState>> make_set(int32_t id, const std::vector<int>& ranks)
+      CHORUS_REQUIRES(progress_mu_);
+  Status setup_doorbells() CHORUS_REQUIRES(progress_mu_);
+  void loop() CHORUS_EXCLUDES(progress_mu_);
   std::chrono::microseconds cycle_time() const {
     return std::chrono::microseconds(static_cast<int64_t>(config_.cycle_time_ms * 1000));
   }
-  bool wait_for_work(std::chrono::microseconds timeout, bool pending, uint64_t cycles);
-  Status cycle(bool stop_asked, bool* shutdown, bool* productive);
-  bool take_queue(bool* stop_asked);
-  bool pending() const;
-  Status begin_cycle(bool stop_asked);
-  StatusOr<bool> poll_rounds(bool liveness);
-  Status complete_rounds();
-  Status execute_rounds(bool* shutdown, bool* productive);
-  void update_drivable();
-  Status drive_phases(detail::HandleState& handle);
-  void accept(std::vector<Entry>& fresh);
-  Status duplicate_name(const Request& q) const;
-  Status apply_set_changes(const std::vector<Response>& changes);
-  void finish(SetState& set, Entry& entry, const Status& status);
+  bool wait_for_work(std::chrono::microseconds timeout, bool pending, uint64_t cycles)
+      CHORUS_EXCLUDES(progress_mu_);
+  Status cycle(bool stop_asked, bool* shutdown, bool* productive) CHORUS_REQUIRES(progress_mu_);
+
+  // The cycle's phases, run by whichever thread holds progress_mu_ (runtime_cycle.cc).
+  bool take_queue(bool* stop_asked) CHORUS_REQUIRES(progress_mu_);
+  bool pending() const CHORUS_REQUIRES(progress_mu_);
+  Status begin_cycle(bool stop_asked) CHORUS_REQUIRES(progress_mu_);
+  StatusOr<bool> poll_rounds(bool liveness) CHORUS_REQUIRES(progress_mu_);
+  Status complete_rounds() CHORUS_REQUIRES(progress_mu_);
+  Status execute_rounds(bool* shutdown, bool* productive) CHORUS_REQUIRES(progress_mu_);
+  /// The capability query: true if `phase`, run now, makes no MPI call (nor NCCL or CUDA),
+  /// so that a trainer thread may run it (drive_phases).
+  bool runs_without_mpi(Phase phase) const CHORUS_REQUIRES(progress_mu_);
+  void update_drivable() CHORUS_REQUIRES(progress_mu_);
+  Status drive_phases(detail::HandleState& handle) CHORUS_REQUIRES(progress_mu_);
+  void accept(std::vector<Entry>& fresh) CHORUS_REQUIRES(progress_mu_);
+  Status apply_set_changes(const std::vector<Response>& changes) CHORUS_REQUIRES(progress_mu_);
+  void finish(SetState& set, Entry& entry, const Status& status) CHORUS_REQUIRES(progress_mu_);
   void release(Entry& entry, const Status& status);
-  void fail_all(const Status& status);
+  void fail_all(const Status& status) CHORUS_REQUIRES(progress_mu_);
   Status request_timeline(std::string path, bool mark_cycles);
-  void apply_timeline_requests(std::vector<TimelineRequest> requests);
-  void set_timeline(std::unique_ptr<Timeline> timeline, bool mark_cycles);
-  Status stopped_locked(const std::string& call) const;  // mu_ held
+  void apply_timeline_requests(std::vector<Submissions::TimelineRequest> requests)
+      CHORUS_REQUIRES(progress_mu_);
+  void set_timeline(std::unique_ptr<Timeline> timeline, bool mark_cycles)
+      CHORUS_REQUIRES(progress_mu_);
 
   const Config config_;
+  // Written by setup() before start() returns; read-only after.
   RankMap map_;
-  // Background thread; built when the hierarchical allreduce may use them (setup_topology),
-  // handed to the global set's executor; destroyed before MPI is finalized.
-  TopologyGroups topology_groups_;
-  RankDevice gpu_device_;
   int rank_ = -1;
   int size_ = -1;
-  std::unique_ptr<World> world_;        // background thread
-  std::unique_ptr<Timeline> timeline_;  // progress; rank 0 only
-  bool mark_cycles_ = false;            // progress: timeline_ gets CYCLE_START marks
-  // Held by whichever thread runs the cycle's phases (see above); it guards the members
-  // marked "progress", which before setup ends and after the loop only the background
-  // thread touches.
-  std::mutex progress_mu_;
-  std::map<int32_t, std::unique_ptr<SetState>> sets_;  // progress
-  uint64_t cycles_ = 0;                                // progress: cycles started
-  Phase phase_ = Phase::kBegin;                        // progress
-  Clock::time_point cycle_start_;                      // progress: when the cycle began
-  bool cycle_stop_asked_ = false;                      // progress: the cycle asks to stop
-  // Progress: the queue's entries, taken by whoever runs the cycle; emptied after use, and
+  RankDevice gpu_device_;
+  ProcessSets process_sets_;
+  Submissions submissions_;
+  // Rung by trainer threads (submit, timeline requests, shutdown) and by the host's other
+  // ranks; the background thread sleeps on it. Joined to the host's board by setup().
+  Doorbells doorbells_;
+
+  // Held by whichever thread runs the cycle's phases (see above), and by the background
+  // thread while it sets up and after its loop.
+  Mutex progress_mu_;
+  std::unique_ptr<World> world_ CHORUS_GUARDED_BY(progress_mu_);
+  // Built when the hierarchical allreduce may use them (setup_topology), handed to the
+  // global set's executor; destroyed before the world is finalized.
+  TopologyGroups topology_groups_ CHORUS_GUARDED_BY(progress_mu_);
+  std::unique_ptr<Timeline> timeline_ CHORUS_GUARDED_BY(progress_mu_);  // rank 0 only
+  bool mark_cycles_ CHORUS_GUARDED_BY(progress_mu_) = false;            // CYCLE_START marks
+  std::map<int32_t, std::unique_ptr<SetState>> sets_ CHORUS_GUARDED_BY(progress_mu_);
+  uint64_t cycles_ CHORUS_GUARDED_BY(progress_mu_) = 0;  // cycles started
+  Phase phase_ CHORUS_GUARDED_BY(progress_mu_) = Phase::kBegin;
+  Clock::time_point cycle_start_ CHORUS_GUARDED_BY(progress_mu_);
+  bool cycle_stop_asked_ CHORUS_GUARDED_BY(progress_mu_) = false;  // the cycle asks to stop
+  // The submissions' entries, taken by whoever runs the cycle; emptied after use, and
   // swapped with the queue, so that both keep their capacity.
-  std::vector<Entry> fresh_;
-  Status trainer_failure_;  // progress: a phase failed on a trainer thread; the loop ends
-  // Written under progress_mu_: trainer threads may run cycles (see update_drivable()).
+  std::vector<Entry> fresh_ CHORUS_GUARDED_BY(progress_mu_);
+  // A phase failed on a trainer thread; the loop ends.
+  Status trainer_failure_ CHORUS_GUARDED_BY(progress_mu_);
+  // Written under progress_mu_ (update_drivable): trainer threads may run cycles.
   std::atomic<bool> drivable_{false};
   std::atomic<bool> driving_{false};  // a trainer thread holds progress_mu_
   // A trainer thread left work for the background thread (a cycle in flight, requests
@@ -204,29 +204,10 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   std::atomic<bool> handed_over_{false};
   // Cycles that a trainer thread finished; written under progress_mu_.
   std::atomic<uint64_t> trainer_cycles_{0};
-  // Rung by trainer threads (submit, timeline requests, shutdown) and by the host's other
-  // ranks; the background thread sleeps on it.
-  Doorbells doorbells_;
 
-  mutable std::mutex mu_;  // guards everything below
-  std::vector<Entry> queue_;
-  std::vector<TimelineRequest> timeline_requests_;
-  std::map<int32_t, SetInfo> set_info_;
-  // The names of the collectives submitted and not yet finished, per process set: a name
-  // joins at submit() and leaves just before its handle completes (release()).
-  std::unordered_map<int32_t, NameSet> names_in_flight_;
-  State state_ = State::kStarting;
-  bool stop_requested_ = false;
-  Status stopped_because_;
-  Status shutdown_status_;
   std::thread thread_;
   // Written by the background thread before start() returns; read by request_timeline.
   std::thread::id bg_thread_id_;
-  std::atomic<bool> work_queued_{false};  // set by submit(), cleared when the queue is taken
-
-  std::array<std::atomic<uint64_t>, kNumOpTypes> name_counters_{};  // the global set's
-  std::mutex set_names_mu_;
-  std::unordered_map<int32_t, std::array<uint64_t, kNumOpTypes>> set_name_counters_;
 };
 
 }  // namespace chorus

@@ -81,7 +81,10 @@ Status Runtime::execute_rounds(bool* shutdown, bool* productive) {
     }
     SetState* state = set.get();
     Status s = set->executor->execute(round.responses, set->entries, agreed,
-                                      [&](Entry& e, const Status& st) { finish(*state, e, st); });
+                                      [&](Entry& e, const Status& st) {
+                                        progress_mu_.assert_held();  // the executor's caller's
+                                        finish(*state, e, st);
+                                      });
     if (!s.ok()) return s;
   }
   if (*productive && mark_cycles_) timeline_->mark_cycle(cycle_start_);
@@ -131,7 +134,8 @@ Status Runtime::cycle(bool stop_asked, bool* shutdown, bool* productive) {
 }
 
 // Trainer threads may run cycles when every round goes through the host's board (the global
-// set of a one-host job, alone) and fits there: then no round makes an MPI call.
+// set of a one-host job, alone) and fits there: then no round makes an MPI call. Read
+// without the lock by a trainer thread about to try it (drive()).
 void Runtime::update_drivable() {
   bool may = sets_.size() == 1;
   for (auto& [id, set] : sets_) {
@@ -141,13 +145,32 @@ void Runtime::update_drivable() {
   drivable_.store(may, std::memory_order_release);
 }
 
+bool Runtime::runs_without_mpi(Phase phase) const {
+  if (!drivable_.load(std::memory_order_relaxed)) return false;
+  switch (phase) {
+    case Phase::kBegin:
+    case Phase::kPoll: return true;  // rounds on the board; the liveness look is left out
+    case Phase::kComplete:
+      for (const auto& [id, set] : sets_) {
+        if (!set->negotiator->completes_locally()) return false;
+      }
+      return true;
+    case Phase::kExecute:
+      for (const auto& [id, set] : sets_) {
+        if (!set->executor->runs_without_mpi(set->negotiator->round().responses)) return false;
+      }
+      return true;
+  }
+  return false;
+}
+
 // Runs phases until `handle` is done, or a phase needs the background thread, or the peers
 // keep a round waiting longer than kTrainerPoll.
 Status Runtime::drive_phases(detail::HandleState& handle) {
   const Clock::time_point give_up = Clock::now() + kTrainerPoll;
   int polls = 0;
-  while (!handle.done.load(std::memory_order_acquire) &&
-         drivable_.load(std::memory_order_relaxed) && trainer_failure_.ok()) {
+  while (!handle.done.load(std::memory_order_acquire) && trainer_failure_.ok()) {
+    if (!runs_without_mpi(phase_)) return {};
     switch (phase_) {
       case Phase::kBegin: {
         bool stop_asked = false;
@@ -168,15 +191,9 @@ Status Runtime::drive_phases(detail::HandleState& handle) {
         break;
       }
       case Phase::kComplete:
-        for (auto& [id, set] : sets_) {
-          if (!set->negotiator->completes_locally()) return {};
-        }
         if (Status s = complete_rounds(); !s.ok()) return s;
         break;
       case Phase::kExecute: {
-        for (auto& [id, set] : sets_) {
-          if (!set->executor->runs_without_mpi(set->negotiator->round().responses)) return {};
-        }
         bool shutdown = false;
         bool productive = false;
         if (Status s = execute_rounds(&shutdown, &productive); !s.ok()) return s;

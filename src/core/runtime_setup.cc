@@ -117,14 +117,11 @@ StatusOr<std::unique_ptr<Runtime::SetState>> Runtime::make_set(int32_t id,
                                                                const std::vector<int>& ranks) {
   StatusOr<std::unique_ptr<Group>> group = world_->create_group(ranks);
   if (!group.ok()) return group.status();
-  SetInfo info{static_cast<int>(ranks.size()), -1};
+  ProcessSets::Info info{static_cast<int>(ranks.size()), -1};
   for (int i = 0; i < static_cast<int>(ranks.size()); ++i) {
     if (ranks[i] == rank_) info.rank = i;
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    set_info_[id] = info;
-  }
+  process_sets_.add(id, info);
   if (!*group) return std::unique_ptr<SetState>();
   auto set = std::make_unique<SetState>();
   set->id = id;
@@ -187,9 +184,7 @@ Status Runtime::apply_set_changes(const std::vector<Response>& changes) {
         }
         sets_.erase(it);
       }
-      std::lock_guard<std::mutex> lock(mu_);
-      set_info_.erase(id);
-      names_in_flight_.erase(id);
+      process_sets_.remove(id);
     }
     if (Entry* e = global.entries.find(r.name)) {
       // add_process_set's handle carries the new id; remove's, none.
