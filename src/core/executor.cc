@@ -10,8 +10,18 @@
 
 namespace chorus {
 
+namespace {
+
+std::string during(const Response& r, std::size_t tensors) {
+  std::string s = std::string(op_type_name(r.op)) + " '" + r.name + "'";
+  if (tensors > 1) s += " and " + std::to_string(tensors - 1) + " more fused tensors";
+  return s;
+}
+
+}  // namespace
+
 Executor::Executor(Backend* backend, std::size_t fusion_threshold, Timeline* timeline)
-    : backend_(backend), fusion_(fusion_threshold), timeline_(timeline) {
+    : host_(backend, fusion_threshold), timeline_(timeline) {
   gpu_setup_.host = backend;
   gpu_setup_.label = "process set";
   gpu_setup_.fusion_threshold = fusion_threshold;
@@ -21,28 +31,20 @@ Executor::~Executor() = default;
 
 void Executor::set_gpu_setup(const GpuContextSetup& setup) {
   gpu_setup_ = setup;
-  gpu_setup_.host = backend_;
-  gpu_setup_.fusion_threshold = fusion_.capacity();
+  gpu_setup_.host = &host_.backend();
+  gpu_setup_.fusion_threshold = host_.fusion_capacity();
 }
 
 #ifndef CHORUS_WITH_CUDA
 // The API refuses CUDA tensors in a build without CUDA, so no CUDA response reaches here.
-Status Executor::run_gpu_batch(const std::vector<Job>& batch, Clock::time_point, const Finish&) {
-  const Response& r = *batch.front().response;
-  return internal_error("'" + r.name + "' is on " + device_name(r.device) +
-                        " in a build without CUDA");
+StatusOr<TensorMemory*> Executor::device_memory() {
+  return internal_error("a CUDA tensor reached the executor of a build without CUDA");
 }
 #endif
 
 void Executor::trace(const std::string& name, TimelinePhase phase, Clock::time_point start,
                      Clock::time_point end) {
   if (timeline_) timeline_->record(name, phase, start, end);
-}
-
-char* Executor::zeros(std::size_t bytes) {
-  char* p = zeros_.get(bytes);
-  std::memset(p, 0, bytes);
-  return p;
 }
 
 StatusOr<TensorRef> Executor::output_for(Entry& e, const std::vector<int64_t>& shape) {
@@ -101,24 +103,22 @@ Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& res
     items.push_back(item);
   }
   std::vector<Job> members;
-  for (const FusionBatch& batch : plan_fusion(items, fusion_.capacity())) {
+  for (const FusionBatch& batch : plan_fusion(items, host_.fusion_capacity())) {
     members.clear();
     for (std::size_t i : batch.items) members.push_back(runnable[i]);
     const Job& front = members.front();
     Status s;
     if (front.response->device.kind == Device::Kind::kCUDA) {
-      s = run_gpu_batch(members, agreed, finish);
-    } else if (members.size() == 1) {
-      if (front.entry && timeline_) {
-        trace(front.response->name, TimelinePhase::kQueue, agreed, Clock::now());
-      }
-      s = run_single(*front.response, front.entry, finish);
-    } else if (front.response->op == OpType::kAllgather) {
+      // The device memory is made at the set's first CUDA response, on every member
+      // together; its failure is every member's, so returning it leaves none waiting.
+      StatusOr<TensorMemory*> device = device_memory();
+      s = device.ok() ? run_batch(**device, members, agreed, finish) : device.status();
+    } else if (members.size() > 1 && front.response->op == OpType::kAllgather) {
       s = run_grouped_allgather(members, finish);
-    } else if (front.response->op == OpType::kReducescatter) {
+    } else if (members.size() > 1 && front.response->op == OpType::kReducescatter) {
       s = run_grouped_reducescatter(members, finish);
     } else {
-      s = run_allreduce_batch(members, agreed, finish);
+      s = run_batch(host_, members, agreed, finish);
     }
     if (!s.ok()) return s;
   }
@@ -129,138 +129,200 @@ bool Executor::runs_without_mpi(
     const std::vector<std::shared_ptr<const Response>>& responses) const {
   for (const auto& r : responses) {
     if (!r->device.is_cpu()) return false;
-    if (r->status.ok() && !(r->op == OpType::kAllreduce && backend_->allreduce_without_mpi())) {
+    if (r->status.ok() && !(r->op == OpType::kAllreduce && host_.allreduce_without_mpi())) {
       return false;
     }
   }
   return true;
 }
 
-Status Executor::run_allreduce_batch(const std::vector<Job>& batch, Clock::time_point agreed,
-                                     const Finish& finish) {
+// One batch of the plan on `m`, fused or alone.
+Status Executor::run_batch(TensorMemory& m, const std::vector<Job>& batch, Clock::time_point agreed,
+                           const Finish& finish) {
+  if (batch.size() > 1) return run_fused_allreduce(m, batch, agreed, finish);
+  const Job& j = batch.front();
+  if (j.entry) trace(j.response->name, TimelinePhase::kQueue, agreed, Clock::now());
+  return run_single(m, *j.response, j.entry, finish);
+}
+
+// The failure discipline of both routines: this rank's own failure (an output it cannot
+// allocate, an event it cannot wait on, a kernel it cannot launch) is kept in `local` and
+// goes to its handle, and the backend call is still made, so that the other members never
+// wait for this rank; only the backend's failure (the ranks are out of step), or memory
+// this rank cannot have to call it with, or a failed wait for the device, is returned and
+// stops the runtime.
+Status Executor::run_fused_allreduce(TensorMemory& m, const std::vector<Job>& batch,
+                                     Clock::time_point agreed, const Finish& finish) {
   const Response& first = *batch.front().response;
   const std::size_t esz = dtype_size(first.dtype);
   std::vector<const Response*> responses;
   responses.reserve(batch.size());
   for (const Job& j : batch) responses.push_back(j.response);
-  // Packed back to back: the host kernels need no alignment beyond the element's.
-  const FusionLayout layout = plan_fused_allreduce(responses, esz, fusion_.capacity());
+  const FusionLayout layout =
+      plan_fused_allreduce(responses, m.fusion_alignment(esz), m.fusion_capacity());
   const std::size_t total = layout.bytes;
-  char* buffer = fusion_.get(total);
-
+  if (total > m.fusion_capacity()) {
+    // The plan is the same on every rank, so every rank returns here.
+    return internal_error("fusion batch of " + std::to_string(total) + " bytes exceeds the " +
+                          std::to_string(m.fusion_capacity()) + "-byte fusion buffer");
+  }
+  char* buffer = m.fusion_buffer();
+  Status local;
+  auto keep = [&](Status st) {
+    if (local.ok() && !st.ok()) local = std::move(st);
+  };
   const Clock::time_point t0 = Clock::now();
+  std::vector<gpu::CopyItem> in, out;
   for (std::size_t i = 0; i < batch.size(); ++i) {
-    const Response* r = batch[i].response;
-    const int64_t count = num_elements(r->shape);
+    const int64_t count = num_elements(batch[i].response->shape);
+    char* slot = buffer + layout.offsets[i];
     if (Entry* e = batch[i].entry) {
-      kernels::scale_copy(buffer + layout.offsets[i], e->input.data, count, r->dtype, r->prescale);
+      keep(m.wait_ready(*e));
+      in.push_back({e->input.data, slot, count});
+      out.push_back({slot, e->output.data, count});
     } else {
-      std::memset(buffer + layout.offsets[i], 0, static_cast<std::size_t>(count) * esz);
+      // A joined rank contributes zeros for the tensors it does not have.
+      keep(m.zero(slot, static_cast<std::size_t>(count) * esz));
     }
   }
+  keep(m.copy(in, first.dtype, kernels::Scale{1, first.prescale}));
   const Clock::time_point t1 = Clock::now();
-  Status s = backend_->allreduce(buffer, buffer, static_cast<int64_t>(total / esz), first.dtype,
-                                 wire_op(first.reduce_op), result_scale(first, backend_->size()));
+  // Padding between the slots is reduced with the rest and never read.
+  const kernels::Scale result = result_scale(first, m.backend().size());
+  Status s = m.backend().allreduce(buffer, buffer, static_cast<int64_t>(total / esz), first.dtype,
+                                   wire_op(first.reduce_op),
+                                   m.scales_on_unpack() ? kernels::Scale{} : result);
   const Clock::time_point t2 = Clock::now();
-  for (std::size_t i = 0; i < batch.size(); ++i) {
-    const Response* r = batch[i].response;
-    const std::size_t bytes = static_cast<std::size_t>(num_elements(r->shape)) * esz;
-    if (Entry* e = batch[i].entry) {
-      if (s.ok()) std::memcpy(e->output.data, buffer + layout.offsets[i], bytes);
-      if (timeline_) {  // a clock read per tensor costs about as much as a small copy
-        trace(r->name, TimelinePhase::kQueue, agreed, t0);
-        trace(r->name, TimelinePhase::kMemcpyIn, t0, t1);
-        trace(r->name, TimelinePhase::kCollective, t1, t2);
-        trace(r->name, TimelinePhase::kMemcpyOut, t2, Clock::now());
+  if (s.ok() && local.ok()) {
+    keep(m.copy(out, first.dtype, m.scales_on_unpack() ? result : kernels::Scale{}));
+  }
+  if (s.ok()) s = m.synchronize(during(first, batch.size()));
+  // A joined rank has no handle to carry its own failure: its contribution may be wrong,
+  // so it stops (the collective itself completed on every member).
+  if (s.ok() && !local.ok() && in.empty()) s = local;
+  const Clock::time_point t3 = Clock::now();
+  for (const Job& j : batch) {
+    Entry* e = j.entry;
+    if (!e) continue;
+    if (timeline_) {  // a clock read per tensor costs about as much as a small copy
+      const std::string& name = j.response->name;
+      trace(name, TimelinePhase::kQueue, agreed, t0);
+      if (m.timed_on_host()) {
+        trace(name, TimelinePhase::kMemcpyIn, t0, t1);
+        trace(name, TimelinePhase::kCollective, t1, t2);
+        trace(name, TimelinePhase::kMemcpyOut, t2, t3);
+      } else {
+        trace(name, TimelinePhase::kCollective, t0, t3);
       }
-      finish(*e, s);
     }
+    finish(*e, s.ok() ? local : s);
   }
   return s;
 }
 
-Status Executor::run_single(const Response& r, Entry* e, const Finish& finish) {
-  const int n = backend_->size();
-  const int me = backend_->rank();
+Status Executor::run_single(TensorMemory& m, const Response& r, Entry* e, const Finish& finish) {
+  Backend& be = m.backend();
+  const int n = be.size();
+  const int me = be.rank();
   const std::size_t esz = dtype_size(r.dtype);
   const Clock::time_point t0 = Clock::now();
+  Status s;      // the backend's failure or the device's: returned, stops the runtime
+  Status local;  // this rank's own failure: goes to its handle; the call is still made
+  auto keep = [&](Status st) {
+    if (local.ok() && !st.ok()) local = std::move(st);
+  };
+  // Memory this rank cannot have leaves it nothing to pass to the call: that is returned
+  // as the collective's failure, and the other members' waits end at their synchronize()
+  // deadline (NCCL) instead of hanging.
+  auto have = [&](StatusOr<char*> p) -> char* {
+    if (p.ok()) return *p;
+    if (s.ok()) s = p.status();
+    return nullptr;
+  };
+  // An output this rank could not allocate: the call still needs a place to receive into.
+  auto output = [&](Entry& entry, const std::vector<int64_t>& shape, std::size_t bytes) {
+    StatusOr<TensorRef> out = output_for(entry, shape);
+    if (out.ok()) return out->data;
+    keep(out.status());
+    return static_cast<void*>(have(m.scratch(bytes)));
+  };
+  if (e) keep(m.wait_ready(*e));
   Clock::time_point t1 = t0;
-  Status s;
-  // Every rank must make the same backend call even when its own part failed (an output
-  // allocation, say), or the others would wait forever: `local` holds such a failure.
-  Status local;
   switch (r.op) {
     case OpType::kAllreduce: {
       const int64_t count = num_elements(r.shape);
-      const void* in;
-      void* out;
+      const void* in = nullptr;
+      void* out = nullptr;
       if (e) {
         in = e->input.data;
         out = e->output.data;
         if (r.prescale != 1.0) {
-          kernels::scale_copy(out, in, count, r.dtype, r.prescale);
+          keep(m.copy({{in, out, count}}, r.dtype, kernels::Scale{1, r.prescale}));
           in = out;
         }
       } else {
-        out = zeros(static_cast<std::size_t>(count) * esz);
+        out = have(m.zeros(static_cast<std::size_t>(count) * esz));
         in = out;
       }
       t1 = Clock::now();
-      s = backend_->allreduce(in, out, count, r.dtype, wire_op(r.reduce_op), result_scale(r, n));
+      if (s.ok()) {
+        s = be.allreduce(in, out, count, r.dtype, wire_op(r.reduce_op), result_scale(r, n));
+      }
       break;
     }
     case OpType::kBroadcast:
-      s = backend_->broadcast(e->output.data, num_elements(r.shape) * static_cast<int64_t>(esz),
-                              r.root);
+      s = be.broadcast(e->output.data, num_elements(r.shape) * static_cast<int64_t>(esz), r.root);
       break;
     case OpType::kAllgather: {
       const AllgatherPlan plan = plan_allgather(r, n);
-      StatusOr<TensorRef> out = output_for(*e, plan.output_shape);
-      void* dst = out.ok() ? out->data : zeros(static_cast<std::size_t>(plan.output_bytes));
-      if (!out.ok()) local = out.status();
-      t1 = Clock::now();
-      s = backend_->allgatherv(e->input.data, dst, plan.bytes);
+      void* dst = output(*e, plan.output_shape, static_cast<std::size_t>(plan.output_bytes));
+      if (s.ok()) s = be.allgatherv(e->input.data, dst, plan.bytes);
       break;
     }
     case OpType::kAlltoall: {
       AlltoallPlan plan = plan_alltoall(r, me, n);
-      StatusOr<TensorRef> out = output_for(*e, plan.output_shape);
-      void* dst = out.ok() ? out->data : zeros(static_cast<std::size_t>(plan.output_bytes));
-      if (!out.ok()) local = out.status();
+      void* dst = output(*e, plan.output_shape, static_cast<std::size_t>(plan.output_bytes));
       e->handle->received_splits = std::move(plan.received_splits);
-      t1 = Clock::now();
-      s = backend_->alltoallv(e->input.data, plan.send_bytes, dst, plan.recv_bytes);
+      if (s.ok()) s = be.alltoallv(e->input.data, plan.send_bytes, dst, plan.recv_bytes);
       break;
     }
     case OpType::kReducescatter: {
       const ReducescatterPlan plan = plan_reducescatter(r, me, n);
-      StatusOr<TensorRef> out = output_for(*e, plan.output_shape);
       void* dst =
-          out.ok() ? out->data : zeros(static_cast<std::size_t>(plan.output_elements) * esz);
-      if (!out.ok()) local = out.status();
+          output(*e, plan.output_shape, static_cast<std::size_t>(plan.output_elements) * esz);
       const void* in = e->input.data;
       if (r.prescale != 1.0) {
+        // After the output's fallback: both may be scratch, which holds one at a time, so
+        // the prescaled input goes behind a fallback output.
         const int64_t count = num_elements(r.shape);
-        char* staged = staging_.get(static_cast<std::size_t>(count) * esz);
-        kernels::scale_copy(staged, in, count, r.dtype, r.prescale);
-        in = staged;
+        const std::size_t behind =
+            dst == e->output.data ? 0 : static_cast<std::size_t>(plan.output_elements) * esz;
+        char* staged = have(m.scratch(behind + static_cast<std::size_t>(count) * esz));
+        if (staged) {
+          if (behind > 0) dst = staged;
+          keep(m.copy({{in, staged + behind, count}}, r.dtype, kernels::Scale{1, r.prescale}));
+          in = staged + behind;
+        }
       }
       t1 = Clock::now();
-      s = backend_->reducescatter(in, dst, plan.counts, r.dtype, wire_op(r.reduce_op),
-                                  result_scale(r, n));
+      if (s.ok()) {
+        s = be.reducescatter(in, dst, plan.counts, r.dtype, wire_op(r.reduce_op),
+                             result_scale(r, n));
+      }
       break;
     }
-    case OpType::kBarrier: s = backend_->barrier(); break;
+    case OpType::kBarrier: s = be.barrier(); break;
     case OpType::kJoin:
       if (e) e->handle->value = r.last_joined_rank;
       break;
     case OpType::kAddProcessSet:
     case OpType::kRemoveProcessSet: break;
   }
+  if (s.ok()) s = m.synchronize(during(r, 1));
   const Clock::time_point t2 = Clock::now();
   if (e) {
-    if (t1 > t0) trace(r.name, TimelinePhase::kMemcpyIn, t0, t1);
-    trace(r.name, TimelinePhase::kCollective, t1, t2);
+    if (m.timed_on_host() && t1 > t0) trace(r.name, TimelinePhase::kMemcpyIn, t0, t1);
+    trace(r.name, TimelinePhase::kCollective, m.timed_on_host() ? t1 : t0, t2);
     finish(*e, s.ok() ? local : s);
   }
   return s;

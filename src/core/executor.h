@@ -1,7 +1,8 @@
 #pragma once
 // Runs one process set's agreed responses on this rank: fuses what the planner groups,
-// packs, calls the backend, unpacks, and finishes the entries. Called by the thread that
-// runs the runtime's cycles: the background thread, or a waiting trainer thread for
+// packs, calls the backend, unpacks, and finishes the entries. One routine per op serves
+// host and CUDA tensors alike, over the memory they live in (core/tensor_memory.h). Called by the
+// thread that runs the runtime's cycles: the background thread, or a waiting trainer thread for
 // responses that runs_without_mpi() accepts (core/runtime.h).
 // Every member of the set runs the same responses in the same order, so the backend calls
 // line up across ranks; a rank without an entry for an allreduce (it joined) contributes
@@ -17,8 +18,8 @@
 #include "collectives/gpu_context.h"
 #include "core/entry.h"
 #include "core/entry_table.h"
-#include "fusion/buffer_manager.h"
-#include "kernels/host_buffer.h"
+#include "core/host_memory.h"
+#include "core/tensor_memory.h"
 #include "timeline/timeline.h"
 
 namespace chorus {
@@ -59,34 +60,27 @@ class Executor {
   bool runs_without_mpi(const std::vector<std::shared_ptr<const Response>>& responses) const;
 
  private:
-  Status run_allreduce_batch(const std::vector<Job>& batch, Clock::time_point agreed,
-                             const Finish& finish);
-  Status run_single(const Response& r, Entry* e, const Finish& finish);
+  // One batch of the plan on `m`: a fused allreduce, or one response alone. Synchronized
+  // before the entries finish.
+  Status run_batch(TensorMemory& m, const std::vector<Job>& batch, Clock::time_point agreed,
+                   const Finish& finish);
+  Status run_fused_allreduce(TensorMemory& m, const std::vector<Job>& batch,
+                             Clock::time_point agreed, const Finish& finish);
+  Status run_single(TensorMemory& m, const Response& r, Entry* e, const Finish& finish);
   // The host members of one grouped allgather or reducescatter, fused (executor_grouped.cc).
   Status run_grouped_allgather(const std::vector<Job>& batch, const Finish& finish);
   Status run_grouped_reducescatter(const std::vector<Job>& batch, const Finish& finish);
   StatusOr<TensorRef> output_for(Entry& e, const std::vector<int64_t>& shape);
-  char* zeros(std::size_t bytes);
   void trace(const std::string& name, TimelinePhase phase, Clock::time_point start,
              Clock::time_point end);
-  // CUDA responses (executor_gpu.cc): one batch of the plan, fused or alone, on the set's
-  // GPU context, synchronized before the entries finish.
-  Status run_gpu_batch(const std::vector<Job>& batch, Clock::time_point agreed,
-                       const Finish& finish);
-  Status run_gpu_fused(GpuContext& g, const std::vector<Job>& batch, Clock::time_point agreed,
-                       const Finish& finish);
-  Status run_gpu_single(GpuContext& g, const Response& r, Entry* e, const Finish& finish);
-  StatusOr<GpuContext*> gpu_for();
+  // The set's GPU memory, made with its GPU context at the first CUDA response
+  // (executor_gpu.cc; a build without CUDA fails).
+  StatusOr<TensorMemory*> device_memory();
 
-  Backend* backend_;
-  FusionBuffer fusion_;
+  HostMemory host_;
   Timeline* timeline_;
-  HostBuffer zeros_;    // a joined rank's contribution
-  HostBuffer staging_;  // prescaled input of a reducescatter; fused grouped members
   GpuContextSetup gpu_setup_;
-  // Created at the first CUDA response. A shared_ptr because its deleter is bound where the
-  // context is made (CUDA builds only): a build without CUDA never needs ~GpuContext.
-  std::shared_ptr<GpuContext> gpu_;
+  std::unique_ptr<TensorMemory> device_;
 };
 
 }  // namespace chorus

@@ -47,8 +47,9 @@ RankMajor rank_major(const std::vector<std::vector<int64_t>>& part, int n) {
 }  // namespace
 
 Status Executor::run_grouped_allgather(const std::vector<Job>& batch, const Finish& finish) {
-  const int n = backend_->size();
-  const int me = backend_->rank();
+  Backend& be = host_.backend();
+  const int n = be.size();
+  const int me = be.rank();
   std::vector<AllgatherPlan> plans;
   std::vector<std::vector<int64_t>> parts;
   for (const Job& j : batch) {
@@ -56,14 +57,14 @@ Status Executor::run_grouped_allgather(const std::vector<Job>& batch, const Fini
     parts.push_back(plans.back().bytes);
   }
   const RankMajor m = rank_major(parts, n);
-  char* buffer = staging_.get(static_cast<std::size_t>(m.total));
+  char* buffer = *host_.scratch(static_cast<std::size_t>(m.total));
   for (std::size_t k = 0; k < batch.size(); ++k) {
     if (parts[k][me] == 0) continue;  // an empty tensor may have no data pointer
     std::memcpy(buffer + m.block_at[me] + m.inside[k][me], batch[k].entry->input.data,
                 static_cast<std::size_t>(parts[k][me]));
   }
   const Clock::time_point t0 = Clock::now();
-  const Status s = backend_->allgatherv(buffer + m.block_at[me], buffer, m.block);
+  const Status s = be.allgatherv(buffer + m.block_at[me], buffer, m.block);
   const Clock::time_point t1 = Clock::now();
   for (std::size_t k = 0; k < batch.size(); ++k) {
     Entry& e = *batch[k].entry;
@@ -84,8 +85,9 @@ Status Executor::run_grouped_allgather(const std::vector<Job>& batch, const Fini
 }
 
 Status Executor::run_grouped_reducescatter(const std::vector<Job>& batch, const Finish& finish) {
-  const int n = backend_->size();
-  const int me = backend_->rank();
+  Backend& be = host_.backend();
+  const int n = be.size();
+  const int me = be.rank();
   const Response& first = *batch.front().response;
   const std::size_t esz = dtype_size(first.dtype);
   std::vector<ReducescatterPlan> plans;
@@ -96,7 +98,7 @@ Status Executor::run_grouped_reducescatter(const std::vector<Job>& batch, const 
   }
   const RankMajor m = rank_major(parts, n);
   // The packed input, then this rank's reduced block after it.
-  char* buffer = staging_.get(static_cast<std::size_t>(m.total + m.block[me]) * esz);
+  char* buffer = *host_.scratch(static_cast<std::size_t>(m.total + m.block[me]) * esz);
   char* result = buffer + m.total * esz;
   for (std::size_t k = 0; k < batch.size(); ++k) {
     const char* in = static_cast<const char*>(batch[k].entry->input.data);
@@ -107,8 +109,8 @@ Status Executor::run_grouped_reducescatter(const std::vector<Job>& batch, const 
     }
   }
   const Clock::time_point t0 = Clock::now();
-  const Status s = backend_->reducescatter(buffer, result, m.block, first.dtype,
-                                           wire_op(first.reduce_op), result_scale(first, n));
+  const Status s = be.reducescatter(buffer, result, m.block, first.dtype, wire_op(first.reduce_op),
+                                    result_scale(first, n));
   const Clock::time_point t1 = Clock::now();
   for (std::size_t k = 0; k < batch.size(); ++k) {
     Entry& e = *batch[k].entry;

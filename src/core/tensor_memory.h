@@ -1,0 +1,56 @@
+#pragma once
+// Where one batch's tensors live, for the executor's one routine per op (core/executor.cc):
+// the few steps that differ between host memory and a CUDA device. The host's steps run
+// on the calling thread and are done when they return; a device's are enqueued on the
+// set's stream (collectives/gpu_context.h) and done at synchronize().
+//
+// Failures: a step's Status is this rank's own failure (the executor still makes the
+// backend call, so the other members never wait for this rank); a pointer that cannot be
+// had (device memory) is returned as a failure of the collective.
+
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "chorus/status.h"
+#include "collectives/backend.h"
+#include "core/entry.h"
+#include "kernels/cuda_fusion.h"
+#include "kernels/reduce_kernels.h"
+
+namespace chorus {
+
+class TensorMemory {
+ public:
+  virtual ~TensorMemory() = default;
+
+  /// The set's backend for tensors in this memory.
+  virtual Backend& backend() = 0;
+  /// Orders what follows after the producer's last write of `e`'s input (CUDA: the
+  /// stream waits on the entry's ready event; host: nothing to wait for).
+  virtual Status wait_ready(const Entry& e) = 0;
+  /// dst = scale(src) for every item (one batched kernel on a device).
+  virtual Status copy(const std::vector<gpu::CopyItem>& items, DataType dtype,
+                      kernels::Scale scale) = 0;
+  /// Zeros `bytes` bytes at `dst`.
+  virtual Status zero(void* dst, std::size_t bytes) = 0;
+  /// `bytes` zeros (a joined rank's contribution), until the next call.
+  virtual StatusOr<char*> zeros(std::size_t bytes) = 0;
+  /// Scratch of `bytes` bytes, until the next call.
+  virtual StatusOr<char*> scratch(std::size_t bytes) = 0;
+  /// The fusion buffer, of fusion_capacity() bytes.
+  virtual char* fusion_buffer() = 0;
+  virtual std::size_t fusion_capacity() const = 0;
+  /// Where a fused batch's tensors start: multiples of this (`element`: the dtype's size).
+  virtual std::size_t fusion_alignment(std::size_t element) const = 0;
+  /// True if the fused allreduce's average and postscale go into the unpack (a device's
+  /// batched copy), false if the backend's reduction applies them (the host's kernels).
+  virtual bool scales_on_unpack() const = 0;
+  /// True if a step's time is known on the host when it returns; false where the work is
+  /// only enqueued, and the timeline then records the batch's whole span as one phase.
+  virtual bool timed_on_host() const = 0;
+  /// Waits until every step so far is done; `during` names the work for a failure.
+  virtual Status synchronize(const std::string& during) = 0;
+};
+
+}  // namespace chorus
