@@ -26,80 +26,80 @@ namespace chorus {
 /// Initializes MPI (unless the program did, in which case it must have asked for
 /// MPI_THREAD_MULTIPLE), reads the CHORUS_* environment and starts the background thread.
 /// A bad CHORUS_* value fails with kInvalidArgument naming the variable.
-Status init(const Options& options = {});
+CHORUS_API Status init(const Options& options = {});
 /// Stops the background thread on every rank: pending handles fail with kAborted. Finalizes
 /// MPI if init() initialized it. Safe to call twice.
-Status shutdown();
-bool is_initialized();
+CHORUS_API Status shutdown();
+CHORUS_API bool is_initialized();
 
 /// Ranks in the global set. local_* count ranks on this host; cross_* count hosts, where
 /// cross_rank is this host's index among the hosts (ordered by their lowest rank).
 /// Each returns -1 before init().
-int rank();
-int size();
-int local_rank();
-int local_size();
-int cross_rank();
-int cross_size();
+CHORUS_API int rank();
+CHORUS_API int size();
+CHORUS_API int local_rank();
+CHORUS_API int local_size();
+CHORUS_API int cross_rank();
+CHORUS_API int cross_size();
 
 /// Sums (or averages, ...) `input` over the process set into `output`. input.data may equal
 /// output.data (in place). Both must have the same dtype and shape.
-Handle allreduce(const std::string& name, const TensorRef& input, const TensorRef& output,
-                 const AllreduceOptions& options = {});
+CHORUS_API Handle allreduce(const std::string& name, const TensorRef& input,
+                            const TensorRef& output, const AllreduceOptions& options = {});
 
 /// Allreduces a list negotiated as one unit: no member runs before every member is ready
 /// on every rank, and the members are fused together. One Handle for the whole group.
 /// `names` may be empty (generated) or give one name per tensor.
-Handle grouped_allreduce(const std::vector<std::string>& names,
-                         const std::vector<TensorRef>& inputs,
-                         const std::vector<TensorRef>& outputs,
-                         const AllreduceOptions& options = {});
+CHORUS_API Handle grouped_allreduce(const std::vector<std::string>& names,
+                                    const std::vector<TensorRef>& inputs,
+                                    const std::vector<TensorRef>& outputs,
+                                    const AllreduceOptions& options = {});
 
 /// Concatenates every rank's `input` along the first dimension, in rank order. The first
 /// dimension may differ per rank; the other dimensions must match.
-Handle allgather(const std::string& name, const TensorRef& input,
-                 const AllgatherOptions& options = {});
+CHORUS_API Handle allgather(const std::string& name, const TensorRef& input,
+                            const AllgatherOptions& options = {});
 
 /// Every tensor of `inputs` allgathered, negotiated as one unit (as grouped_allreduce): no
 /// member runs before every member is ready on every rank, and a failed member fails the
 /// group. Handle::output(i) is tensor i's result (or options.allocate[i]'s memory).
 /// `names` may be empty (generated) or give one name per tensor.
-Handle grouped_allgather(const std::vector<std::string>& names,
-                         const std::vector<TensorRef>& inputs,
-                         const GroupedAllgatherOptions& options = {});
+CHORUS_API Handle grouped_allgather(const std::vector<std::string>& names,
+                                    const std::vector<TensorRef>& inputs,
+                                    const GroupedAllgatherOptions& options = {});
 
 /// Copies `tensor` from `root` into `tensor` on every rank. `root` is the root's rank
 /// within the process set (its position among the set's sorted global ranks), not its
 /// global rank; in the global set the two are the same. (chorus.torch's root_rank is a
 /// global rank, as in Horovod, and is converted before it reaches here.)
-Handle broadcast(const std::string& name, const TensorRef& tensor, int root,
-                 const BroadcastOptions& options = {});
+CHORUS_API Handle broadcast(const std::string& name, const TensorRef& tensor, int root,
+                            const BroadcastOptions& options = {});
 
 /// Sends splits[i] first-dimension rows of `input` to rank i (consecutive blocks, in rank
 /// order) and receives rank i's block for this rank at position i of the output. Empty
 /// `splits` means equal blocks (the first dimension must divide evenly).
-Handle alltoall(const std::string& name, const TensorRef& input, const std::vector<int64_t>& splits,
-                const AlltoallOptions& options = {});
+CHORUS_API Handle alltoall(const std::string& name, const TensorRef& input,
+                           const std::vector<int64_t>& splits, const AlltoallOptions& options = {});
 
 /// Reduces `input` over the process set and leaves rank r with block r of the first
 /// dimension: dim0 / n rows, the first dim0 % n ranks one more.
-Handle reducescatter(const std::string& name, const TensorRef& input,
-                     const ReducescatterOptions& options = {});
+CHORUS_API Handle reducescatter(const std::string& name, const TensorRef& input,
+                                const ReducescatterOptions& options = {});
 
 /// Every tensor of `inputs` reduce-scattered, negotiated as one unit (as
 /// grouped_allgather); Handle::output(i) is this rank's block of tensor i.
-Handle grouped_reducescatter(const std::vector<std::string>& names,
-                             const std::vector<TensorRef>& inputs,
-                             const GroupedReducescatterOptions& options = {});
+CHORUS_API Handle grouped_reducescatter(const std::vector<std::string>& names,
+                                        const std::vector<TensorRef>& inputs,
+                                        const GroupedReducescatterOptions& options = {});
 
 /// Completes once every rank of the set called barrier.
-Handle barrier(ProcessSet process_set = {});
+CHORUS_API Handle barrier(ProcessSet process_set = {});
 
 /// Declares that this rank has no more data: until every rank joined, this rank takes part
 /// in the others' allreduces with zeros (averages still divide by the full set size).
 /// Completes when every rank joined; Handle::last_joined_rank() tells the last one.
 /// Other collectives started by the remaining ranks while some rank joined fail.
-Handle join();
+CHORUS_API Handle join();
 
 /// Starts writing a Chrome-trace timeline (the CHORUS_TIMELINE format) to `path`, as
 /// CHORUS_TIMELINE does at init. Not collective: call it on any rank, from any thread after
@@ -110,27 +110,27 @@ Handle join();
 /// with kInvalidArgument and no timeline is active. `mark_cycles`: also mark the start of
 /// every cycle that ran a collective (a global "CYCLE_START" instant).
 /// Fails with kNotInitialized before init() and after shutdown().
-Status start_timeline(const std::string& path, bool mark_cycles = false);
+CHORUS_API Status start_timeline(const std::string& path, bool mark_cycles = false);
 /// Stops the active timeline and closes its file, a complete JSON array: nothing recorded
 /// after the call returns goes there. With no timeline active it does nothing and returns
 /// OK (as Horovod's stop_timeline). Same threads and ranks as start_timeline.
-Status stop_timeline();
+CHORUS_API Status stop_timeline();
 
 /// Creates a process set from global ranks. Collective: every rank calls it with the same
 /// list, in the same order relative to other add/remove calls. Blocks until created.
-StatusOr<ProcessSet> add_process_set(const std::vector<int>& ranks);
+CHORUS_API StatusOr<ProcessSet> add_process_set(const std::vector<int>& ranks);
 /// Removes a set created by add_process_set. Collective over every rank, like adding.
-Status remove_process_set(ProcessSet process_set);
+CHORUS_API Status remove_process_set(ProcessSet process_set);
 /// This rank's rank in `process_set`, or -1 if it is not a member.
-int process_set_rank(ProcessSet process_set);
+CHORUS_API int process_set_rank(ProcessSet process_set);
 /// Number of ranks in `process_set`, or -1 if there is no such set.
-int process_set_size(ProcessSet process_set);
+CHORUS_API int process_set_size(ProcessSet process_set);
 
 /// What this build of Chorus can do. Needs no init().
 struct BuildInfo {
   bool cuda = false;          ///< CUDA tensors are supported (CHORUS_WITH_CUDA)
   int nccl_version_code = 0;  ///< NCCL_VERSION_CODE compiled against; 0: built without NCCL
 };
-BuildInfo build_info();
+CHORUS_API BuildInfo build_info();
 
 }  // namespace chorus

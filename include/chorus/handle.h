@@ -26,7 +26,7 @@ struct HandleState;
 /// timeout expires (the work goes on; wait again). Outputs that Chorus allocates
 /// (allgather, alltoall, reducescatter without an allocator) are owned by the handle and
 /// stay valid while any copy of it lives.
-class Handle {
+class CHORUS_API Handle {
  public:
   static constexpr std::chrono::milliseconds kForever = std::chrono::milliseconds::max();
 

@@ -9,6 +9,8 @@
 #include <string>
 #include <utility>
 
+#include "chorus/export.h"
+
 namespace chorus {
 
 /// Why an operation failed. Stable numbering: the values travel in wire messages.
@@ -27,10 +29,10 @@ enum class StatusCode : int {
 inline constexpr int kNumStatusCodes = static_cast<int>(StatusCode::kDataLoss) + 1;
 
 /// Name of a code, e.g. "MISMATCH".
-const char* status_code_name(StatusCode code);
+CHORUS_API const char* status_code_name(StatusCode code);
 
 /// The result of an operation: ok, or a code with a message that names what is at fault.
-class Status {
+class CHORUS_API Status {
  public:
   Status() = default;
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
@@ -79,7 +81,7 @@ class StatusOr {
 
 /// Thrown only at adapter boundaries (and by the throwing helpers of this API), carrying
 /// the Status that the core produced.
-class Error : public std::runtime_error {
+class CHORUS_API Error : public std::runtime_error {
  public:
   explicit Error(Status status)
       : std::runtime_error(status.to_string()), status_(std::move(status)) {}

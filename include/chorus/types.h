@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "chorus/export.h"
+
 namespace chorus {
 
 /// Element types. Stable numbering: the values travel in wire messages.
@@ -24,9 +26,9 @@ enum class DataType : uint8_t {
 inline constexpr int kNumDataTypes = 9;
 
 /// Size of one element in bytes.
-std::size_t dtype_size(DataType dtype);
+CHORUS_API std::size_t dtype_size(DataType dtype);
 /// "float32", "bfloat16", ...
-const char* dtype_name(DataType dtype);
+CHORUS_API const char* dtype_name(DataType dtype);
 
 /// Reductions of allreduce and reducescatter. Stable numbering (wire format).
 enum class ReduceOp : uint8_t {
@@ -37,7 +39,7 @@ enum class ReduceOp : uint8_t {
   kProduct = 4,
 };
 inline constexpr int kNumReduceOps = 5;
-const char* reduce_op_name(ReduceOp op);
+CHORUS_API const char* reduce_op_name(ReduceOp op);
 
 /// Where a tensor's memory lives. index is -1 for the host.
 struct Device {
@@ -53,7 +55,7 @@ struct Device {
   }
   friend bool operator!=(const Device& a, const Device& b) { return !(a == b); }
 };
-std::string device_name(const Device& device);
+CHORUS_API std::string device_name(const Device& device);
 
 /// A view of a dense, row-major tensor that the caller owns. Chorus never frees it; the
 /// memory must stay valid until the Handle of the collective that uses it completes.
@@ -70,7 +72,7 @@ std::string device_name(const Device& device);
 /// Completion: the Handle completes once the results are in the output's device memory;
 /// the producer's stream is never blocked by Chorus, and a wait() sleeps rather than spins.
 /// Both fields are ignored for host tensors.
-struct TensorRef {
+struct CHORUS_API TensorRef {
   void* data = nullptr;
   DataType dtype = DataType::kFloat32;
   std::vector<int64_t> shape;
@@ -85,6 +87,6 @@ struct TensorRef {
 };
 
 /// "float32[3,4] on cpu"
-std::string describe(const TensorRef& t);
+CHORUS_API std::string describe(const TensorRef& t);
 
 }  // namespace chorus
