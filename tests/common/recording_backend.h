@@ -1,7 +1,9 @@
 #pragma once
-// A Backend for tests that need no peers: it stands for rank `rank` of a set of `size` ranks
-// in which every other rank contributes what `peer` says, records every call with its sizes,
-// and computes what the collective would give. Header-only; shared by the executor tests.
+// A Backend for tests that need no peers: it stands for rank `rank` of a set of `size` ranks,
+// records every call with its sizes, and computes what the collective would give where
+// every other rank contributes what this one does (reductions), or what the peer hook
+// writes (allgather). Header-only; shared by the executor and GPU set-up tests. (A group of
+// ranks as threads moving real data: common/meeting_backend.h.)
 
 #include <cstring>
 #include <functional>
@@ -30,6 +32,10 @@ class RecordingBackend final : public Backend {
   const std::vector<Call>& calls() const { return calls_; }
   /// The next call fails with this status (once).
   void fail_next(Status s) { fail_ = std::move(s); }
+  /// Writes rank `rank`'s block of an allgather (`bytes` at `block`); without it, the other
+  /// ranks' blocks are left as they were.
+  using Peer = std::function<void(int rank, void* block, int64_t bytes)>;
+  void set_peer(Peer peer) { peer_ = std::move(peer); }
 
   Status allreduce(const void* send, void* recv, int64_t count, DataType dtype, ReduceOp op,
                    kernels::Scale scale) override {
@@ -62,6 +68,13 @@ class RecordingBackend final : public Backend {
     calls_.push_back({"allgatherv", total, bytes});
     if (Status s = take_failure(); !s.ok()) return s;
     std::memmove(static_cast<char*>(recv) + offset, send, static_cast<std::size_t>(bytes[rank_]));
+    if (peer_) {
+      int64_t at = 0;
+      for (int r = 0; r < size_; ++r) {
+        if (r != rank_) peer_(r, static_cast<char*>(recv) + at, bytes[r]);
+        at += bytes[r];
+      }
+    }
     return {};
   }
   Status broadcast(void* data, int64_t bytes, int root) override {
@@ -98,6 +111,7 @@ class RecordingBackend final : public Backend {
   int size_;
   std::vector<Call> calls_;
   Status fail_;
+  Peer peer_;
 };
 
 }  // namespace chorus::testing

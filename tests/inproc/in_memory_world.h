@@ -2,7 +2,7 @@
 // A job whose ranks are threads of one process: the world (collectives/world.h) that the
 // in-process runtime tests hand each rank's Runtime, with the in-memory control transport
 // (in_memory_transport.h) for the negotiation and a backend that moves real data by
-// reading the other members' buffers in place.
+// reading the other members' buffers in place (common/meeting_backend.h).
 //
 // Every world-wide call (allgather, create_group, split) and every backend call is a
 // rendezvous of its members, matched by each member's own count of such calls, as MPI
@@ -15,50 +15,21 @@
 // cycle in its stead); the shared state locks internally.
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "collectives/world.h"
+#include "common/meeting_backend.h"
 
 namespace chorus::testing {
 
 class Hub;
-
-/// Where the members of one rendezvous meet: each posts a pointer, and each reads every
-/// member's while all of them wait.
-class Meeting {
- public:
-  Meeting(int size, std::chrono::milliseconds timeout) : size_(size), timeout_(timeout) {}
-  int size() const { return size_; }
-
-  /// Member `index`'s call number `call`: posts `mine`, waits for every member's, runs
-  /// `use` on all of them (index = member), then waits until every member ran its own, so
-  /// that what `mine` points at stays untouched while the others read it.
-  Status meet(int index, uint64_t call, const void* mine,
-              const std::function<void(const std::vector<const void*>&)>& use);
-  void abort(const std::string& why);
-
- private:
-  struct Round {
-    std::vector<const void*> posted;
-    int arrived = 0;
-    int used = 0;
-    int left = 0;
-  };
-
-  const int size_;
-  const std::chrono::milliseconds timeout_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::map<uint64_t, Round> rounds_;
-  std::string aborted_;
-};
 
 /// The job: `hosts[r]` is rank r's host name (ranks that share one run on one host, with the
 /// host's shared board as in a real job).

@@ -1,62 +1,48 @@
-// agree_on_success over a fake host backend whose allgather returns a fixed table of the
-// other ranks' bytes: the local rank's result decides its own Status, the others' bytes
-// decide whether it fails too, and a failed exchange is passed on.
+// agree_on_success over the recording backend (common/recording_backend.h), whose allgather
+// gives the other ranks' bytes from a fixed table: the local rank's result decides its own
+// Status, the others' bytes decide whether it fails too, and a failed exchange is passed on.
 
 #include "collectives/gpu_agree.h"
 
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <vector>
+
+#include "common/recording_backend.h"
 
 namespace chorus {
 namespace {
 
-class FakeHost final : public Backend {
- public:
-  FakeHost(int rank, std::vector<char> others) : rank_(rank), table_(std::move(others)) {}
-  int rank() const override { return rank_; }
-  int size() const override { return static_cast<int>(table_.size()); }
-  Status allreduce(const void*, void*, int64_t, DataType, ReduceOp, kernels::Scale) override {
-    return internal_error("unused");
-  }
-  Status reducescatter(const void*, void*, const std::vector<int64_t>&, DataType, ReduceOp,
-                       kernels::Scale) override {
-    return internal_error("unused");
-  }
-  Status allgatherv(const void* send, void* recv, const std::vector<int64_t>& bytes) override {
-    ++calls;
-    if (fail) return internal_error("MPI_Allgatherv failed");
-    EXPECT_EQ(bytes, std::vector<int64_t>(table_.size(), 1));
-    std::vector<char> t = table_;
-    t[static_cast<std::size_t>(rank_)] = *static_cast<const char*>(send);
-    std::memcpy(recv, t.data(), t.size());
-    return {};
-  }
-  Status broadcast(void*, int64_t, int) override { return internal_error("unused"); }
-  Status alltoallv(const void*, const std::vector<int64_t>&, void*,
-                   const std::vector<int64_t>&) override {
-    return internal_error("unused");
-  }
-  Status barrier() override { return {}; }
+using testing::RecordingBackend;
 
-  int calls = 0;
-  bool fail = false;
-
- private:
-  int rank_;
-  std::vector<char> table_;
+// Rank `rank` of a set whose other ranks report `others[r]` (1: succeeded) in the exchange.
+struct FakeHost {
+  FakeHost(int rank, std::vector<char> others) : backend(rank, static_cast<int>(others.size())) {
+    backend.set_peer([others](int r, void* block, int64_t bytes) {
+      EXPECT_EQ(bytes, 1);
+      *static_cast<char*>(block) = others[static_cast<std::size_t>(r)];
+    });
+  }
+  // The exchanges so far, each with one byte per rank.
+  int calls() const {
+    for (const RecordingBackend::Call& c : backend.calls()) {
+      EXPECT_EQ(c.op, "allgatherv");
+      EXPECT_EQ(c.sizes, std::vector<int64_t>(c.sizes.size(), 1));
+    }
+    return static_cast<int>(backend.calls().size());
+  }
+  RecordingBackend backend;
 };
 
 TEST(AgreeOnSuccess, OkWhenEveryRankSucceeded) {
   FakeHost host(1, {1, 1, 1});
-  EXPECT_TRUE(agree_on_success(host, Status(), "step").ok());
-  EXPECT_EQ(host.calls, 1);
+  EXPECT_TRUE(agree_on_success(host.backend, Status(), "step").ok());
+  EXPECT_EQ(host.calls(), 1);
 }
 
 TEST(AgreeOnSuccess, EveryRankFailsWhenOneDid) {
   FakeHost host(0, {1, 0, 1, 0});
-  Status s = agree_on_success(host, Status(), "ncclCommInitRank");
+  Status s = agree_on_success(host.backend, Status(), "ncclCommInitRank");
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.message().find("ncclCommInitRank"), std::string::npos) << s.message();
   EXPECT_NE(s.message().find("rank(s) 1, 3"), std::string::npos) << s.message();
@@ -64,16 +50,16 @@ TEST(AgreeOnSuccess, EveryRankFailsWhenOneDid) {
 
 TEST(AgreeOnSuccess, TheFailedRankKeepsItsOwnStatusButStillExchanges) {
   FakeHost host(2, {1, 1, 1});
-  Status s = agree_on_success(host, invalid_argument("cudaSetDevice failed"), "step");
-  EXPECT_EQ(host.calls, 1);
+  Status s = agree_on_success(host.backend, invalid_argument("cudaSetDevice failed"), "step");
+  EXPECT_EQ(host.calls(), 1);
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(s.message(), "cudaSetDevice failed");
 }
 
 TEST(AgreeOnSuccess, AFailedExchangeIsReturned) {
   FakeHost host(0, {1, 1});
-  host.fail = true;
-  Status s = agree_on_success(host, Status(), "step");
+  host.backend.fail_next(internal_error("MPI_Allgatherv failed"));
+  Status s = agree_on_success(host.backend, Status(), "step");
   EXPECT_NE(s.message().find("MPI_Allgatherv"), std::string::npos);
 }
 

@@ -1,5 +1,6 @@
 // The hierarchical allreduce over an in-process fake of its transports: ranks are threads,
-// each host's ranks share a fake "local" backend, each local index a fake "cross" backend.
+// each host's ranks meet in a "local" backend, each local index in a "cross" backend
+// (common/meeting_backend.h).
 // Checks how the buffer is split, the order of the three steps on every rank, and the
 // results (bit for bit against the node-then-cross reference), without MPI, NCCL or a GPU.
 
@@ -9,163 +10,39 @@
 
 #include <algorithm>
 #include <cmath>
-#include <condition_variable>
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <numeric>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "common/meeting_backend.h"
+
 namespace chorus {
 namespace {
 
-// Shared by the members of one fake group: a reusable barrier and each member's posted
-// call (its buffers and a signature that must be the same on every member).
-class Rendezvous {
- public:
-  explicit Rendezvous(int n) : n_(n), sends_(n), sigs_(n) {}
-  int size() const { return n_; }
-
-  void barrier() {
-    std::unique_lock<std::mutex> lock(mu_);
-    const uint64_t gen = gen_;
-    if (++arrived_ == n_) {
-      arrived_ = 0;
-      ++gen_;
-      cv_.notify_all();
-    } else {
-      cv_.wait(lock, [&] { return gen_ != gen; });
-    }
-  }
-  // Posts this member's call and waits for everyone's; returns every member's send buffer.
-  std::vector<const void*> exchange(int me, const void* send, const std::string& sig) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      sends_[me] = send;
-      sigs_[me] = sig;
-    }
-    barrier();
-    std::lock_guard<std::mutex> lock(mu_);
-    for (int i = 0; i < n_; ++i) {
-      EXPECT_EQ(sigs_[i], sigs_[0]) << "members of one group called different collectives";
-    }
-    return sends_;
-  }
-
- private:
-  const int n_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  int arrived_ = 0;
-  uint64_t gen_ = 0;
-  std::vector<const void*> sends_;
-  std::vector<std::string> sigs_;
-};
-
-// One member's view of a fake group. Results are computed into a private buffer between
-// two barriers and written after the second, so in-place calls never race with a peer
-// still reading this member's input.
-class FakeBackend final : public Backend {
- public:
-  FakeBackend(Rendezvous* rv, int me, std::string label, std::vector<std::string>* log)
-      : rv_(rv), me_(me), label_(std::move(label)), log_(log) {}
-
-  int rank() const override { return me_; }
-  int size() const override { return rv_->size(); }
-
-  Status allreduce(const void* send, void* recv, int64_t count, DataType dtype, ReduceOp op,
-                   kernels::Scale scale) override {
-    const std::string sig = "allreduce(" + std::to_string(count) + ")";
-    log_->push_back(label_ + "." + sig);
-    std::vector<const void*> all = rv_->exchange(me_, send, sig);
-    std::vector<char> out(count * dtype_size(dtype));
-    if (count > 0) kernels::reduce_ordered(out.data(), all.data(), size(), count, dtype, op, scale);
-    rv_->barrier();
-    if (count > 0) std::memcpy(recv, out.data(), out.size());
-    return {};
-  }
-  Status reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,
-                       DataType dtype, ReduceOp op, kernels::Scale scale) override {
-    std::string sig = "reducescatter(";
-    for (int64_t c : counts) sig += std::to_string(c) + ",";
-    sig += ")";
-    log_->push_back(label_ + "." + sig);
-    std::vector<const void*> all = rv_->exchange(me_, send, sig);
-    const std::size_t esz = dtype_size(dtype);
-    const int64_t offset = std::accumulate(counts.begin(), counts.begin() + me_, int64_t{0});
-    std::vector<const void*> blocks(all.size());
-    for (std::size_t i = 0; i < all.size(); ++i) {
-      blocks[i] = static_cast<const char*>(all[i]) + offset * esz;
-    }
-    std::vector<char> out(counts[me_] * esz);
-    if (counts[me_] > 0) {
-      kernels::reduce_ordered(out.data(), blocks.data(), size(), counts[me_], dtype, op, scale);
-    }
-    rv_->barrier();
-    if (!out.empty()) std::memcpy(recv, out.data(), out.size());
-    return {};
-  }
-  Status allgatherv(const void* send, void* recv, const std::vector<int64_t>& bytes) override {
-    std::string sig = "allgatherv(";
-    for (int64_t b : bytes) sig += std::to_string(b) + ",";
-    sig += ")";
-    log_->push_back(label_ + "." + sig);
-    std::vector<const void*> all = rv_->exchange(me_, send, sig);
-    std::vector<char> out;
-    for (int i = 0; i < size(); ++i) {
-      const char* p = static_cast<const char*>(all[i]);
-      out.insert(out.end(), p, p + bytes[i]);
-    }
-    rv_->barrier();
-    if (!out.empty()) std::memcpy(recv, out.data(), out.size());
-    return {};
-  }
-  Status broadcast(void* data, int64_t bytes, int root) override {
-    log_->push_back(label_ + ".broadcast");
-    std::vector<const void*> all = rv_->exchange(me_, data, "broadcast");
-    std::vector<char> out(static_cast<const char*>(all[root]),
-                          static_cast<const char*>(all[root]) + bytes);
-    rv_->barrier();
-    std::memcpy(data, out.data(), out.size());
-    return {};
-  }
-  Status alltoallv(const void*, const std::vector<int64_t>&, void*,
-                   const std::vector<int64_t>&) override {
-    return failed_precondition("not in the fake");
-  }
-  Status barrier() override {
-    log_->push_back(label_ + ".barrier");
-    rv_->barrier();
-    return {};
-  }
-
- private:
-  Rendezvous* rv_;
-  int me_;
-  std::string label_;
-  std::vector<std::string>* log_;
-};
+using testing::Meeting;
+using testing::MeetingBackend;
 
 // `hosts` x `per_host` ranks as threads; `body(rank, backend, log)` runs on each.
 void run_world(
     int hosts, int per_host,
     const std::function<void(int, HierarchicalBackend&, std::vector<std::string>&)>& body) {
   const int n = hosts * per_host;
-  Rendezvous flat(n);
-  std::vector<std::unique_ptr<Rendezvous>> local, cross;
-  for (int h = 0; h < hosts; ++h) local.push_back(std::make_unique<Rendezvous>(per_host));
-  for (int k = 0; k < per_host; ++k) cross.push_back(std::make_unique<Rendezvous>(hosts));
+  Meeting flat(n);
+  std::vector<std::unique_ptr<Meeting>> local, cross;
+  for (int h = 0; h < hosts; ++h) local.push_back(std::make_unique<Meeting>(per_host));
+  for (int k = 0; k < per_host; ++k) cross.push_back(std::make_unique<Meeting>(hosts));
   std::vector<std::thread> threads;
   for (int g = 0; g < n; ++g) {
     threads.emplace_back([&, g] {
       const int h = g / per_host, k = g % per_host;
       std::vector<std::string> log;
-      FakeBackend f(&flat, g, "flat", &log);
-      FakeBackend l(local[h].get(), k, "local", &log);
-      FakeBackend c(cross[k].get(), h, "cross", &log);
+      MeetingBackend f(&flat, g, "flat", &log);
+      MeetingBackend l(local[h].get(), k, "local", &log);
+      MeetingBackend c(cross[k].get(), h, "cross", &log);
       StatusOr<std::unique_ptr<HierarchicalBackend>> hb = HierarchicalBackend::create(&f, &l, &c);
       ASSERT_TRUE(hb.ok()) << hb.status().to_string();
       body(g, **hb, log);
@@ -228,8 +105,9 @@ TEST(HierarchicalBlocks, SplitsEvenlyOnAlignedBoundaries) {
 
 TEST(HierarchicalAllreduce, RefusesANonUniformLayout) {
   std::vector<std::string> log;
-  Rendezvous a(6), b(4), c(2);
-  FakeBackend flat(&a, 0, "flat", &log), local(&b, 0, "local", &log), cross(&c, 0, "cross", &log);
+  Meeting a(6), b(4), c(2);
+  MeetingBackend flat(&a, 0, "flat", &log), local(&b, 0, "local", &log),
+      cross(&c, 0, "cross", &log);
   StatusOr<std::unique_ptr<HierarchicalBackend>> hb =
       HierarchicalBackend::create(&flat, &local, &cross);
   ASSERT_FALSE(hb.ok());
