@@ -1,5 +1,5 @@
 #pragma once
-// The runtime: the one object init() creates. It owns every subsystem (MPI world, process
+// The runtime: the one object init() creates. It owns every subsystem (the world, process
 // sets with their negotiators and executors, timeline) and the background thread that
 // drives them; the public API forwards to it.
 //
@@ -8,18 +8,18 @@
 //
 // The parts: the submissions that trainer threads hand over (core/submissions.h), what any
 // thread may ask of the process sets (core/process_sets.h), and the cycle with the state it
-// owns, here. A cycle (take the submissions, start the rounds, wait for them, complete them,
-// execute the responses) runs under progress_mu_, in phases that any holder of the lock may take up
-// where the last one left. A trainer thread waiting on a handle (Handle::wait) may take the
-// lock when the background thread does not hold it, and run the phases that make no MPI
-// call: in a job on one host whose only process set is the global one, the rounds go
-// through the host's board and the allreduces of host tensors through shared memory
-// (collectives/shm_reducer.h). It stops where a phase would need MPI (a coordinator
-// exchange, another kind of collective, a process set change, shutdown), when peers keep a
-// round waiting, or when its handle is done, and leaves the rest to the background thread,
-// which it rings. This
-// saves two context switches per collective (to the background thread and back), which
-// on a host whose cores all run trainers is most of a small collective's time.
+// owns, here. A cycle (take the submissions, start the rounds, wait for them, complete
+// them, execute the responses) runs under progress_mu_, in phases that any holder of the
+// lock may take up where the last one left. A trainer thread waiting on a handle
+// (Handle::wait) may take the lock when the background thread does not hold it, and run
+// the phases that make no MPI call (runs_without_mpi): in a job on one host whose only
+// process set is the global one, the rounds go through the host's board and the allreduces
+// of host tensors through shared memory (collectives/shm_reducer.h). It stops where a
+// phase would need MPI (a coordinator exchange, another kind of collective, a process set
+// change, shutdown), when peers keep a round waiting, or when its handle is done, and
+// leaves the rest to the background thread, which it rings. This saves two context
+// switches per collective (to the background thread and back), which on a host whose
+// cores all run trainers is most of a small collective's time.
 
 #include <atomic>
 #include <chrono>
