@@ -10,16 +10,6 @@
 
 namespace chorus {
 
-namespace {
-
-std::string during(const Response& r, std::size_t tensors) {
-  std::string s = std::string(op_type_name(r.op)) + " '" + r.name + "'";
-  if (tensors > 1) s += " and " + std::to_string(tensors - 1) + " more fused tensors";
-  return s;
-}
-
-}  // namespace
-
 Executor::Executor(Backend* backend, std::size_t fusion_threshold, Timeline* timeline)
     : host_(backend, fusion_threshold), timeline_(timeline) {
   gpu_setup_.host = backend;
@@ -141,7 +131,7 @@ Status Executor::run_batch(TensorMemory& m, const std::vector<Job>& batch, Clock
                            const Finish& finish) {
   if (batch.size() > 1) return run_fused_allreduce(m, batch, agreed, finish);
   const Job& j = batch.front();
-  if (j.entry) trace(j.response->name, TimelinePhase::kQueue, agreed, Clock::now());
+  if (j.entry && timeline_) trace(j.response->name, TimelinePhase::kQueue, agreed, Clock::now());
   return run_single(m, *j.response, j.entry, finish);
 }
 
@@ -172,7 +162,11 @@ Status Executor::run_fused_allreduce(TensorMemory& m, const std::vector<Job>& ba
     if (local.ok() && !st.ok()) local = std::move(st);
   };
   const Clock::time_point t0 = Clock::now();
-  std::vector<gpu::CopyItem> in, out;
+  // Reused from batch to batch: no allocation per batch.
+  std::vector<gpu::CopyItem>& in = copy_in_;
+  std::vector<gpu::CopyItem>& out = copy_out_;
+  in.clear();
+  out.clear();
   for (std::size_t i = 0; i < batch.size(); ++i) {
     const int64_t count = num_elements(batch[i].response->shape);
     char* slot = buffer + layout.offsets[i];
@@ -196,7 +190,7 @@ Status Executor::run_fused_allreduce(TensorMemory& m, const std::vector<Job>& ba
   if (s.ok() && local.ok()) {
     keep(m.copy(out, first.dtype, m.scales_on_unpack() ? result : kernels::Scale{}));
   }
-  if (s.ok()) s = m.synchronize(during(first, batch.size()));
+  if (s.ok()) s = m.synchronize(first, batch.size());
   // A joined rank has no handle to carry its own failure: its contribution may be wrong,
   // so it stops (the collective itself completed on every member).
   if (s.ok() && !local.ok() && in.empty()) s = local;
@@ -318,7 +312,7 @@ Status Executor::run_single(TensorMemory& m, const Response& r, Entry* e, const 
     case OpType::kAddProcessSet:
     case OpType::kRemoveProcessSet: break;
   }
-  if (s.ok()) s = m.synchronize(during(r, 1));
+  if (s.ok()) s = m.synchronize(r, 1);
   const Clock::time_point t2 = Clock::now();
   if (e) {
     if (m.timed_on_host() && t1 > t0) trace(r.name, TimelinePhase::kMemcpyIn, t0, t1);

@@ -79,6 +79,8 @@ class Executor {
 
   HostMemory host_;
   Timeline* timeline_;
+  std::vector<gpu::CopyItem> copy_in_;   // a fused batch's packing
+  std::vector<gpu::CopyItem> copy_out_;  // and unpacking
   GpuContextSetup gpu_setup_;
   std::unique_ptr<TensorMemory> device_;
 };

@@ -36,7 +36,11 @@ class CudaMemory final : public TensorMemory {
   std::size_t fusion_alignment(std::size_t) const override { return 16; }
   bool scales_on_unpack() const override { return true; }
   bool timed_on_host() const override { return false; }
-  Status synchronize(const std::string& during) override { return g_->synchronize(during); }
+  Status synchronize(const Response& first, std::size_t tensors) override {
+    std::string during = std::string(op_type_name(first.op)) + " '" + first.name + "'";
+    if (tensors > 1) during += " and " + std::to_string(tensors - 1) + " more fused tensors";
+    return g_->synchronize(during);
+  }
 
  private:
   std::unique_ptr<GpuContext> g_;

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "core/tensor_memory.h"
-#include "fusion/buffer_manager.h"
+#include "fusion/fusion_buffer.h"
 #include "kernels/host_buffer.h"
 
 namespace chorus {
@@ -31,7 +31,7 @@ class HostMemory final : public TensorMemory {
   std::size_t fusion_alignment(std::size_t element) const override { return element; }
   bool scales_on_unpack() const override { return false; }
   bool timed_on_host() const override { return true; }
-  Status synchronize(const std::string&) override { return {}; }
+  Status synchronize(const Response&, std::size_t) override { return {}; }
 
  private:
   Backend* backend_;

@@ -15,6 +15,7 @@
 #include "chorus/status.h"
 #include "collectives/backend.h"
 #include "core/entry.h"
+#include "core/message.h"
 #include "kernels/cuda_fusion.h"
 #include "kernels/reduce_kernels.h"
 
@@ -49,8 +50,9 @@ class TensorMemory {
   /// True if a step's time is known on the host when it returns; false where the work is
   /// only enqueued, and the timeline then records the batch's whole span as one phase.
   virtual bool timed_on_host() const = 0;
-  /// Waits until every step so far is done; `during` names the work for a failure.
-  virtual Status synchronize(const std::string& during) = 0;
+  /// Waits until every step so far is done: the batch of `tensors` whose first is `first`,
+  /// which a failure names.
+  virtual Status synchronize(const Response& first, std::size_t tensors) = 0;
 };
 
 }  // namespace chorus

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "fusion/buffer_manager.h"
+#include "fusion/fusion_buffer.h"
 
 namespace chorus {
 namespace {

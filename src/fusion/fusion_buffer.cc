@@ -1,4 +1,4 @@
-#include "fusion/buffer_manager.h"
+#include "fusion/fusion_buffer.h"
 
 namespace chorus {
 
