@@ -3,7 +3,6 @@
 // buffer, and scratch, all reused from batch to batch. Each step is done when it returns.
 
 #include <cstddef>
-#include <string>
 #include <vector>
 
 #include "core/tensor_memory.h"

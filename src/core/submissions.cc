@@ -7,11 +7,7 @@ namespace chorus {
 void Submissions::set_running() {
   MutexLock lock(mu_);
   state_ = State::kRunning;
-}
-
-bool Submissions::running() const {
-  MutexLock lock(mu_);
-  return state_ == State::kRunning;
+  running_.store(true, std::memory_order_release);
 }
 
 Status Submissions::stopped(const std::string& call) const {
@@ -73,6 +69,7 @@ void Submissions::stop(const Status& ended, std::vector<Entry>* entries) {
   {
     MutexLock lock(mu_);
     state_ = State::kStopped;
+    running_.store(false, std::memory_order_release);
     stopped_because_ =
         !ended.ok() && !stop_requested_
             ? Status(ended.code(), "Chorus has stopped: " + ended.message())

@@ -33,7 +33,8 @@ class Submissions {
 
   /// From starting to running: submits are taken from here on.
   void set_running();
-  bool running() const;
+  /// Without the lock (the enqueue path asks it first); push() decides under the lock.
+  bool running() const { return running_.load(std::memory_order_acquire); }
   /// Why `call` cannot run once Chorus stopped (or before it ran): the failure or the peer's
   /// shutdown that stopped it, or NOT_INITIALIZED after this rank's own shutdown.
   Status stopped(const std::string& call) const;
@@ -74,6 +75,7 @@ class Submissions {
   Status stopped_because_ CHORUS_GUARDED_BY(mu_);
   Status shutdown_status_ CHORUS_GUARDED_BY(mu_);
   std::atomic<bool> work_queued_{false};
+  std::atomic<bool> running_{false};  // state_ == kRunning, written with it
 };
 
 }  // namespace chorus

@@ -9,7 +9,6 @@
 // had (device memory) is returned as a failure of the collective.
 
 #include <cstddef>
-#include <string>
 #include <vector>
 
 #include "chorus/status.h"
