@@ -16,7 +16,8 @@ namespace chorus {
 /// Programmatic overrides of the CHORUS_* environment. A field that is set wins over its
 /// variable; an unset field falls back to the variable, then to the default.
 /// hierarchical_allreduce: true forces it on, false off; unset: the variable, and when that
-/// is unset too, the automatic choice. gpu_backend: "auto", "nccl" or "mpi".
+/// is unset too, the automatic choice. gpu_backend: "auto", "nccl" or "mpi". host_algorithm:
+/// "auto", "gather", "direct", "doubling" or "halving".
 struct Options {
   std::optional<int64_t> fusion_threshold_bytes;  ///< CHORUS_FUSION_THRESHOLD
   std::optional<double> cycle_time_ms;            ///< CHORUS_CYCLE_TIME
@@ -29,6 +30,7 @@ struct Options {
   std::optional<std::string> log_level;           ///< CHORUS_LOG_LEVEL
   std::optional<std::string> bind;                ///< CHORUS_BIND
   std::optional<std::string> gpu_backend;         ///< CHORUS_GPU_BACKEND
+  std::optional<std::string> host_algorithm;      ///< CHORUS_HOST_ALGORITHM
 };
 
 /// A group of ranks that collectives can run within. id 0 is the global set, which always

@@ -1,12 +1,12 @@
 #include "collectives/mpi_backend.h"
 
 #include <algorithm>
-#include <chrono>
 #include <climits>
 #include <utility>
 
-#include "collectives/backoff.h"
 #include "collectives/mpi_check.h"
+#include "collectives/mpi_wait.h"
+#include "kernels/reduce_tree.h"
 
 namespace chorus {
 namespace {
@@ -37,27 +37,6 @@ Status int_counts(const std::vector<int64_t>& bytes, const char* what, std::vect
   return {};
 }
 
-// Waits for `n` requests that move about `bytes` into and out of this rank, testing them
-// (which drives MPI's progress). Between peers that are both here a transfer moves only
-// while MPI is polled: the receiver makes a single-copy transfer inside a test, and the
-// sender's request completes once the receiver says so. So the wait polls without pause
-// until poll_deadline(bytes), then sleeps between tests. The clock is read every
-// kClockEvery tests: a read costs about as much as a test.
-Status wait_all(int n, MPI_Request* requests, int64_t bytes) {
-  constexpr int kClockEvery = 16;
-  const auto spin_until = poll_deadline(bytes);
-  bool spinning = true;
-  Backoff backoff(std::chrono::microseconds(50), /*eager=*/false);
-  for (int done = 0, tests = 1;; tests += spinning ? 1 : 0) {
-    CHORUS_MPI_CHECK(MPI_Testall(n, requests, &done, MPI_STATUSES_IGNORE));
-    if (done) return {};
-    if (spinning && tests % kClockEvery == 0) {
-      spinning = std::chrono::steady_clock::now() < spin_until;
-    }
-    if (!spinning) backoff.pause();
-  }
-}
-
 int64_t sum(const std::vector<int64_t>& v) {
   int64_t total = 0;
   for (int64_t x : v) total += x;
@@ -66,10 +45,12 @@ int64_t sum(const std::vector<int64_t>& v) {
 
 }  // namespace
 
-MpiBackend::MpiBackend(MPI_Comm comm) : comm_(comm) {
+MpiBackend::MpiBackend(MPI_Comm comm, HostAlgorithm algorithm)
+    : comm_(comm), algorithm_(algorithm) {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   sources_.resize(size_);
+  tree_ = std::make_unique<MpiTree>(comm_, rank_, size_);
 }
 
 Status MpiBackend::join_host(ControlTransport& control, std::string* why) {
@@ -100,8 +81,19 @@ Status MpiBackend::allreduce(const void* send, void* recv, int64_t count, DataTy
     return {};
   }
   if (shm_) return shm_->allreduce(send, recv, blocks(count), dtype, op, scale);
-  if (count * esz <= kGatherAllBytes) {
-    return gather_all_reduce(send, recv, 0, count, count, dtype, op, scale);
+  HostAlgorithm algorithm = algorithm_;
+  // MPI_Allgather counts in int: a forced gather of more falls back to the model's choice.
+  if (algorithm == HostAlgorithm::kAuto ||
+      (algorithm == HostAlgorithm::kGatherAll && count * esz * size_ > INT_MAX)) {
+    algorithm = choose_allreduce(size_, count * esz, link_);
+  }
+  switch (algorithm) {
+    case HostAlgorithm::kGatherAll: return gather_all_reduce(send, recv, count, dtype, op, scale);
+    case HostAlgorithm::kRecursiveDoubling:
+      return tree_->allreduce_doubling(send, recv, count, dtype, op, scale);
+    case HostAlgorithm::kHalvingDoubling:
+      return tree_->allreduce_halving(send, recv, count, dtype, op, scale);
+    default: break;
   }
   const std::vector<int64_t>& counts = blocks(count);
   std::vector<int64_t> offsets = prefix_offsets(counts);
@@ -111,18 +103,17 @@ Status MpiBackend::allreduce(const void* send, void* recv, int64_t count, DataTy
   return share_blocks(out, counts, offsets, esz);
 }
 
-Status MpiBackend::gather_all_reduce(const void* send, void* recv, int64_t offset, int64_t count,
-                                     int64_t total, DataType dtype, ReduceOp op,
-                                     kernels::Scale scale) {
+Status MpiBackend::gather_all_reduce(const void* send, void* recv, int64_t count, DataType dtype,
+                                     ReduceOp op, kernels::Scale scale) {
   const int64_t esz = static_cast<int64_t>(dtype_size(dtype));
-  const int64_t bytes = total * esz;
+  const int64_t bytes = count * esz;
   char* all = scratch(static_cast<std::size_t>(bytes * size_));
   MPI_Request request;
   CHORUS_MPI_CHECK(MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, all,
                                   static_cast<int>(bytes), MPI_BYTE, comm_, &request));
   if (Status s = wait_all(1, &request, bytes * size_); !s.ok()) return s;
-  for (int q = 0; q < size_; ++q) sources_[q] = all + q * bytes + offset * esz;
-  kernels::reduce_ordered(recv, sources_.data(), size_, count, dtype, op, scale);
+  for (int q = 0; q < size_; ++q) sources_[q] = all + q * bytes;
+  kernels::reduce_tree(recv, sources_.data(), size_, count, dtype, op, scale);
   return {};
 }
 
@@ -157,6 +148,14 @@ Status MpiBackend::reducescatter(const void* send, void* recv, const std::vector
     return {};
   }
   if (shm_) return shm_->reducescatter(send, recv, counts, dtype, op, scale);
+  HostAlgorithm algorithm = algorithm_;
+  if (algorithm != HostAlgorithm::kDirect && algorithm != HostAlgorithm::kHalvingDoubling) {
+    algorithm =
+        choose_reducescatter(size_, sum(counts) * static_cast<int64_t>(dtype_size(dtype)), link_);
+  }
+  if (algorithm == HostAlgorithm::kHalvingDoubling) {
+    return tree_->reducescatter_halving(send, recv, counts, dtype, op, scale);
+  }
   return pipelined_reduce_scatter(send, recv, counts, dtype, op, scale);
 }
 
@@ -209,7 +208,7 @@ Status MpiBackend::pipelined_reduce_scatter(const void* send, void* recv,
       sources_[q] = q == rank_ ? in + (offsets[rank_] + c * chunk) * esz
                                : staging + slot(q) * mine_bytes + c * chunk * esz;
     }
-    kernels::reduce_ordered(out + c * chunk * esz, sources_.data(), size_, len, dtype, op, scale);
+    kernels::reduce_tree(out + c * chunk * esz, sources_.data(), size_, len, dtype, op, scale);
   }
   return wait_all(static_cast<int>(requests_.size() - first_send), requests_.data() + first_send,
                   (offsets[size_] - mine) * esz);

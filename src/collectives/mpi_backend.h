@@ -3,14 +3,21 @@
 //
 // Reductions do not use MPI's reduction operations. MPI picks its algorithm, and with it
 // the order in which ranks' values are combined, by message size, so the same element
-// could get different bits fused and alone; and MPI has no 16-bit float types. Instead:
-//  - small messages: every rank gathers every contribution and combines them in rank order;
-//  - large messages: a reduce-scatter by point-to-point messages, pipelined in chunks,
-//    where the owner of each block combines the ranks' values in rank order as chunks
-//    arrive (reduce_kernels), then every rank sends its block to every other at once.
-// Both give every element the value ((x0 op x1) op x2) ..., identical on every rank and
-// independent of fusion. A set whose members all run on one host reduces through shared
-// memory instead (collectives/shm_reducer.h), with the same blocks and the same bits.
+// could get different bits fused and alone; and MPI has no 16-bit float types. Instead
+// four algorithms evaluate one combination tree that depends on the set size alone
+// (kernels/reduce_tree.h), so that an element's bits are the same on every rank, fused or
+// alone, whichever algorithm ran:
+//  - gather-all: every rank gathers every contribution and evaluates the tree;
+//  - direct: a reduce-scatter by point-to-point messages, pipelined in chunks, where the
+//    owner of each block evaluates the tree on it as chunks arrive, then every rank sends
+//    its block to every other at once (O(P) messages, two rounds);
+//  - recursive doubling and recursive halving then doubling (collectives/mpi_tree.h):
+//    O(log P) rounds.
+// Each call takes the one the cost model finds cheapest for its size and the set's
+// (collectives/cost_model.h), unless CHORUS_HOST_ALGORITHM forces one.
+//
+// A set whose members all run on one host reduces through shared memory instead
+// (collectives/shm_reducer.h): ((x0 op x1) op x2) ..., in rank order, whatever the size.
 
 #include <mpi.h>
 
@@ -19,6 +26,8 @@
 #include <vector>
 
 #include "collectives/backend.h"
+#include "collectives/cost_model.h"
+#include "collectives/mpi_tree.h"
 #include "collectives/shm_reducer.h"
 #include "kernels/host_buffer.h"
 
@@ -28,8 +37,9 @@ class ControlTransport;
 
 class MpiBackend final : public Backend {
  public:
-  /// Uses `comm` (owned by the caller, alive as long as this backend).
-  explicit MpiBackend(MPI_Comm comm);
+  /// Uses `comm` (owned by the caller, alive as long as this backend). `algorithm`: the
+  /// reductions' algorithm, kAuto to choose per call.
+  MpiBackend(MPI_Comm comm, HostAlgorithm algorithm);
 
   /// Reduces through shared memory from now on, if every member could map it; otherwise
   /// (`why` says why) stays on MPI. Every member must run on this host. Collective over
@@ -51,16 +61,14 @@ class MpiBackend final : public Backend {
   Status barrier() override;
 
  private:
-  // Below this many bytes gathered per rank, reductions gather everything in one call.
-  static constexpr int64_t kGatherAllBytes = 64 << 10;
   // Chunk of the pipelined reduce-scatter.
   static constexpr int64_t kChunkBytes = 256 << 10;
 
   // Block q, reduced by rank q: counts[q] elements of `count`, the first count % size one
   // larger. In blocks_, valid until the next call.
   const std::vector<int64_t>& blocks(int64_t count);
-  Status gather_all_reduce(const void* send, void* recv, int64_t offset, int64_t count,
-                           int64_t total, DataType dtype, ReduceOp op, kernels::Scale scale);
+  Status gather_all_reduce(const void* send, void* recv, int64_t count, DataType dtype, ReduceOp op,
+                           kernels::Scale scale);
   Status pipelined_reduce_scatter(const void* send, void* recv, const std::vector<int64_t>& counts,
                                   DataType dtype, ReduceOp op, kernels::Scale scale);
   Status share_blocks(char* out, const std::vector<int64_t>& counts,
@@ -70,6 +78,9 @@ class MpiBackend final : public Backend {
   MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
+  HostAlgorithm algorithm_;
+  LinkModel link_;
+  std::unique_ptr<MpiTree> tree_;
   // Grows to the largest need and stays: steady-state steps allocate nothing.
   HostBuffer scratch_;
   std::vector<MPI_Request> requests_;

@@ -256,8 +256,8 @@ class MpiControl final : public ControlTransport {
 
 class MpiGroup final : public Group {
  public:
-  MpiGroup(MPI_Comm control, MPI_Comm data)
-      : control_comm_(control), data_comm_(data), control_(control), backend_(data) {}
+  MpiGroup(MPI_Comm control, MPI_Comm data, HostAlgorithm algorithm)
+      : control_comm_(control), data_comm_(data), control_(control), backend_(data, algorithm) {}
   ~MpiGroup() override {
     MPI_Comm_free(&control_comm_);
     MPI_Comm_free(&data_comm_);
@@ -277,7 +277,8 @@ class MpiGroup final : public Group {
 
 class MpiWorld final : public World {
  public:
-  MpiWorld(MPI_Comm world, bool owns) : world_(world), owns_(owns) {
+  MpiWorld(MPI_Comm world, bool owns, const WorldOptions& options)
+      : world_(world), owns_(owns), options_(options) {
     MPI_Comm_rank(world_, &rank_);
     MPI_Comm_size(world_, &size_);
   }
@@ -331,7 +332,7 @@ class MpiWorld final : public World {
     CHORUS_MPI_CHECK(MPI_Comm_dup(data, &control));
     CHORUS_MPI_CHECK(MPI_Comm_set_errhandler(data, MPI_ERRORS_RETURN));
     CHORUS_MPI_CHECK(MPI_Comm_set_errhandler(control, MPI_ERRORS_RETURN));
-    return std::unique_ptr<Group>(new MpiGroup(control, data));
+    return std::unique_ptr<Group>(new MpiGroup(control, data, options_.host_algorithm));
   }
 
   Status finalize() override {
@@ -346,6 +347,7 @@ class MpiWorld final : public World {
  private:
   MPI_Comm world_;
   bool owns_;
+  WorldOptions options_;
   int rank_ = 0;
   int size_ = 1;
 };
@@ -361,7 +363,7 @@ const char* thread_level_name(int level) {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<World>> init_mpi_world() {
+StatusOr<std::unique_ptr<World>> init_mpi_world(const WorldOptions& options) {
   mpi_detail::t_mpi_thread = true;
   int initialized = 0, finalized = 0;
   CHORUS_MPI_CHECK(MPI_Initialized(&initialized));
@@ -389,7 +391,7 @@ StatusOr<std::unique_ptr<World>> init_mpi_world() {
   MPI_Comm world = MPI_COMM_NULL;
   CHORUS_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &world));
   CHORUS_MPI_CHECK(MPI_Comm_set_errhandler(world, MPI_ERRORS_RETURN));
-  return std::unique_ptr<World>(new MpiWorld(world, owns));
+  return std::unique_ptr<World>(new MpiWorld(world, owns, options));
 }
 
 }  // namespace chorus

@@ -13,6 +13,6 @@ namespace chorus {
 /// Initializes MPI (MPI_THREAD_FUNNELED: only the calling thread will use it), or adopts an
 /// MPI the program initialized, which must provide MPI_THREAD_MULTIPLE since the program's
 /// threads and Chorus's thread then both make MPI calls.
-StatusOr<std::unique_ptr<World>> init_mpi_world();
+StatusOr<std::unique_ptr<World>> init_mpi_world(const WorldOptions& options = {});
 
 }  // namespace chorus

@@ -12,9 +12,15 @@
 
 #include "chorus/status.h"
 #include "collectives/backend.h"
+#include "collectives/cost_model.h"
 #include "transport/control_transport.h"
 
 namespace chorus {
+
+/// What a world's groups take from the configuration.
+struct WorldOptions {
+  HostAlgorithm host_algorithm = HostAlgorithm::kAuto;  ///< CHORUS_HOST_ALGORITHM
+};
 
 class Group {
  public:

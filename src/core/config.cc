@@ -183,6 +183,9 @@ std::vector<SettingRow> make_table() {
   t.push_back(
       word<GpuBackendRequest, &Config::gpu_backend, &Options::gpu_backend, parse_gpu_backend,
            gpu_backend_name>("CHORUS_GPU_BACKEND", "auto, nccl or mpi", true));
+  t.push_back(word<HostAlgorithm, &Config::host_algorithm, &Options::host_algorithm,
+                   parse_host_algorithm, host_algorithm_name>(
+      "CHORUS_HOST_ALGORITHM", "auto, gather, direct, doubling or halving", true));
   t.push_back(word<BindMode, &Config::bind, &Options::bind, parse_bind_mode, bind_mode_name>(
       "CHORUS_BIND", "none, core or numa", false));
   t.push_back({"CHORUS_LOG_LEVEL", "HOROVOD_LOG_LEVEL",

@@ -14,6 +14,7 @@
 
 #include "chorus/options.h"
 #include "chorus/status.h"
+#include "collectives/cost_model.h"
 #include "collectives/gpu_path.h"
 #include "topology/cpu_plan.h"
 
@@ -103,6 +104,11 @@ struct Config {
   /// otherwise; nccl and mpi force one (choose_gpu_path in collectives/gpu_path.h). nccl
   /// in a build without NCCL fails load().
   GpuBackendRequest gpu_backend = GpuBackendRequest::kAuto;
+  /// CHORUS_HOST_ALGORITHM: auto, gather, direct, doubling or halving. How host-memory
+  /// reductions of a set across hosts move data: auto chooses per call by the cost model
+  /// (collectives/cost_model.h); the others force one, for measurements. Every algorithm
+  /// combines in the same order, so the choice never changes a result's bits.
+  HostAlgorithm host_algorithm = HostAlgorithm::kAuto;
 
   /// Reads `options`, falling back to the environment (through `getenv_fn`: CHORUS_X, then
   /// its Horovod name), then to the defaults. A malformed or out-of-range value, or one that

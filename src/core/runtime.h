@@ -58,7 +58,7 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   using Clock = std::chrono::steady_clock;
   /// Makes the world on the background thread: MPI's (init_mpi_world) for a job, an
   /// in-memory one for the in-process tests, whose ranks are threads of one process.
-  using WorldFactory = std::function<StatusOr<std::unique_ptr<World>>()>;
+  using WorldFactory = std::function<StatusOr<std::unique_ptr<World>>(const WorldOptions&)>;
 
   /// Loads the configuration, starts the background thread, and returns once the world and
   /// the global process set are up on this rank (or with the reason they are not).

@@ -30,7 +30,7 @@ constexpr auto kGpuSyncTimeout = std::chrono::minutes(5);
 // where one does, instead of the others waiting in the next collective call. The steps that
 // only some ranks take (the timeline, on rank 0) come first, agreed with the settings.
 Status Runtime::setup(const WorldFactory& make_world) {
-  StatusOr<std::unique_ptr<World>> world = make_world();
+  StatusOr<std::unique_ptr<World>> world = make_world(WorldOptions{config_.host_algorithm});
   if (!world.ok()) return world.status();
   world_ = std::move(world).value();
   rank_ = world_->rank();

@@ -15,9 +15,9 @@
 # the host table, that no launcher variable disagreed, and that map_probe's allreduce
 # across the hosts was right; then that when the rank on h3 exits while idle, the ranks on
 # h1 and h2 fail their collective within CHORUS_LIVENESS_SECONDS and the roll call, naming
-# rank 2 alone (tests/faults/faults.cc). Everything it creates is named after this shell's pid and
-# removed on exit, failure or interruption; leftovers of runs killed outright are removed
-# at the next start. Exit 77 (skipped) only when namespaces cannot be made here.
+# rank 2 alone (tests/faults/faults.cc). The hosts come from netns_lib.sh, which removes
+# them on exit, failure or interruption. Exit 77 (skipped) only when namespaces cannot be
+# made here.
 set -u
 probe=$1
 chorusrun=$2
@@ -26,95 +26,10 @@ SKIP=77
 skip() { echo "netns_hosts.sh: SKIPPED: $*"; exit $SKIP; }
 fail() { echo "netns_hosts.sh: FAIL: $*"; exit 1; }
 
-[ "$(id -u)" = 0 ] || skip "needs root to create network namespaces (running as uid $(id -u))"
-command -v ip >/dev/null || fail "ip not found: install iproute2 (scripts/install-deps.sh)"
-command -v unshare >/dev/null || skip "unshare (util-linux) is not installed"
-
-tag="chorus$$"
-hosts=(h1 h2 h3)
-state=$(mktemp -d /tmp/chorus-netns.XXXXXX)
-bridge="chbr$$"
-subnet=""
-
-# Leftovers of earlier runs that were killed before their cleanup ran.
-for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^chorus[0-9]+-h[0-9]+$'); do
-  pid=${ns#chorus}; pid=${pid%%-*}
-  if ! kill -0 "$pid" 2>/dev/null; then
-    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-    ip netns del "$ns" 2>/dev/null
-  fi
-done
-for br in $(ip -o link show type bridge 2>/dev/null | awk -F': ' '{print $2}' | grep -E '^chbr[0-9]+$'); do
-  kill -0 "${br#chbr}" 2>/dev/null || ip link del "$br" 2>/dev/null
-done
-
-cleanup() {
-  local h ns p
-  for h in "${hosts[@]}"; do
-    ns="$tag-$h"
-    ip netns list 2>/dev/null | awk '{print $1}' | grep -qx "$ns" || continue
-    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -TERM "$p" 2>/dev/null; done
-    sleep 0.2
-    for p in $(ip netns pids "$ns" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-    ip link del "veth$$$h" 2>/dev/null
-    ip netns del "$ns" 2>/dev/null
-  done
-  ip link del "$bridge" 2>/dev/null
-  rm -rf "$state"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-# A /24 that nothing on this machine routes yet.
-for third in $(seq $(( $$ % 200 + 20 )) 250) $(seq 20 250); do
-  if [ -z "$(ip -4 route show "10.213.$third.0/24" 2>/dev/null)" ]; then subnet="10.213.$third"; break; fi
-done
-[ -n "$subnet" ] || fail "no free 10.213.x.0/24 subnet"
-
-if ! ip link add "$bridge" type bridge 2>"$state/err"; then
-  skip "cannot create a bridge here ($(cat "$state/err")); no CAP_NET_ADMIN?"
-fi
-ip addr add "$subnet.254/24" dev "$bridge" && ip link set "$bridge" up || fail "bridge setup"
-i=0
-for h in "${hosts[@]}"; do
-  i=$((i + 1))
-  ns="$tag-$h"
-  if ! ip netns add "$ns" 2>"$state/err"; then
-    skip "cannot create a network namespace ($(cat "$state/err"))"
-  fi
-  ip link add "veth$$$h" type veth peer name eth0 netns "$ns" || fail "veth for $h"
-  ip link set "veth$$$h" master "$bridge" up || fail "bridge port for $h"
-  ip -n "$ns" addr add "$subnet.$i/24" dev eth0 || fail "address of $h"
-  ip -n "$ns" link set eth0 up && ip -n "$ns" link set lo up || fail "links of $h"
-  echo "$h $ns $subnet.$i" >>"$state/hosts"
-done
-if ! ip netns exec "$tag-h1" unshare --uts /bin/sh -c 'hostname h1 && test "$(hostname)" = h1' \
-  2>"$state/err"; then
-  skip "cannot enter a namespace with its own hostname ($(cat "$state/err"))"
-fi
-for i in 1 2 3; do
-  ip netns exec "$tag-h1" ping -c1 -W2 "$subnet.$i" >/dev/null 2>&1 && continue
-  # ping may be missing; the bridge is checked again by mpirun's own connections.
-  command -v ping >/dev/null && fail "h1 cannot reach $subnet.$i over the bridge"
-done
-
-# The rsh agent: "agent HOST COMMAND..." like ssh. The command runs through /bin/sh in the
-# host's network namespace, in a new UTS namespace named after the host, with the
-# caller's environment (paths to the build tree and Open MPI's variables).
-cat >"$state/agent" <<AGENT
-#!/bin/sh
-host=\${1#*@}; shift
-ns=\$(awk -v h="\$host" '\$1 == h || \$3 == h {print \$2}' "$state/hosts")
-[ -n "\$ns" ] || { echo "agent: unknown host '\$host'" >&2; exit 255; }
-exec ip netns exec "\$ns" unshare --uts /bin/sh -c 'hostname "\$0" && exec /bin/sh -c "\$1"' \
-  "\$(awk -v n="\$ns" '\$2 == n {print \$1}' "$state/hosts")" "\$*"
-AGENT
-chmod +x "$state/agent"
-
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-export OMPI_MCA_plm_rsh_agent="$state/agent"
-export OMPI_MCA_oob_tcp_if_include="$subnet.0/24"
-export OMPI_MCA_btl_tcp_if_include="$subnet.0/24"
+. "$(dirname "$0")/netns_lib.sh"
+netns_up 3
+state=$netns_state
+subnet=$netns_subnet
 export CHORUS_LOG_LEVEL=info
 
 # check_run OUTPUT NP HOSTS_PER_RANK...: every rank's line, the table and no disagreement.

@@ -98,8 +98,8 @@ InMemoryJob::InMemoryJob(std::vector<std::string> hosts, std::chrono::millisecon
 
 InMemoryJob::~InMemoryJob() = default;
 
-std::function<StatusOr<std::unique_ptr<World>>()> InMemoryJob::world(int rank) {
-  return [this, rank]() -> StatusOr<std::unique_ptr<World>> {
+std::function<StatusOr<std::unique_ptr<World>>(const WorldOptions&)> InMemoryJob::world(int rank) {
+  return [this, rank](const WorldOptions&) -> StatusOr<std::unique_ptr<World>> {
     return std::unique_ptr<World>(new InMemoryWorld(this, rank));
   };
 }

@@ -43,8 +43,9 @@ class InMemoryJob {
 
   int size() const { return static_cast<int>(hosts_.size()); }
   const std::string& host(int rank) const { return hosts_[rank]; }
-  /// Rank `rank`'s world, made on its runtime's background thread.
-  std::function<StatusOr<std::unique_ptr<World>>()> world(int rank);
+  /// Rank `rank`'s world, made on its runtime's background thread. Its backends combine in
+  /// rank order whatever WorldOptions say.
+  std::function<StatusOr<std::unique_ptr<World>>(const WorldOptions&)> world(int rank);
   /// Fails every rendezvous in flight and to come.
   void abort(const std::string& why);
 

@@ -1,20 +1,26 @@
 // The MPI backend's reductions on both of its paths, with no runtime around them: point to
 // point messages (a set across hosts) and shared memory (a set on one host). For every
-// dtype and op, sizes on both sides of each path's thresholds and several chunks long, in
-// place and out of place, every rank's result must have the bits of the same reduction
-// computed locally from every rank's input in rank order.
+// dtype and op, sizes from one element to several chunks long, in place and out of place,
+// every rank's result must have the bits of the same reduction computed here from every
+// rank's input: in rank order for shared memory, and by the combination tree
+// (kernels/reduce_tree.h, itself checked against its definition in
+// tests/unit/reduce_tree_test.cc) for messages, with each algorithm forced and chosen per
+// call. tests/cluster/netns_algorithms.sh runs the EveryAlgorithm cases across hosts.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "collectives/cost_model.h"
 #include "collectives/mpi_backend.h"
 #include "collectives/mpi_world.h"
 #include "kernels/reduce_kernels.h"
+#include "kernels/reduce_tree.h"
 #include "test_data.h"
 
 namespace chorus {
@@ -24,8 +30,9 @@ using testing::all_dtypes;
 
 int g_rank = 0;
 int g_size = 1;
-Group* g_shared = nullptr;    // reduces through shared memory
-Group* g_messages = nullptr;  // reduces by messages
+Group* g_shared = nullptr;        // reduces through shared memory
+Group* g_messages = nullptr;      // reduces by messages
+MPI_Comm g_comm = MPI_COMM_NULL;  // for backends made by the tests
 
 // Not exact in the 16-bit types: the order of combination shows in the bits.
 double input(DataType t, int rank, int64_t i) {
@@ -39,15 +46,18 @@ std::vector<unsigned char> filled(DataType t, int rank, int64_t count) {
   return b;
 }
 
-// Every rank's inputs combined in rank order here, elements [first, first + count).
-std::vector<unsigned char> expected(DataType t, ReduceOp op, kernels::Scale scale, int64_t total,
-                                    int64_t first, int64_t count) {
+using Combine = void (*)(void*, const void* const*, int, int64_t, DataType, ReduceOp,
+                         kernels::Scale);
+
+// Every rank's inputs combined here (by `combine`), elements [first, first + count).
+std::vector<unsigned char> expected(Combine combine, DataType t, ReduceOp op, kernels::Scale scale,
+                                    int64_t total, int64_t first, int64_t count) {
   std::vector<std::vector<unsigned char>> inputs;
   std::vector<const void*> sources;
   for (int r = 0; r < g_size; ++r) inputs.push_back(filled(t, r, total));
   for (int r = 0; r < g_size; ++r) sources.push_back(inputs[r].data() + first * dtype_size(t));
   std::vector<unsigned char> out(static_cast<std::size_t>(count) * dtype_size(t) + 1);
-  kernels::reduce_ordered(out.data(), sources.data(), g_size, count, t, op, scale);
+  combine(out.data(), sources.data(), g_size, count, t, op, scale);
   return out;
 }
 
@@ -57,14 +67,14 @@ std::string describe(const char* path, DataType t, ReduceOp op, int64_t count, b
          std::to_string(g_rank);
 }
 
-void check_allreduce(Group* group, const char* path, DataType t, ReduceOp op, int64_t count,
-                     bool in_place, kernels::Scale scale = {}) {
+void check_allreduce(Backend& backend, Combine combine, const char* path, DataType t, ReduceOp op,
+                     int64_t count, bool in_place, kernels::Scale scale = {}) {
   std::vector<unsigned char> send = filled(t, g_rank, count);
   std::vector<unsigned char> out(send.size(), 0xAB);
   void* recv = in_place ? send.data() : out.data();
-  Status s = group->backend().allreduce(send.data(), recv, count, t, op, scale);
+  Status s = backend.allreduce(send.data(), recv, count, t, op, scale);
   ASSERT_TRUE(s.ok()) << describe(path, t, op, count, in_place) << ": " << s.to_string();
-  const std::vector<unsigned char> want = expected(t, op, scale, count, 0, count);
+  const std::vector<unsigned char> want = expected(combine, t, op, scale, count, 0, count);
   EXPECT_EQ(0, std::memcmp(recv, want.data(), count * dtype_size(t)))
       << describe(path, t, op, count, in_place);
 }
@@ -78,7 +88,9 @@ std::vector<int64_t> counts_for(DataType t) {
 
 class BothPaths : public ::testing::TestWithParam<const char*> {
  protected:
-  Group* group() const { return std::string(GetParam()) == "shared" ? g_shared : g_messages; }
+  bool shared() const { return std::string(GetParam()) == "shared"; }
+  Backend& backend() const { return (shared() ? g_shared : g_messages)->backend(); }
+  Combine combine() const { return shared() ? &kernels::reduce_ordered : &kernels::reduce_tree; }
 };
 
 TEST_P(BothPaths, AllreduceEveryDtypeOpAndSize) {
@@ -86,7 +98,7 @@ TEST_P(BothPaths, AllreduceEveryDtypeOpAndSize) {
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
       for (int64_t count : counts_for(t)) {
         for (bool in_place : {true, false})
-          check_allreduce(group(), GetParam(), t, op, count, in_place);
+          check_allreduce(backend(), combine(), GetParam(), t, op, count, in_place);
       }
     }
   }
@@ -96,11 +108,11 @@ TEST_P(BothPaths, AllreduceAverageWithPostscale) {
   const kernels::Scale scale{g_size, 0.5};
   for (DataType t : {DataType::kFloat32, DataType::kBFloat16, DataType::kInt32}) {
     for (int64_t count : counts_for(t))
-      check_allreduce(group(), GetParam(), t, ReduceOp::kSum, count, false, scale);
+      check_allreduce(backend(), combine(), GetParam(), t, ReduceOp::kSum, count, false, scale);
   }
 }
 
-TEST_P(BothPaths, ReducescatterUnevenBlocksInPlace) {
+void check_reducescatter(Backend& backend, Combine combine, const char* path) {
   for (DataType t : all_dtypes()) {
     // Rank q's block grows with q; the last rank's is empty.
     std::vector<int64_t> blocks;
@@ -112,23 +124,115 @@ TEST_P(BothPaths, ReducescatterUnevenBlocksInPlace) {
     }
     std::vector<unsigned char> send = filled(t, g_rank, total);
     void* recv = send.data() + first * dtype_size(t);
-    Status s = group()->backend().reducescatter(send.data(), recv, blocks, t, ReduceOp::kSum, {});
+    Status s = backend.reducescatter(send.data(), recv, blocks, t, ReduceOp::kSum, {});
     ASSERT_TRUE(s.ok()) << s.to_string();
     const std::vector<unsigned char> want =
-        expected(t, ReduceOp::kSum, {}, total, first, blocks[g_rank]);
+        expected(combine, t, ReduceOp::kSum, {}, total, first, blocks[g_rank]);
     EXPECT_EQ(0, std::memcmp(recv, want.data(), blocks[g_rank] * dtype_size(t)))
-        << GetParam() << " reducescatter " << dtype_name(t) << " on rank " << g_rank;
+        << path << " reducescatter " << dtype_name(t) << " on rank " << g_rank;
   }
+}
+
+TEST_P(BothPaths, ReducescatterUnevenBlocksInPlace) {
+  check_reducescatter(backend(), combine(), GetParam());
 }
 
 INSTANTIATE_TEST_SUITE_P(Backend, BothPaths, ::testing::Values("shared", "messages"),
                          [](const auto& info) { return std::string(info.param); });
 
+// The messages path with one algorithm forced (or auto), on a backend of its own.
+class EveryAlgorithm : public ::testing::TestWithParam<HostAlgorithm> {
+ protected:
+  EveryAlgorithm() : backend_(g_comm, GetParam()) {}
+  const char* name() const { return host_algorithm_name(GetParam()); }
+  MpiBackend backend_;
+};
+
+// The dtypes whose bits show the order of combination, on every size; the rest of the
+// matrix is AllreduceEveryDtypeAndOp.
+TEST_P(EveryAlgorithm, AllreduceBitsOfTheTree) {
+  for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16,
+                     DataType::kFloat64, DataType::kInt32}) {
+    for (int64_t count : counts_for(t)) {
+      for (bool in_place : {true, false})
+        check_allreduce(backend_, &kernels::reduce_tree, name(), t, ReduceOp::kSum, count,
+                        in_place);
+    }
+    check_allreduce(backend_, &kernels::reduce_tree, name(), t, ReduceOp::kSum, 1001, false,
+                    kernels::Scale{g_size, 0.5});
+  }
+}
+
+TEST_P(EveryAlgorithm, AllreduceEveryDtypeAndOp) {
+  for (DataType t : all_dtypes()) {
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
+      for (int64_t count : {int64_t{3}, int64_t{70001}})
+        check_allreduce(backend_, &kernels::reduce_tree, name(), t, op, count, true);
+    }
+  }
+}
+
+TEST_P(EveryAlgorithm, ReducescatterUnevenBlocks) {
+  check_reducescatter(backend_, &kernels::reduce_tree, name());
+}
+
+// Floats over many magnitudes: their sums depend on the order of combination.
+std::vector<float> spread(int rank, int64_t count) {
+  std::vector<float> v(static_cast<std::size_t>(count));
+  for (int64_t i = 0; i < count; ++i) {
+    const double mantissa = static_cast<double>((i * 7919 + rank * 104729) % 2001 - 1000) / 1000;
+    v[i] = static_cast<float>(std::ldexp(mantissa, static_cast<int>((i + 3 * rank) % 25) - 12));
+  }
+  return v;
+}
+
+// Fusion cannot change a result: a small and a large tensor reduced together give the bits
+// each gives alone (though auto picks a different algorithm for each size), on every rank.
+TEST_P(EveryAlgorithm, FusedAndAloneGiveTheSameBits) {
+  const int64_t small = 7, large = 300001;
+  std::vector<float> fused = spread(g_rank, small + large);
+  std::vector<float> a(fused.begin(), fused.begin() + small);
+  std::vector<float> b(fused.begin() + small, fused.end());
+  const DataType t = DataType::kFloat32;
+  ASSERT_TRUE(
+      backend_.allreduce(fused.data(), fused.data(), small + large, t, ReduceOp::kSum, {}).ok());
+  ASSERT_TRUE(backend_.allreduce(a.data(), a.data(), small, t, ReduceOp::kSum, {}).ok());
+  ASSERT_TRUE(backend_.allreduce(b.data(), b.data(), large, t, ReduceOp::kSum, {}).ok());
+  EXPECT_EQ(0, std::memcmp(fused.data(), a.data(), small * 4)) << name() << " on rank " << g_rank;
+  EXPECT_EQ(0, std::memcmp(fused.data() + small, b.data(), large * 4))
+      << name() << " on rank " << g_rank;
+  // The same bits on every rank: rank 0's result, broadcast, must equal this rank's.
+  std::vector<float> root = fused;
+  MPI_Bcast(root.data(), static_cast<int>(root.size()), MPI_FLOAT, 0, g_comm);
+  EXPECT_EQ(0, std::memcmp(root.data(), fused.data(), fused.size() * 4))
+      << name() << ": rank " << g_rank << " differs from rank 0";
+  // And these inputs do tell orders apart: from four ranks on, the tree is not rank order.
+  if (g_size >= 4) {
+    std::vector<std::vector<float>> all;
+    std::vector<const void*> sources;
+    for (int r = 0; r < g_size; ++r) all.push_back(spread(r, small + large));
+    for (const auto& row : all) sources.push_back(row.data());
+    std::vector<float> linear(small + large);
+    kernels::reduce_ordered(linear.data(), sources.data(), g_size, small + large, t, ReduceOp::kSum,
+                            {});
+    EXPECT_NE(0, std::memcmp(linear.data(), fused.data(), fused.size() * 4));
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Backend, EveryAlgorithm,
+    ::testing::Values(HostAlgorithm::kAuto, HostAlgorithm::kGatherAll, HostAlgorithm::kDirect,
+                      HostAlgorithm::kRecursiveDoubling, HostAlgorithm::kHalvingDoubling),
+    [](const auto& info) { return std::string(host_algorithm_name(info.param)); });
+
 }  // namespace
 }  // namespace chorus
 
+// --across-hosts: the ranks run on different hosts (tests/cluster/netns_algorithms.sh), so
+// no shared-memory group is made, and only the messages cases may run.
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
+  const bool across_hosts = argc > 1 && std::string(argv[1]) == "--across-hosts";
   int provided = 0;
   MPI_Init_thread(&argc, &argv, MPI_THREAD_MULTIPLE, &provided);
   int rc = 2;
@@ -146,19 +250,22 @@ int main(int argc, char** argv) {
     auto messages = (*world)->create_group(all);
     if (!shared.ok() || !messages.ok()) return rc;
     std::string why;
-    // Every rank of an mpirun test runs on this host: the segment must map.
-    chorus::Status s = (*shared)->join_host(&why);
+    // Otherwise every rank runs on this host: the segment must map.
+    chorus::Status s = across_hosts ? chorus::Status() : (*shared)->join_host(&why);
     if (!s.ok() || !why.empty()) {
       std::fprintf(stderr, "rank %d: no shared memory for the backend: %s %s\n", chorus::g_rank,
                    s.to_string().c_str(), why.c_str());
       return rc;
     }
-    chorus::g_shared = shared->get();
+    if (!across_hosts) chorus::g_shared = shared->get();
     chorus::g_messages = messages->get();
+    MPI_Comm_dup(MPI_COMM_WORLD, &chorus::g_comm);
+    MPI_Comm_set_errhandler(chorus::g_comm, MPI_ERRORS_RETURN);
     if (chorus::g_rank != 0) ::testing::GTEST_FLAG(brief) = true;
     rc = RUN_ALL_TESTS();
     shared->reset();
     messages->reset();
+    MPI_Comm_free(&chorus::g_comm);
     (void)(*world)->finalize();
   }
   MPI_Finalize();
