@@ -78,6 +78,8 @@ def plot_negotiation(rows, out):
     left.plot([p for p, _ in new], [int(r["broadcast_bytes"]) for _, r in new], "s-",
               label="bytes broadcast")
     left.set_title("step of new names (coordinator)")
+    left.set_yscale("log")
+    left.set_ylabel("bytes")
     right.plot([p for p, _ in cached], [int(r["and_messages"]) for _, r in cached], "o-",
                label="AND messages per rank (recursive doubling)")
     right.plot([p for p, _ in cached], [int(r["gathers"]) for _, r in cached], "s-",
