@@ -293,11 +293,11 @@ void print_header(const World& w, const Args& args, const chorus::Options& optio
   MPI_Get_library_version(version, &len);
   std::string lib(version, strnlen(version, sizeof version));
   lib = lib.substr(0, lib.find_first_of(",\n"));
-  const int64_t threshold = threshold_of(options);
+  const chorus::StatusOr<chorus::Config> config = chorus::Config::load(options);
+  const int64_t threshold = config.ok() ? config->fusion_threshold_bytes : -1;
   std::printf("# Chorus allreduce vs raw MPI\n\n");
   std::printf("- np = %d (%d local), %s, %u hardware threads on this host\n", w.size,
               chorus::local_size(), lib.c_str(), std::thread::hardware_concurrency());
-  chorus::StatusOr<chorus::Config> config = chorus::Config::load(options);
   std::printf("- CHORUS_HOST_ALGORITHM=%s (sets across hosts; on one host shared memory)\n",
               config.ok() ? chorus::host_algorithm_name(config->host_algorithm) : "?");
   if (args.threshold_sweep) {

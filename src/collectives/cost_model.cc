@@ -2,6 +2,8 @@
 
 #include <initializer_list>
 
+#include "kernels/reduce_tree.h"
+
 namespace chorus {
 namespace {
 
@@ -11,20 +13,11 @@ int ceil_log2(int n) {
   return k;
 }
 
-int floor_pow2(int n) {
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
-  return p;
-}
-
-// What every formula starts from.
+// What every formula starts from: the size and the shape of the tree (kernels/reduce_tree.h).
 struct Terms {
-  Terms(int ranks, int64_t bytes)
-      : n(static_cast<double>(bytes)),
-        p(ranks),
-        p2(floor_pow2(ranks)),
-        levels(ceil_log2(p2)),
-        fold(ranks > p2 ? 1 : 0) {}
+  Terms(int ranks, int64_t bytes) : Terms(static_cast<double>(bytes), kernels::TreeShape(ranks)) {}
+  Terms(double bytes, const kernels::TreeShape& tree)
+      : n(bytes), p(tree.size), p2(tree.p2), levels(tree.levels), fold(tree.extra > 0 ? 1 : 0) {}
   double n;    // bytes per rank
   double p;    // ranks
   int p2;      // the tree's leaves

@@ -90,7 +90,7 @@ Status MpiTree::allreduce(bool halving, const void* send, void* recv, int64_t co
     return receive_from(rank_ - 1, acc, bytes);
   }
   const char* mine = static_cast<const char*>(send);
-  if (rank_ < 2 * shape_.extra) {
+  if (shape_.leads_pair(rank_)) {
     if (Status s = fold_in(mine, acc, bytes, dtype, op); !s.ok()) return s;
     mine = acc;
   }
@@ -103,7 +103,7 @@ Status MpiTree::allreduce(bool halving, const void* send, void* recv, int64_t co
     s = double_vectors(mine, acc, bytes, dtype, op, scale);
   }
   if (!s.ok()) return s;
-  if (rank_ < 2 * shape_.extra) return send_to(rank_ + 1, acc, bytes);
+  if (shape_.leads_pair(rank_)) return send_to(rank_ + 1, acc, bytes);
   return {};
 }
 
@@ -191,14 +191,14 @@ Status MpiTree::reducescatter_halving(const void* send, void* recv,
   // holds one block.
   char* acc = acc_.get(static_cast<std::size_t>(bytes));
   const char* mine = static_cast<const char*>(send);
-  if (rank_ < 2 * shape_.extra) {
+  if (shape_.leads_pair(rank_)) {
     if (Status s = fold_in(mine, acc, bytes, dtype, op); !s.ok()) return s;
     mine = acc;
   }
   if (Status s = halve(mine, acc, offsets_, dtype, op, scale); !s.ok()) return s;
   const char* block = acc + offsets_[leaf_] * esz;
   std::memmove(out, block, static_cast<std::size_t>(counts[rank_] * esz));
-  if (rank_ < 2 * shape_.extra) {
+  if (shape_.leads_pair(rank_)) {
     return send_to(rank_ + 1, block + counts[rank_] * esz, counts[rank_ + 1] * esz);
   }
   return {};

@@ -9,12 +9,6 @@ namespace {
 // Elements per piece: two partial results per tree level stay in L1 together.
 constexpr int64_t kPiece = 512;
 
-int log2_of(int p2) {
-  int k = 0;
-  while ((1 << k) < p2) ++k;
-  return k;
-}
-
 // Evaluates the tree over one piece of every source. Partial results live in `slots`, two
 // per level (level k holds the groups of leaves that are equal modulo 2^k): a group's left
 // half is kept in slot 0 of the level below while its right half is evaluated in slot 1.
@@ -29,7 +23,7 @@ class PieceTree {
         esz_(dtype_size(dtype)),
         slots_(slots),
         slot_bytes_(slot_bytes),
-        leaf_level_(log2_of(shape.p2)) {}
+        leaf_level_(shape.levels) {}
 
   void run(void* dst, int64_t first, int64_t count, Scale scale) {
     first_ = first;
@@ -74,8 +68,11 @@ class PieceTree {
 
 }  // namespace
 
-TreeShape::TreeShape(int n) : size(n), p2(1), extra(0) {
-  while (p2 * 2 <= n) p2 *= 2;
+TreeShape::TreeShape(int n) : size(n), p2(1), levels(0), extra(0) {
+  while (p2 * 2 <= n) {
+    p2 *= 2;
+    ++levels;
+  }
   extra = n - p2;
 }
 
@@ -90,7 +87,7 @@ void reduce_tree(void* dst, const void* const* srcs, int n, int64_t count, DataT
   const int64_t slot_bytes = kPiece * esz;
   // Grows to the deepest tree this thread has evaluated and stays.
   thread_local std::vector<char> slots;
-  const std::size_t need = static_cast<std::size_t>(2 * (log2_of(shape.p2) + 1) * slot_bytes);
+  const std::size_t need = static_cast<std::size_t>(2 * (shape.levels + 1) * slot_bytes);
   if (slots.size() < need) slots.resize(need);
   PieceTree tree(srcs, shape, dtype, op, slots.data(), slot_bytes);
   char* out = static_cast<char*>(dst);

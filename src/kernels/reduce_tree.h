@@ -29,8 +29,12 @@ struct TreeShape {
   explicit TreeShape(int size);
 
   int size;
-  int p2;     ///< the largest power of two <= size: the leaves
-  int extra;  ///< size - p2: the folded pairs
+  int p2;      ///< the largest power of two <= size: the leaves
+  int levels;  ///< log2 p2: the rounds above the leaves
+  int extra;   ///< size - p2: the folded pairs
+
+  /// Whether `rank` is the even rank of a folded pair (it stands for the pair).
+  bool leads_pair(int rank) const { return rank < 2 * extra && rank % 2 == 0; }
 
   /// Leaf of `rank`, or -1 for the odd rank of a folded pair (it hands its values to the
   /// even one and takes part in nothing else).
