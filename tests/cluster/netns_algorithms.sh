@@ -28,15 +28,18 @@ for layout in 2:h1:1,h2:1 3:h1:1,h2:1,h3:1 4:h1:2,h2:2 5:h1:1,h2:1,h3:1,h4:1,h5:
   hosts=${layout#*:}
   echo "== mpirun -np $np -H $hosts backend_test --across-hosts"
   t0=$(date +%s)
-  timeout -k 5 240 mpirun -np "$np" -H "$hosts" --bind-to none \
-    "$backend_test" --across-hosts --gtest_color=no --gtest_filter="$cases" >"$netns_state/out" 2>&1
+  # Each rank's output in a file of its own (out/1/rank.N/stdout): ranks' lines interleave
+  # on mpirun's own output, so the checks read rank 0's file.
+  out="$netns_state/out$np"
+  timeout -k 5 240 mpirun -np "$np" -H "$hosts" --bind-to none --output-filename "$out" \
+    "$backend_test" --across-hosts --gtest_color=no --gtest_filter="$cases" >"$out.log" 2>&1
   rc=$?
-  cat "$netns_state/out"
+  cat "$out.log" "$out"/1/rank.*/stdout "$out"/1/rank.*/stderr 2>/dev/null
   [ $rc = 124 ] && fail "P=$np hung (hard timeout)"
   [ $rc = 0 ] || fail "P=$np: mpirun exited $rc"
-  grep -q "\[  PASSED  \] $want_tests tests" "$netns_state/out" ||
+  grep -q "\[  PASSED  \] $want_tests tests" "$out/1/rank.0/stdout" ||
     fail "P=$np: rank 0 did not pass all $want_tests cases"
-  if grep -q "SKIPPED" "$netns_state/out"; then fail "P=$np: a case was skipped"; fi
+  if cat "$out"/1/rank.*/stdout | grep -q "SKIPPED"; then fail "P=$np: a case was skipped"; fi
   echo "== P=$np passed in $(( $(date +%s) - t0 )) s"
 done
 echo "netns_algorithms.sh: ok in $(( $(date +%s) - start )) s"
