@@ -3,10 +3,17 @@
 // as CSV for scripts/plot_scaling.py and docs/scaling.md.
 //
 //   scaling_model [--alpha SECONDS] [--beta SECONDS_PER_BYTE] [--gamma SECONDS_PER_BYTE]
-//                 [--ranks 2,4,...] [--bytes 4096,...]
+//                 [--ranks 2,4,...] [--bytes 4096,...] [--per-host K]
 //
 // Defaults: InfiniBand HDR as published (200 Gb/s: beta = 1 / 25 GB/s; alpha = 2 us per
-// message through MPI), a reduction at 8 GB/s; ranks 2 to 4096; 4 KiB, 1 MiB and 64 MiB.
+// message through MPI), a reduction at 8 GB/s; ranks 2 to 4096; 4 KiB, 1 MiB and 64 MiB;
+// 4 ranks per host (ABCI's nodes), each with a port of its own, and shared memory inside the
+// host at 1 us per wait and 10 GB/s per copy.
+// The rows "two-level": what Chorus runs where the P ranks are P / K hosts of K
+// (hierarchical_allreduce_cost), for P a multiple of K with two hosts or more; and
+// "flat-shared-port": the flat choice where the K ranks of a host share one port (beta
+// times K, as if every byte crossed the network: the flat algorithms' large early steps do),
+// the common cluster node with one network card, and the fake hosts of run_bench_hosts.sh.
 // The comparison rows, under the same alpha-beta-gamma model:
 //   ring  2 (P - 1) messages of n / P, each rank combining n (P - 1) / P: MPI libraries'
 //         large-message allreduce, and NCCL's ring;
@@ -47,6 +54,11 @@ int main(int argc, char** argv) {
   link.alpha_s = 2e-6;
   link.beta_s_per_byte = 1 / 25e9;
   link.gamma_s_per_byte = 1 / 8e9;
+  LinkModel host;
+  host.alpha_s = 1e-6;
+  host.beta_s_per_byte = 1 / 10e9;
+  host.gamma_s_per_byte = 1 / 8e9;
+  int per_host = 4;
   std::vector<double> ranks, sizes = {4096, 1 << 20, 64 << 20};
   for (int p = 2; p <= 4096; p *= 2) {
     ranks.push_back(p);
@@ -65,10 +77,12 @@ int main(int argc, char** argv) {
       ranks = parse_list(argv[i + 1]);
     } else if (a == "--bytes") {
       sizes = parse_list(argv[i + 1]);
+    } else if (a == "--per-host" && v >= 1) {
+      per_host = static_cast<int>(v);
     } else {
       std::fprintf(stderr,
                    "usage: scaling_model [--alpha S] [--beta S/B] [--gamma S/B] "
-                   "[--ranks LIST] [--bytes LIST]\n");
+                   "[--ranks LIST] [--bytes LIST] [--per-host K]\n");
       return 2;
     }
   }
@@ -86,6 +100,18 @@ int main(int argc, char** argv) {
         std::printf("%d,%lld,%s,%d,%lld,%lld,%.9g,%d\n", p, static_cast<long long>(n),
                     host_algorithm_name(a), c.rounds, static_cast<long long>(c.messages),
                     static_cast<long long>(c.bytes), c.seconds, a == chosen ? 1 : 0);
+      }
+      if (p % per_host == 0 && p / per_host >= 2) {
+        const Cost c = hierarchical_allreduce_cost(p / per_host, per_host, n, link, host);
+        std::printf("%d,%lld,two-level,%d,%lld,%lld,%.9g,0\n", p, static_cast<long long>(n),
+                    c.rounds, static_cast<long long>(c.messages), static_cast<long long>(c.bytes),
+                    c.seconds);
+        LinkModel shared = link;
+        shared.beta_s_per_byte *= per_host;
+        const Cost f = allreduce_cost(choose_allreduce(p, n, shared), p, n, shared);
+        std::printf("%d,%lld,flat-shared-port,%d,%lld,%lld,%.9g,0\n", p, static_cast<long long>(n),
+                    f.rounds, static_cast<long long>(f.messages), static_cast<long long>(f.bytes),
+                    f.seconds);
       }
       const double ring_bytes = 2.0 * (p - 1) / p * static_cast<double>(n);
       const double ring = link.alpha_s * 2 * (p - 1) + link.beta_s_per_byte * ring_bytes +

@@ -28,6 +28,8 @@ STYLE = {
     "halving": ("halving-doubling", "tab:green", "^"),
     "ring": ("ring (MPI large-message, NCCL ring)", "tab:orange", "x"),
     "tree": ("NCCL double binary tree", "tab:purple", "+"),
+    "two-level": ("two levels, 4 ranks per host", "tab:brown", "D"),
+    "flat-shared-port": ("flat choice, 4 ranks sharing a port", "tab:pink", "d"),
 }
 
 

@@ -101,6 +101,25 @@ Cost reducescatter_cost(HostAlgorithm algorithm, int ranks, int64_t bytes, const
   return {};
 }
 
+Cost hierarchical_allreduce_cost(int hosts, int per_host, int64_t bytes, const LinkModel& network,
+                                 const LinkModel& host) {
+  const int64_t shard = bytes / (per_host > 0 ? per_host : 1);
+  const Cost parts[] = {
+      reducescatter_cost(HostAlgorithm::kDirect, per_host, bytes, host),
+      allreduce_cost(choose_allreduce(hosts, shard, network), hosts, shard, network),
+      per_host > 1 ? priced(1, per_host - 1, static_cast<double>(bytes - shard), 0, host) : Cost{},
+  };
+  Cost sum;
+  for (const Cost& c : parts) {
+    sum.rounds += c.rounds;
+    sum.messages += c.messages;
+    sum.bytes += c.bytes;
+    sum.combined += c.combined;
+    sum.seconds += c.seconds;
+  }
+  return sum;
+}
+
 HostAlgorithm choose_allreduce(int ranks, int64_t bytes, const LinkModel& link) {
   HostAlgorithm best = HostAlgorithm::kGatherAll;
   double best_s = allreduce_cost(best, ranks, bytes, link).seconds;

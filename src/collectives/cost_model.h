@@ -62,6 +62,15 @@ Cost allreduce_cost(HostAlgorithm algorithm, int ranks, int64_t bytes, const Lin
 /// (its halving half).
 Cost reducescatter_cost(HostAlgorithm algorithm, int ranks, int64_t bytes, const LinkModel& link);
 
+/// The two-level allreduce (collectives/hierarchical_allreduce.h) of `bytes` per rank over
+/// `hosts` x `per_host` ranks: a reduce-scatter inside each host priced as direct on `host`
+/// (shared memory: a message is a wait on a peer's counter, a byte a memory copy), the
+/// cheapest allreduce of each rank's 1 / per_host shard over the hosts on `network` (the
+/// per_host shards move side by side, each rank on its own link), and an allgather of the
+/// shards inside the host on `host`. The parts run one after another, so their costs add.
+Cost hierarchical_allreduce_cost(int hosts, int per_host, int64_t bytes, const LinkModel& network,
+                                 const LinkModel& host);
+
 /// The cheapest allreduce; on a tie, the earlier of gather-all, doubling, halving-doubling,
 /// direct. The same on every rank: a pure function of its arguments.
 HostAlgorithm choose_allreduce(int ranks, int64_t bytes, const LinkModel& link);

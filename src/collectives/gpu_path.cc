@@ -93,23 +93,6 @@ StatusOr<GpuBackendRequest> agree_gpu_backend(const std::vector<GpuBackendReques
   return Status(StatusCode::kMismatch, msg);
 }
 
-bool hierarchical_layout(const RankMap& map, std::string* reason) {
-  auto no = [&](const char* why) {
-    if (reason) *reason = why;
-    return false;
-  };
-  if (map.cross_size < 2) return no("all ranks are on one host");
-  if (map.local_size < 2) return no("one rank per host: nothing to reduce inside a node");
-  if (!map.uniform) return no("hosts run different numbers of ranks");
-  if (reason) *reason = map.layout();
-  return true;
-}
-
-bool hierarchical_groups_needed(std::optional<bool> requested, const RankMap& map) {
-  if (requested) return *requested;
-  return hierarchical_layout(map, nullptr);
-}
-
 bool use_hierarchical_allreduce(std::optional<bool> requested, bool global_set, GpuPath path,
                                 const RankMap& map, std::string* reason) {
   auto no = [&](const std::string& why) {

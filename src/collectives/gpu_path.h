@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "chorus/status.h"
+#include "collectives/hierarchical_allreduce.h"
 #include "topology/rank_map.h"
 
 namespace chorus {
@@ -67,18 +68,6 @@ StatusOr<GpuPathChoice> choose_gpu_path(const GpuPathInputs& in);
 /// names the set). Every member sees the same list, so every member gets the same answer.
 StatusOr<GpuBackendRequest> agree_gpu_backend(const std::vector<GpuBackendRequest>& per_rank,
                                               const std::string& label);
-
-/// Whether the layout allows the hierarchical allreduce: more than one host, more than
-/// one rank per host, and a uniform layout (every host the same number of ranks, so every
-/// local rank has a partner on every host). The map is the same on every rank, so all
-/// agree. `reason` says why not, for the log.
-bool hierarchical_layout(const RankMap& map, std::string* reason);
-
-/// Whether the runtime needs the local and cross groups at init:
-/// CHORUS_HIERARCHICAL_ALLREDUCE (`requested`: unset = automatic, true = 1, false = 0) is
-/// 1, or it is unset and the layout allows the hierarchy. 0 builds none. The setting and the
-/// map must be the same on every rank (the groups are made by collective calls).
-bool hierarchical_groups_needed(std::optional<bool> requested, const RankMap& map);
 
 /// Whether an allreduce of this set goes local reduce-scatter, cross allreduce, local
 /// allgather. `requested` is CHORUS_HIERARCHICAL_ALLREDUCE: false (0) never; otherwise

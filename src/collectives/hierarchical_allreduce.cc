@@ -6,6 +6,37 @@
 
 namespace chorus {
 
+bool hierarchical_layout(const RankMap& map, std::string* reason) {
+  auto no = [&](const char* why) {
+    if (reason) *reason = why;
+    return false;
+  };
+  if (map.cross_size < 2) return no("all ranks are on one host");
+  if (map.local_size < 2) return no("one rank per host: nothing to reduce inside a node");
+  if (!map.uniform) return no("hosts run different numbers of ranks");
+  if (reason) *reason = map.layout();
+  return true;
+}
+
+bool hierarchical_groups_needed(std::optional<bool> requested, const RankMap& map) {
+  if (requested) return *requested;
+  return hierarchical_layout(map, nullptr);
+}
+
+bool use_hierarchical_host_allreduce(std::optional<bool> requested, bool global_set,
+                                     const RankMap& map, std::string* reason) {
+  auto no = [&](const std::string& why) {
+    if (reason) *reason = why;
+    return false;
+  };
+  if (requested == false) return no("CHORUS_HIERARCHICAL_ALLREDUCE=0 turns it off");
+  if (!global_set) return no("only the global process set has local and cross groups");
+  std::string layout;
+  if (!hierarchical_layout(map, &layout)) return no(layout);
+  if (reason) *reason = std::string(requested ? "as requested" : "automatic") + ": " + layout;
+  return true;
+}
+
 std::vector<int64_t> hierarchical_blocks(int64_t count, int parts, int64_t align) {
   if (parts < 1) parts = 1;
   if (align < 1) align = 1;

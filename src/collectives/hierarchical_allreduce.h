@@ -1,8 +1,9 @@
 #pragma once
 // Hierarchical allreduce: reduce-scatter inside the node, allreduce of each node's shard
 // across nodes, allgather inside the node. Inside a node the transport is fast (NCCL over
-// NVLink/PCIe); across nodes each rank moves only 1/local_size of the data, and the
-// local_size cross allreduces (one per local rank) run side by side over the network.
+// NVLink/PCIe for GPU memory, shared memory for host memory); across nodes each rank moves
+// only 1/local_size of the data, and the local_size cross allreduces (one per local rank)
+// run side by side over the network.
 //
 // A decorator over three Backends: `local` (this host's ranks, ordered by local_rank),
 // `cross` (the ranks with this local_rank, one per host) and `flat` (the whole set), which
@@ -10,20 +11,48 @@
 // from the background thread, in the same order on every member.
 //
 // Bits: the result scale is applied once, at the end (in the cross allreduce), and the
-// order is node first, then across nodes in host order. Inside the node the order is the
-// local backend's: with MPI (staged) it is local rank order and independent of the
-// element's place in the buffer, so fused and unfused allreduces agree bit for bit (what
-// the unit test checks over fake transports); with NCCL as the local backend it is
+// order is node first, then across nodes in the cross backend's order. Inside the node the
+// order is the local backend's: on host memory (shared memory, or MPI staged for GPU
+// memory) it is local rank order and independent of the element's place in the buffer,
+// and across nodes the host backend's tree over the hosts is too, so fused and unfused
+// allreduces agree bit for bit (what the unit test checks over fake transports, and
+// cluster.netns_hierarchy across fake hosts); with NCCL as the local backend it is
 // whatever NCCL's reduce-scatter algorithm does for that message size, so floating results
-// may differ between fused and unfused calls and from the flat backend's rank order.
+// may differ between fused and unfused calls and from the flat backend's order.
 
 #include <cstdint>
 #include <memory>
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "collectives/backend.h"
+#include "topology/rank_map.h"
 
 namespace chorus {
+
+/// Whether the layout allows the hierarchical allreduce: more than one host, more than
+/// one rank per host, and a uniform layout (every host the same number of ranks, so every
+/// local rank has a partner on every host). The map is the same on every rank, so all
+/// agree. `reason` says why not, for the log.
+bool hierarchical_layout(const RankMap& map, std::string* reason);
+
+/// Whether the runtime needs the local and cross groups at init:
+/// CHORUS_HIERARCHICAL_ALLREDUCE (`requested`: unset = automatic, true = 1, false = 0) is
+/// 1, or it is unset and the layout allows the hierarchy. 0 builds none. The setting and the
+/// map must be the same on every rank (the groups are made by collective calls).
+bool hierarchical_groups_needed(std::optional<bool> requested, const RankMap& map);
+
+/// Whether a host-memory allreduce of this set goes local reduce-scatter, cross allreduce,
+/// local allgather: only the global set (`global_set`) has local and cross groups, and the
+/// layout must allow it (hierarchical_layout); then always, unless
+/// CHORUS_HIERARCHICAL_ALLREDUCE is 0 (`requested` false). Inside a host the local group
+/// reduces through shared memory, so only 1/local_size of the data crosses the network per
+/// rank, in local_size flows side by side. Fixed for the set, never per call: the
+/// combination order depends on it (host order in mpi_backend.h). `reason` says why or why
+/// not.
+bool use_hierarchical_host_allreduce(std::optional<bool> requested, bool global_set,
+                                     const RankMap& map, std::string* reason);
 
 /// Splits `count` elements into `parts` consecutive blocks for the intra-node
 /// reduce-scatter. Every block boundary is a multiple of `align` elements (so every shard

@@ -18,6 +18,9 @@
 //
 // A set whose members all run on one host reduces through shared memory instead
 // (collectives/shm_reducer.h): ((x0 op x1) op x2) ..., in rank order, whatever the size.
+// The runtime's global set on a uniform layout of several hosts, several ranks each, runs
+// its allreduces over two of these instead (collectives/hierarchical_allreduce.h): each
+// host's ranks in rank order, then the tree over the hosts.
 
 #include <mpi.h>
 

@@ -89,10 +89,11 @@ struct Config {
   /// round waits this long only for a rank that stopped. Default 60 s: longer than any
   /// single collective of a training step, so that the deadline never fires on a slow one.
   double liveness_seconds = 60.0;
-  /// CHORUS_HIERARCHICAL_ALLREDUCE: GPU allreduces of the global set reduce inside each
-  /// node, then across nodes. Unset (or "auto"): automatic, on where the layout allows it
-  /// and the GPU path is NCCL; 1: on wherever the layout allows it; 0: off
-  /// (use_hierarchical_allreduce in collectives/gpu_path.h).
+  /// CHORUS_HIERARCHICAL_ALLREDUCE: allreduces of the global set reduce inside each node,
+  /// then across nodes. Unset (or "auto"): automatic, where the layout allows it: always on
+  /// host memory, and on GPU memory when the GPU path is NCCL; 1: on wherever the layout
+  /// allows it; 0: off (use_hierarchical_host_allreduce in collectives/hierarchical_allreduce.h,
+  /// use_hierarchical_allreduce in collectives/gpu_path.h).
   std::optional<bool> hierarchical_allreduce;
   /// CHORUS_LOG_LEVEL: trace, debug, info, warn, error, critical or off.
   std::string log_level = "warn";

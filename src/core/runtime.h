@@ -111,6 +111,10 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
     std::unique_ptr<ControlTransport> host_rounds;  // set when its rounds use the board
     ControlTransport* control = nullptr;            // host_rounds, or the group's
     std::unique_ptr<Negotiator> negotiator;
+    // The global set's host-memory reductions across hosts, over the topology groups
+    // (collectives/hierarchical_allreduce.h); null: the group's backend, flat. Declared
+    // before the executor, which uses it, so that it outlives it.
+    std::unique_ptr<Backend> hierarchical_host;
     std::unique_ptr<Executor> executor;
     EntryTable entries;
   };

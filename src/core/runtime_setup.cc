@@ -7,6 +7,7 @@
 
 #include "base/logging.h"
 #include "collectives/gpu_path.h"
+#include "collectives/hierarchical_allreduce.h"
 #include "core/host_rounds.h"
 #include "core/init_agreement.h"
 #include "core/runtime.h"
@@ -144,9 +145,24 @@ StatusOr<std::unique_ptr<Runtime::SetState>> Runtime::make_set(int32_t id,
     set->control = set->host_rounds.get();
   }
   set->negotiator = std::make_unique<Negotiator>(set->control, nopts, label);
+  Backend* host = &set->group->backend();
+  if (id == 0 && map_.cross_size > 1) {
+    std::string why;
+    if (use_hierarchical_host_allreduce(config_.hierarchical_allreduce, true, map_, &why)) {
+      // hierarchical_groups_needed() asked for the groups wherever this holds.
+      if (!topology_groups_.local) return internal_error("the hierarchy has no local group");
+      StatusOr<std::unique_ptr<HierarchicalBackend>> h = HierarchicalBackend::create(
+          host, &topology_groups_.local->backend(), &topology_groups_.cross->backend());
+      if (!h.ok()) return h.status();
+      set->hierarchical_host = std::move(h).value();
+      host = set->hierarchical_host.get();
+      log().debug("{}: hierarchical host-memory allreduce, {}", label, why);
+    } else {
+      log().debug("{}: flat host-memory allreduce across hosts: {}", label, why);
+    }
+  }
   set->executor = std::make_unique<Executor>(
-      &set->group->backend(), static_cast<std::size_t>(config_.fusion_threshold_bytes),
-      timeline_.get());
+      host, static_cast<std::size_t>(config_.fusion_threshold_bytes), timeline_.get());
   GpuContextSetup gpu;
   gpu.label = label;
   gpu.global_set = id == 0;

@@ -88,6 +88,36 @@ TEST(CostModel, ChoiceFollowsSizeAndRanks) {
   }
 }
 
+TEST(CostModel, TwoLevelsAddTheHostsPartsToTheCrossAllreduceOfAShard) {
+  const LinkModel network;
+  LinkModel host;
+  host.alpha_s = 1e-6;
+  const int64_t n = 64 * kMiB;
+  // 1,024 hosts x 4: a direct reduce-scatter and an allgather of 3 blocks inside the host,
+  // and halving-doubling of n / 4 over 1,024 hosts (10 levels each way).
+  const Cost two = hierarchical_allreduce_cost(1024, 4, n, network, host);
+  const Cost cross = allreduce_cost(HostAlgorithm::kHalvingDoubling, 1024, n / 4, network);
+  const Cost inside = reducescatter_cost(HostAlgorithm::kDirect, 4, n, host);
+  EXPECT_EQ(HostAlgorithm::kHalvingDoubling, choose_allreduce(1024, n / 4, network));
+  EXPECT_EQ(inside.rounds + 20 + 1, two.rounds);
+  EXPECT_EQ(3 + 20 + 3, two.messages);
+  EXPECT_EQ(inside.bytes + cross.bytes + 3 * n / 4, two.bytes);
+  EXPECT_EQ(inside.combined + cross.combined, two.combined);
+  EXPECT_NEAR(inside.seconds + cross.seconds + 3 * host.alpha_s + 0.75 * n * host.beta_s_per_byte,
+              two.seconds, 1e-12);
+  // Across the network each rank sends a quarter of what the flat allreduce over all 4,096
+  // ranks sends, in fewer rounds.
+  const Cost flat = allreduce_cost(HostAlgorithm::kHalvingDoubling, 4096, n, network);
+  EXPECT_NEAR(static_cast<double>(flat.bytes) / 4, static_cast<double>(cross.bytes), n * 1e-3);
+  EXPECT_LT(cross.rounds, flat.rounds);
+  // One rank per host: the cross allreduce alone.
+  const Cost one = hierarchical_allreduce_cost(8, 1, n, network, host);
+  const Cost eight = allreduce_cost(choose_allreduce(8, n, network), 8, n, network);
+  EXPECT_EQ(eight.messages, one.messages);
+  EXPECT_EQ(eight.bytes, one.bytes);
+  EXPECT_DOUBLE_EQ(eight.seconds, one.seconds);
+}
+
 TEST(CostModel, NamesRoundTripAndBadValuesNameTheVariable) {
   for (HostAlgorithm a : {HostAlgorithm::kAuto, HostAlgorithm::kGatherAll, HostAlgorithm::kDirect,
                           HostAlgorithm::kRecursiveDoubling, HostAlgorithm::kHalvingDoubling}) {

@@ -241,5 +241,42 @@ INSTANTIATE_TEST_SUITE_P(Layouts, HierarchicalWorld,
                                   std::to_string(info.param.per_host);
                          });
 
+// When the host-memory allreduce of a set takes the hierarchy: the global set on a uniform
+// layout of several hosts with several ranks each, unless CHORUS_HIERARCHICAL_ALLREDUCE=0.
+RankMap hosts_of(int hosts, int per_host, int rank) {
+  std::vector<std::string> names;
+  for (int h = 0; h < hosts; ++h) {
+    for (int k = 0; k < per_host; ++k) names.push_back("node" + std::to_string(h));
+  }
+  return compute_rank_map(names, rank);
+}
+
+TEST(HierarchicalHost, AutomaticWhereTheLayoutAllowsIt) {
+  std::string why;
+  for (std::optional<bool> requested : {std::optional<bool>(), std::optional<bool>(true)}) {
+    EXPECT_TRUE(use_hierarchical_host_allreduce(requested, true, hosts_of(2, 4, 5), &why));
+    EXPECT_NE(why.find("ppr:4:node"), std::string::npos) << why;
+    EXPECT_NE(why.find(requested ? "requested" : "automatic"), std::string::npos) << why;
+    EXPECT_TRUE(use_hierarchical_host_allreduce(requested, true, hosts_of(3, 2, 0), &why));
+  }
+}
+
+TEST(HierarchicalHost, FlatWithReasons) {
+  std::string why;
+  EXPECT_FALSE(use_hierarchical_host_allreduce(false, true, hosts_of(2, 4, 0), &why));
+  EXPECT_NE(why.find("CHORUS_HIERARCHICAL_ALLREDUCE=0"), std::string::npos) << why;
+  for (std::optional<bool> requested : {std::optional<bool>(), std::optional<bool>(true)}) {
+    EXPECT_FALSE(use_hierarchical_host_allreduce(requested, false, hosts_of(2, 4, 0), &why));
+    EXPECT_NE(why.find("global process set"), std::string::npos) << why;
+    EXPECT_FALSE(use_hierarchical_host_allreduce(requested, true, hosts_of(1, 4, 0), &why));
+    EXPECT_NE(why.find("one host"), std::string::npos) << why;
+    EXPECT_FALSE(use_hierarchical_host_allreduce(requested, true, hosts_of(4, 1, 0), &why));
+    EXPECT_NE(why.find("one rank per host"), std::string::npos) << why;
+    EXPECT_FALSE(use_hierarchical_host_allreduce(requested, true,
+                                                 compute_rank_map({"a", "a", "b"}, 0), &why));
+    EXPECT_NE(why.find("different numbers"), std::string::npos) << why;
+  }
+}
+
 }  // namespace
 }  // namespace chorus
