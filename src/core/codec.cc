@@ -27,6 +27,8 @@ constexpr std::size_t kMinWaitingSlotBytes = 12;
 // postscale 8, first_dims 4, splits 4, group_size 4, group_index 4, group 4,
 // last_joined_rank 4, new_set_id 4, ranks 4, target_set 4.
 constexpr std::size_t kMinResponseBytes = 77;
+// A string: its length, 4.
+constexpr std::size_t kMinStringBytes = 4;
 
 // Appends little-endian fixed-width fields to a string. Bytes are written one at a time
 // from the value, so the output does not depend on the host's byte order or struct layout.
@@ -328,6 +330,7 @@ std::string encode(const RequestList& list) {
     w.i32(s.slot);
     w.f64(s.waited_seconds);
   }
+  w.f64(list.idle_seconds);
   return std::move(w).take();
 }
 
@@ -336,6 +339,9 @@ std::string encode(const ResponseList& list) {
   write_header(w, MessageKind::kResponseList);
   w.length(list.responses.size());
   for (const Response& p : list.responses) write_response(w, p);
+  w.length(list.stall_lines.size());
+  for (const std::string& line : list.stall_lines) w.str(line);
+  w.i32(list.stall_exit_status);
   return std::move(w).take();
 }
 
@@ -349,6 +355,7 @@ StatusOr<RequestList> decode_request_list(std::string_view bytes) {
         // A braced list evaluates its elements left to right, as the reads require.
         return WaitingSlot{rr.i32("WaitingSlot.slot"), rr.f64("WaitingSlot.waited_seconds")};
       });
+  list.idle_seconds = r.f64("RequestList.idle_seconds");
   r.expect_end(kind_name(static_cast<uint8_t>(MessageKind::kRequestList)));
   if (!r.ok()) return r.status();
   return list;
@@ -360,6 +367,9 @@ StatusOr<ResponseList> decode_response_list(std::string_view bytes) {
   ResponseList list;
   list.responses =
       read_list<Response>(r, "ResponseList.responses", kMinResponseBytes, read_response);
+  list.stall_lines = read_list<std::string>(r, "ResponseList.stall_lines", kMinStringBytes,
+                                            [](Reader& rr) { return rr.str("stall line"); });
+  list.stall_exit_status = r.i32("ResponseList.stall_exit_status");
   r.expect_end(kind_name(static_cast<uint8_t>(MessageKind::kResponseList)));
   if (!r.ok()) return r.status();
   return list;

@@ -32,7 +32,7 @@ namespace chorus::codec {
 /// The first four bytes of every message.
 inline constexpr std::string_view kMagic = "CHRS";
 /// The layout version this build writes and the only one it reads.
-inline constexpr uint16_t kWireVersion = 3;
+inline constexpr uint16_t kWireVersion = 4;
 
 /// What the body of a message holds (the header's third field).
 enum class MessageKind : uint8_t {

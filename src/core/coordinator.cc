@@ -229,9 +229,10 @@ Response decide_response(const std::string& name,
   return resp;
 }
 
-Coordinator::Coordinator(int size) : size_(size), joined_(size, false) {}
+Coordinator::Coordinator(int size) : size_(size), joined_(size, false), idle_(size, -1.0) {}
 
 void Coordinator::add(int rank, const RequestList& list, Clock::time_point now) {
+  idle_[rank] = list.idle_seconds;
   for (const Request& q : list.requests) {
     if (q.op == OpType::kJoin) {
       joined_[rank] = true;
@@ -382,15 +383,40 @@ StallReport Coordinator::inspect_stalls(Clock::time_point now, double check_seco
            " s: submitted by ranks " + ranks_string(have) + ", not yet by ranks " +
            ranks_string(missing_ranks(present));
   };
-  auto fail = [&](const std::string& name, OpType op, double age,
-                  const std::vector<bool>& present) {
-    Response r;
-    r.op = op;
-    r.name = name;
-    r.status = Status(StatusCode::kStalled, "stall inspector (CHORUS_STALL_SHUTDOWN_SECONDS=" +
-                                                seconds(shutdown_seconds) +
-                                                "): " + describe(name, op, age, present));
-    report.failures.push_back(std::move(r));
+  // What every rank has outstanding, new names and cached ones, for the classes.
+  StallView view;
+  view.size = size_;
+  view.outstanding.resize(size_);
+  view.idle_seconds = idle_;
+  for (const std::string& name : arrival_) {
+    const Arrivals& e = table_.at(name);
+    for (int r = 0; r < size_; ++r) {
+      if (e.by_rank[r]) view.outstanding[r].push_back(name);
+    }
+  }
+  for (const auto& [name, w] : waiting_) {
+    for (int r = 0; r < size_; ++r) {
+      if (w.ranks[r]) view.outstanding[r].push_back(name);
+    }
+  }
+  // The tensors to warn about or fail now; `failing`: their op, age and ranks, to fail once
+  // their class is known.
+  struct Failing {
+    std::string name;
+    OpType op;
+    double age;
+    std::vector<bool> present;
+  };
+  std::vector<Failing> failing;
+  auto consider = [&](const std::string& name, OpType op, double age,
+                      const std::vector<bool>& present, bool fail, bool warn) {
+    if (!fail && !warn) return;
+    view.stuck.push_back({name, op, age, present});
+    if (fail) {
+      failing.push_back({name, op, age, present});
+    } else {
+      report.warnings.push_back(describe(name, op, age, present));
+    }
   };
 
   std::vector<std::string> failed;
@@ -402,15 +428,13 @@ StallReport Coordinator::inspect_stalls(Clock::time_point now, double check_seco
       present[r] = e.by_rank[r].has_value();
       if (present[r]) op = e.by_rank[r]->op;
     }
-    if (shutdown_seconds > 0 && age >= shutdown_seconds) {
-      fail(name, op, age, present);
-      failed.push_back(name);
-      continue;
-    }
-    if (check_seconds > 0 && age >= check_seconds &&
-        (!e.warned ||
-         std::chrono::duration<double>(now - e.last_warned).count() >= check_seconds)) {
-      report.warnings.push_back(describe(name, op, age, present));
+    const bool fail = shutdown_seconds > 0 && age >= shutdown_seconds;
+    const bool warn =
+        !fail && check_seconds > 0 && age >= check_seconds &&
+        (!e.warned || std::chrono::duration<double>(now - e.last_warned).count() >= check_seconds);
+    consider(name, op, age, present, fail, warn);
+    if (fail) failed.push_back(name);
+    if (warn) {
       e.warned = true;
       e.last_warned = now;
     }
@@ -419,21 +443,43 @@ StallReport Coordinator::inspect_stalls(Clock::time_point now, double check_seco
     table_.erase(name);
     arrival_.erase(std::find(arrival_.begin(), arrival_.end(), name));
   }
-
   for (auto& [name, w] : waiting_) {
-    if (shutdown_seconds > 0 && w.waited_seconds >= shutdown_seconds) {
-      fail(name, w.cached.op, w.waited_seconds, w.ranks);
+    const bool fail = shutdown_seconds > 0 && w.waited_seconds >= shutdown_seconds;
+    bool warn = false;
+    if (fail) {
       cached_warned_.erase(name);
     } else if (check_seconds > 0 && w.waited_seconds >= check_seconds) {
       auto last = cached_warned_.find(name);
-      if (last == cached_warned_.end() ||
-          std::chrono::duration<double>(now - last->second).count() >= check_seconds) {
-        report.warnings.push_back(describe(name, w.cached.op, w.waited_seconds, w.ranks));
-        cached_warned_[name] = now;
-      }
+      warn = last == cached_warned_.end() ||
+             std::chrono::duration<double>(now - last->second).count() >= check_seconds;
+      if (warn) cached_warned_[name] = now;
     }
+    consider(name, w.cached.op, w.waited_seconds, w.ranks, fail, warn);
   }
   waiting_.clear();
+
+  report.findings = classify_stalls(view);
+  std::map<std::string, const StallFinding*> class_of;
+  for (const StallFinding& f : report.findings) {
+    for (const std::string& t : f.tensors) class_of[t] = &f;
+  }
+  for (const Failing& f : failing) {
+    Response r;
+    r.op = f.op;
+    r.name = f.name;
+    auto c = class_of.find(f.name);
+    const std::string why =
+        c == class_of.end() ? "" : std::string("; ") + stall_class_name(c->second->cls);
+    r.status =
+        Status(StatusCode::kStalled,
+               "stall inspector (CHORUS_STALL_SHUTDOWN_SECONDS=" + seconds(shutdown_seconds) +
+                   "): " + describe(f.name, f.op, f.age, f.present) + why);
+    report.failures.push_back(std::move(r));
+    if (c != class_of.end()) {
+      const int status = stall_exit_status(c->second->cls);
+      if (report.exit_status == 0 || status < report.exit_status) report.exit_status = status;
+    }
+  }
   std::sort(report.warnings.begin(), report.warnings.end());
   std::sort(report.failures.begin(), report.failures.end(),
             [](const Response& a, const Response& b) { return a.name < b.name; });

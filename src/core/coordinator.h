@@ -16,12 +16,17 @@
 #include <vector>
 
 #include "core/message.h"
+#include "core/stall_classes.h"
 
 namespace chorus {
 
 struct StallReport {
   std::vector<std::string> warnings;  ///< one line per stuck tensor, naming missing ranks
   std::vector<Response> failures;     ///< kStalled responses (stall shutdown reached)
+  /// Why the tensors warned about or failed are stuck, one line per class, for every rank.
+  std::vector<StallFinding> findings;
+  /// Not 0 with failures: the exit status of the first class among the failed tensors.
+  int exit_status = 0;
 };
 
 class Coordinator {
@@ -70,6 +75,7 @@ class Coordinator {
   std::unordered_map<std::string, Arrivals> table_;
   std::vector<std::string> arrival_;  // names in first-arrival order
   std::vector<bool> joined_;
+  std::vector<double> idle_;  // each rank's RequestList::idle_seconds, as last received
   int last_joined_ = -1;
   std::map<std::string, Waiting> waiting_;
   std::map<std::string, Clock::time_point> cached_warned_;  // last warning per cached tensor

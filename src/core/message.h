@@ -61,6 +61,7 @@ struct WaitingSlot {
 struct RequestList {
   std::vector<Request> requests;
   std::vector<WaitingSlot> waiting;  ///< cache hits not ready everywhere yet (stall reports)
+  double idle_seconds = 0;           ///< since the sender last submitted anything (stall classes)
   friend bool operator==(const RequestList&, const RequestList&) = default;
 };
 
@@ -92,6 +93,11 @@ struct Response {
 
 struct ResponseList {
   std::vector<Response> responses;
+  /// The stall inspector's classes (core/stall_classes.h), one line each, for every rank.
+  std::vector<std::string> stall_lines;
+  /// Not 0: CHORUS_STALL_SHUTDOWN_SECONDS failed tensors, and every member ends its process
+  /// with this status (stall_exit_status()) once it has run these responses.
+  int32_t stall_exit_status = 0;
   friend bool operator==(const ResponseList&, const ResponseList&) = default;
 };
 

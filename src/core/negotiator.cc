@@ -41,6 +41,7 @@ void Negotiator::submit(const Request& request, Clock::time_point now) {
   p.submitted = now;
   p.order = submitted_++;
   pending_.emplace(request.name, p);
+  last_submit_ = now;
 }
 
 Status Negotiator::start(bool shutdown, Clock::time_point now) {
@@ -133,6 +134,7 @@ Status Negotiator::start(bool shutdown, Clock::time_point now) {
   // Every gather carries this rank's waiting cached tensors, so the coordinator sees every
   // rank that submitted them; a stall asks for a gather at most once per period.
   outgoing_.waiting = std::move(waiting);
+  outgoing_.idle_seconds = seconds_between(last_submit_, now);
   bool report = stalled && seconds_between(last_stall_report_, now) >= stall_after;
   if (report) last_stall_report_ = now;
   // Rank 0 asks for a round when its own table has a stall to report or fail.
@@ -249,11 +251,17 @@ StatusOr<std::vector<Response>> Negotiator::exchange(const RequestList& mine,
       log().error("{}", f.status.message());
       out.responses.push_back(std::move(f));
     }
+    for (const StallFinding& f : stalls.findings) out.stall_lines.push_back(f.line);
+    out.stall_exit_status = stalls.exit_status;
     encoded = codec::encode(out);
   }
   if (Status s = transport_->broadcast(&encoded); !s.ok()) return s;
   StatusOr<ResponseList> decoded = codec::decode_response_list(encoded);
   if (!decoded.ok()) return decoded.status();
+  for (const std::string& line : decoded->stall_lines)
+    log().warn("stall inspector ({}): {}", label_, line);
+  round_.stall_lines = std::move(decoded->stall_lines);
+  round_.stall_exit_status = decoded->stall_exit_status;
   return std::move(decoded->responses);
 }
 

@@ -56,10 +56,18 @@ class Negotiator {
     std::vector<std::shared_ptr<const Response>> responses;
     bool shutdown = false;          ///< some member asked to shut down
     bool used_coordinator = false;  ///< the round needed a gather (false: cache only)
+    /// The stall inspector's classes, one line each (logged on every member), and, not 0,
+    /// the exit status every member ends its process with after running the responses
+    /// (CHORUS_STALL_SHUTDOWN_SECONDS; core/stall_classes.h).
+    std::vector<std::string> stall_lines;
+    int stall_exit_status = 0;
   };
 
   /// `label` names the set in log lines ("global", "set 2").
   Negotiator(ControlTransport* transport, NegotiatorOptions options, std::string label);
+
+  /// The set's name in log lines ("global", "set 2").
+  const std::string& label() const { return label_; }
 
   /// Queues a local request for the next round, by reference: `request` must stay alive
   /// and unchanged until a round answers it (round().responses holds its name) or the
@@ -140,6 +148,7 @@ class Negotiator {
   RequestList outgoing_;
   std::vector<std::string_view> outgoing_names_;
   Clock::time_point last_stall_report_{};
+  Clock::time_point last_submit_ = Clock::now();  // this rank's latest submit(), for idle_seconds
   Round round_;
 };
 

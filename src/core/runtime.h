@@ -138,6 +138,7 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   StatusOr<std::unique_ptr<SetState>> make_set(int32_t id, const std::vector<int>& ranks)
       CHORUS_REQUIRES(progress_mu_);
   Status setup_doorbells() CHORUS_REQUIRES(progress_mu_);
+  [[noreturn]] void end_for_stall(int status, const std::string& label);
   void loop() CHORUS_EXCLUDES(progress_mu_);
   std::chrono::microseconds cycle_time() const {
     return std::chrono::microseconds(static_cast<int64_t>(config_.cycle_time_ms * 1000));

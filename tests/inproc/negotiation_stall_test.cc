@@ -55,11 +55,12 @@ TEST_P(NegotiationTest, StallWarningThenShutdownForANewTensor) {
     EXPECT_EQ(got[0].status.code(), StatusCode::kStalled) << got[0].status.to_string();
     EXPECT_TRUE(has(got[0].status.message(), submitted));
     EXPECT_TRUE(has(got[0].status.message(), missing));
+    EXPECT_TRUE(has(got[0].status.message(), "; ranks stopped taking part"));
     EXPECT_GE(took[r->rank()], 0.29) << "failed before CHORUS_STALL_SHUTDOWN_SECONDS";
     EXPECT_LT(took[r->rank()], 3.0);
     EXPECT_EQ(r->negotiator().pending(), 0u);
   }
-  int warnings = 0;
+  int warnings = 0, classes = 0;
   for (const std::string& line : capture.lines()) {
     if (line.find("stall inspector") == std::string::npos) continue;
     if (line.find("'late.tensor'") == std::string::npos) continue;
@@ -67,11 +68,19 @@ TEST_P(NegotiationTest, StallWarningThenShutdownForANewTensor) {
         line.find("CHORUS_STALL_SHUTDOWN_SECONDS") != std::string::npos) {
       continue;  // the failure itself
     }
+    if (has(line, "fix:")) {  // the class of the stall (core/stall_classes.h)
+      ++classes;
+      EXPECT_TRUE(has(line, "ranks stopped taking part")) << line;
+      EXPECT_TRUE(has(line, "rank " + std::to_string(n() - 1) + " has nothing outstanding"))
+          << line;
+      continue;
+    }
     ++warnings;
     EXPECT_TRUE(has(line, submitted));
     EXPECT_TRUE(has(line, missing));
   }
   EXPECT_GE(warnings, 1) << "no stall warning before the shutdown";
+  EXPECT_GE(classes, 1) << "no stall class said";
 }
 
 // The same for a cached tensor (agreed by bits, reported through the waiting lists). The

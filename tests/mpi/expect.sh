@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs a command and checks how it ended and what it printed:
-#   expect.sh [--fail|--any-exit] [--within SECONDS] [--regex ERE]... [--json FILE]... -- COMMAND...
+#   expect.sh [--fail|--any-exit|--status N] [--within SECONDS] [--regex ERE]... [--json FILE]...
+#             -- COMMAND...
 # --fail: the command must exit non-zero (but not by the hard timeout: 124 means it hung).
+# --status: the command must exit with status N (mpirun passes on its ranks' status).
 # --any-exit: any exit code but the hard timeout's (a job that lost a rank on purpose, whose
 #   launcher's exit code says so).
 # --within: the command must end within this many seconds.
@@ -10,6 +12,7 @@
 set -u
 want_fail=0
 any_exit=0
+want_status=""
 within=0
 regexes=()
 jsons=()
@@ -17,6 +20,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     --fail) want_fail=1; shift ;;
     --any-exit) any_exit=1; shift ;;
+    --status) want_status=$2; shift 2 ;;
     --within) within=$2; shift 2 ;;
     --regex) regexes+=("$2"); shift 2 ;;
     --json) jsons+=("$2"); shift 2 ;;
@@ -37,6 +41,8 @@ if [ $rc -eq 77 ]; then echo "expect.sh: SKIPPED"; exit 77; fi
 ok=1
 if [ $rc -eq 124 ]; then
   echo "expect.sh: FAIL: the command hit its hard timeout (a hang)"; ok=0
+elif [ -n "$want_status" ]; then
+  [ "$rc" -eq "$want_status" ] || { echo "expect.sh: FAIL: expected exit code $want_status"; ok=0; }
 elif [ $want_fail -eq 1 ] && [ $rc -eq 0 ]; then
   echo "expect.sh: FAIL: expected a non-zero exit code"; ok=0
 elif [ $any_exit -eq 1 ]; then

@@ -49,29 +49,22 @@ int stall_warning() {
 }
 
 // Rank 0 submits tensors nobody else ever submits, one new and one already cached: with
-// CHORUS_STALL_SHUTDOWN_SECONDS=2 both fail on rank 0 with STALLED, naming the missing ranks.
+// CHORUS_STALL_SHUTDOWN_SECONDS=2 both fail, and since the other ranks have nothing
+// outstanding, every rank ends its process with status 84 ("ranks stopped taking part"),
+// which the test's expectations check with the lines that say so.
 int stall_shutdown() {
   std::vector<float> v(16, 1.0f);
   if (Status s = allreduce("cached.once", ref(v), ref(v)).wait(); !s.ok())
     return fail(s.to_string());
-  if (rank() != 0) {
-    // Stay away until rank 0's tensors have failed; the final shutdown() is negotiated.
-    std::this_thread::sleep_for(6s);
-    return 0;
-  }
-  {
+  if (rank() == 0) {
     Handle fresh = allreduce("never.elsewhere", ref(v), ref(v));
     Handle cached = allreduce("cached.once", ref(v), ref(v));
-    for (Handle* h : {&fresh, &cached}) {
-      Status s = h->wait(30s);
-      if (s.code() != StatusCode::kStalled) return fail("expected STALLED, got " + s.to_string());
-      if (s.message().find("not yet by ranks [1") == std::string::npos) {
-        return fail("message does not name the missing ranks: " + s.message());
-      }
-      say("rank 0: " + s.to_string());
-    }
+    fresh.wait(30s);
+    cached.wait(30s);
   }
-  return 0;
+  // The stall ends every process before this wait does.
+  std::this_thread::sleep_for(30s);
+  return fail("the stall inspector did not end the job");
 }
 
 // Rank 0 has work no one else submits when every rank calls shutdown(): the handle fails

@@ -71,6 +71,7 @@ RequestList full_request_list() {
   RequestList list;
   for (int i = 0; i < 4; ++i) list.requests.push_back(full_request(i));
   list.waiting = {{5, 1.5}, {-1, 0.0}, {1 << 30, 1e300}};
+  list.idle_seconds = 12.25;
   return list;
 }
 
@@ -79,6 +80,8 @@ ResponseList full_response_list() {
   for (int i = 0; i < 3; ++i) list.responses.push_back(full_response(i));
   list.responses[1].status =
       Status(StatusCode::kMismatch, "allreduce 'w': rank 1 sent float32[3], rank 0 float32[4]");
+  list.stall_lines = {"stall: ranks stopped taking part (1 tensor: 'w'): ...", ""};
+  list.stall_exit_status = 84;
   return list;
 }
 
@@ -243,17 +246,27 @@ TEST(CodecTest, KeepsExtremeNumbersBitExact) {
 TEST(CodecTest, LayoutIsLittleEndianAndFixed) {
   RequestList list;
   list.waiting = {{0x01020304, 1.0}};
+  list.idle_seconds = 2.0;
   const std::string expected =
-      "CHRS\x03\x00\x01"s                   // magic, version 3, request list
+      "CHRS\x04\x00\x01"s                   // magic, version 4, request list
       "\x00\x00\x00\x00"s                   // no requests
       "\x01\x00\x00\x00"s                   // one waiting slot
       "\x04\x03\x02\x01"s                   // slot
-      "\x00\x00\x00\x00\x00\x00\xf0\x3f"s;  // 1.0
+      "\x00\x00\x00\x00\x00\x00\xf0\x3f"s   // 1.0
+      "\x00\x00\x00\x00\x00\x00\x00\x40"s;  // idle 2.0
   EXPECT_EQ(encode(list), expected);
-  EXPECT_EQ(encode(ResponseList{}), "CHRS\x03\x00\x02\x00\x00\x00\x00"s);
+  ResponseList responses;
+  responses.stall_lines = {"ab"};
+  responses.stall_exit_status = 0x51;
+  EXPECT_EQ(encode(responses),
+            "CHRS\x04\x00\x02"s  // magic, version 4, response list
+            "\x00\x00\x00\x00"s  // no responses
+            "\x01\x00\x00\x00\x02\x00\x00\x00"s
+            "ab"s                  // one stall line, "ab"
+            "\x51\x00\x00\x00"s);  // exit status 81
   // Smallest elements: the decoder's count checks rely on these sizes.
-  EXPECT_EQ(encode(RequestList{{Request{}}, {}}).size(), 7u + 4 + 64 + 4);
-  EXPECT_EQ(encode(ResponseList{{Response{}}}).size(), 7u + 4 + 77);
+  EXPECT_EQ(encode(RequestList{{Request{}}, {}}).size(), 7u + 4 + 64 + 4 + 8);
+  EXPECT_EQ(encode(ResponseList{{Response{}}}).size(), 7u + 4 + 77 + 4 + 4);
 }
 
 TEST(CodecTest, EveryTruncationFailsCleanly) {
@@ -280,7 +293,7 @@ TEST(CodecTest, RejectsBadMagic) {
 }
 
 TEST(CodecTest, RejectsOtherVersions) {
-  for (uint16_t version : {0, 1, 2, 4, 0xffff}) {  // 2: before the join and set fields split
+  for (uint16_t version : {0, 1, 2, 3, 5, 0xffff}) {  // 3: before the stall classes
     std::string bytes = encode(full_response_list());
     bytes[4] = static_cast<char>(version & 0xff);
     bytes[5] = static_cast<char>(version >> 8);
@@ -359,10 +372,10 @@ TEST(CodecTest, RejectsOutOfRangeResponseEnums) {
 // ASan an attempt to reserve billions of elements would abort the test.
 TEST(CodecTest, RejectsHugeLengthPrefixes) {
   const std::string one_request = encode(RequestList{{Request{}}, {}});
-  ASSERT_EQ(one_request.size(), 79u);
+  ASSERT_EQ(one_request.size(), 87u);
   const std::string m1 = expect_data_loss(
       decode_request_list(patch_u32(one_request, kFirstElementAt + 5, 4000000000u)));
-  EXPECT_NE(m1.find("Request.name: string length 4000000000 at offset 16 exceeds the 59 bytes "
+  EXPECT_NE(m1.find("Request.name: string length 4000000000 at offset 16 exceeds the 67 bytes "
                     "left"),
             std::string::npos)
       << m1;
@@ -375,7 +388,7 @@ TEST(CodecTest, RejectsHugeLengthPrefixes) {
       expect_data_loss(decode_request_list(patch_u32(one_request, kFirstElementAt + 16, 1u << 31)));
   EXPECT_NE(m3.find("Request.shape: length 2147483648 at offset 27"), std::string::npos) << m3;
   const std::string m4 = expect_data_loss(
-      decode_request_list(patch_u32(one_request, one_request.size() - 4, 0xfffffff0)));
+      decode_request_list(patch_u32(one_request, one_request.size() - 12, 0xfffffff0)));
   EXPECT_NE(m4.find("RequestList.waiting: length"), std::string::npos) << m4;
 
   const std::string one_response = encode(ResponseList{{Response{}}});
@@ -387,7 +400,7 @@ TEST(CodecTest, RejectsHugeLengthPrefixes) {
   const std::string m6 =
       expect_data_loss(decode_response_list(patch_u32(one_response, kCountAt, 2)));
   EXPECT_NE(m6.find("ResponseList.responses: length 2 at offset 7 needs at least 154 bytes but "
-                    "77 are left"),
+                    "85 are left"),
             std::string::npos)
       << m6;
 }
