@@ -282,9 +282,11 @@ IdleCpu idle_cpu(const World& w, double seconds) {
 // ---------------------------------------------------------------------------------------
 // Reports (rank 0).
 
-int64_t threshold_of(const chorus::Options& options) {
+// The global set's fusion threshold under `options`: the job is across hosts when some host
+// lacks a rank.
+int64_t threshold_of(const World& w, const chorus::Options& options) {
   chorus::StatusOr<chorus::Config> c = chorus::Config::load(options);
-  return c.ok() ? c->fusion_threshold_bytes : -1;
+  return c.ok() ? c->fusion_threshold_for(chorus::local_size() < w.size) : -1;
 }
 
 void print_header(const World& w, const Args& args, const chorus::Options& options) {
@@ -294,7 +296,9 @@ void print_header(const World& w, const Args& args, const chorus::Options& optio
   std::string lib(version, strnlen(version, sizeof version));
   lib = lib.substr(0, lib.find_first_of(",\n"));
   const chorus::StatusOr<chorus::Config> config = chorus::Config::load(options);
-  const int64_t threshold = config.ok() ? config->fusion_threshold_bytes : -1;
+  const bool across_hosts = chorus::local_size() < w.size;
+  const int64_t threshold = threshold_of(w, options);
+  const bool automatic = config.ok() && !config->fusion_threshold_bytes;
   std::printf("# Chorus allreduce vs raw MPI\n\n");
   std::printf("- np = %d (%d local), %s, %u hardware threads on this host\n", w.size,
               chorus::local_size(), lib.c_str(), std::thread::hardware_concurrency());
@@ -307,9 +311,12 @@ void print_header(const World& w, const Args& args, const chorus::Options& optio
                 large_reps(args.reps), args.reps * kLatencyRepsFactor, kWarmup);
   }
   std::printf(
-      "- Chorus fusion threshold: %s (Options::fusion_threshold_bytes, else "
+      "- Chorus fusion threshold: %s%s (Options::fusion_threshold_bytes, else "
       "CHORUS_FUSION_THRESHOLD, else the default)%s\n",
       threshold > 0 ? fmt_bytes(threshold).c_str() : "0 (fusion off)",
+      automatic
+          ? (across_hosts ? ", auto: the default across hosts" : ", auto: the default on one host")
+          : "",
       args.threshold_sweep ? "; the sweep sets it per row" : "");
   std::printf("- host load average (1 min) at start: %.2f\n", load_average());
   std::printf(
@@ -485,7 +492,7 @@ void run_all(const World& w, const Args& args) {
 // Two passes, ascending then descending, each with half the repetitions: a load on the
 // shared machine that drifts during the sweep then weighs on every threshold alike.
 void run_sweep(const World& w, const Args& args) {
-  const int64_t current = threshold_of({});
+  const int64_t current = threshold_of(w, {});
   const std::vector<int64_t> thresholds = {kMiB / 4, kMiB / 2, 1 * kMiB,  2 * kMiB,
                                            4 * kMiB, 8 * kMiB, 16 * kMiB, 64 * kMiB};
   struct Row {

@@ -7,7 +7,8 @@
 #
 # Environment: BUILD_DIR (default <repo>/build); LAYOUTS (default "2x2 4x1 3x1", hosts x
 # ranks per host); ALGORITHMS (default "auto": CHORUS_HOST_ALGORITHM of each run, e.g.
-# "auto halving direct" runs every layout once per algorithm). Extra arguments go to every
+# "auto halving direct" runs every layout once per algorithm); CHORUS_HIERARCHICAL_ALLREDUCE
+# reaches every rank where set (0: the flat tree at 2x2 too). Extra arguments go to every
 # run, e.g. --reps 20 or --cases 1.
 set -u
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -27,10 +28,15 @@ for algorithm in ${ALGORITHMS:-auto}; do
     hosts=""
     for ((i = 1; i <= nhosts; i++)); do hosts+="${hosts:+,}h$i:$ppr"; done
     np=$((nhosts * ppr))
+    settings="CHORUS_HOST_ALGORITHM=$algorithm"
+    [ -n "${CHORUS_HIERARCHICAL_ALLREDUCE:-}" ] &&
+      settings+=", CHORUS_HIERARCHICAL_ALLREDUCE=$CHORUS_HIERARCHICAL_ALLREDUCE"
     echo "=== $nhosts hosts x $ppr ranks: mpirun -np $np -H $hosts allreduce_bench${*:+ $*}" \
-      "(CHORUS_HOST_ALGORITHM=$algorithm) ==="
+      "($settings) ==="
     echo
+    pass=(-x CHORUS_HOST_ALGORITHM)
+    [ -n "${CHORUS_HIERARCHICAL_ALLREDUCE:-}" ] && pass+=(-x CHORUS_HIERARCHICAL_ALLREDUCE)
     CHORUS_HOST_ALGORITHM=$algorithm timeout -k 5 1200 mpirun -np "$np" -H "$hosts" \
-      --bind-to none -x CHORUS_HOST_ALGORITHM "$bench" "$@" || fail "the run exited $?"
+      --bind-to none "${pass[@]}" "$bench" "$@" || fail "the run exited $?"
   done
 done

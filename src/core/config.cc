@@ -129,10 +129,34 @@ std::string horovod_log_level(const std::string& raw) {
 
 std::vector<SettingRow> make_table() {
   std::vector<SettingRow> t;
-  t.push_back(number<int64_t, &Config::fusion_threshold_bytes, &Options::fusion_threshold_bytes,
-                     Config::kMaxFusionThreshold>(
-      "CHORUS_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD",
-      "bytes, an integer between 0 and 4294967296 (4 GiB)", true));
+  t.push_back({"CHORUS_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD",
+               "bytes, an integer between 0 and 4294967296 (4 GiB), or auto (unset: auto)", true,
+               [](const std::string& name, const std::string& raw, const char* accepted,
+                  Config& c) -> Status {
+                 int64_t v = 0;
+                 if (raw == "auto") {
+                   c.fusion_threshold_bytes.reset();
+                 } else if (whole_number(raw, &v)) {
+                   c.fusion_threshold_bytes = v;
+                 } else {
+                   return bad_value(name, raw, accepted);
+                 }
+                 return {};
+               },
+               [](const std::string&, const Options& o, Config& c) -> Status {
+                 if (o.fusion_threshold_bytes) c.fusion_threshold_bytes = *o.fusion_threshold_bytes;
+                 return {};
+               },
+               [](const Config& c) {
+                 return !c.fusion_threshold_bytes ||
+                        (*c.fusion_threshold_bytes >= 0 &&
+                         *c.fusion_threshold_bytes <= Config::kMaxFusionThreshold);
+               },
+               [](const Config& c) {
+                 return c.fusion_threshold_bytes ? std::to_string(*c.fusion_threshold_bytes)
+                                                 : std::string("auto");
+               },
+               nullptr});
   t.push_back(number<double, &Config::cycle_time_ms, &Options::cycle_time_ms, 10000, true>(
       "CHORUS_CYCLE_TIME", "HOROVOD_CYCLE_TIME", "milliseconds, > 0 and <= 10000", false));
   t.push_back(number<int64_t, &Config::cache_capacity, &Options::cache_capacity, 1 << 20>(
@@ -149,6 +173,17 @@ std::vector<SettingRow> make_table() {
                [](const Config&) { return true; }, [](const Config& c) { return c.timeline_path; },
                // Horovod's "no file until start_timeline()" is Chorus's default.
                [](const std::string& raw) { return raw == "DYNAMIC" ? std::string() : raw; }});
+  t.push_back({"CHORUS_DEBUG_DIR", nullptr, "a directory", false,
+               [](const std::string&, const std::string& raw, const char*, Config& c) -> Status {
+                 c.debug_dir = raw;
+                 return {};
+               },
+               [](const std::string&, const Options& o, Config& c) -> Status {
+                 if (o.debug_dir) c.debug_dir = *o.debug_dir;
+                 return {};
+               },
+               [](const Config&) { return true; }, [](const Config& c) { return c.debug_dir; },
+               nullptr});
   constexpr auto kWeek = static_cast<int64_t>(Config::kMaxSeconds);
   const char* seconds = "seconds, between 0 and 604800 (a week)";
   t.push_back(number<double, &Config::stall_check_seconds, &Options::stall_check_seconds, kWeek>(

@@ -61,12 +61,25 @@ struct Config {
   /// The largest number of seconds any setting takes (a week).
   static constexpr double kMaxSeconds = 7 * 24 * 3600;
 
+  /// The default CHORUS_FUSION_THRESHOLD of a set on one host: 512 KiB, the fastest of
+  /// 256 KiB..64 MiB in bench/allreduce_bench's sweep there: fusion pays for small tensors
+  /// (many calls become one), while copying tensors of hundreds of KB costs more than their
+  /// own call, and a buffer that stays in cache pipelines better than one huge buffer.
+  static constexpr int64_t kFusionThresholdOneHost = 512 << 10;
+  /// The default of a set across hosts: every fusion buffer pays a round over the network,
+  /// so fewer, larger buffers pay (the sweeps across fake hosts in docs/scaling.md).
+  static constexpr int64_t kFusionThresholdAcrossHosts = 4 << 20;
+
   /// CHORUS_FUSION_THRESHOLD, bytes: most bytes packed into one fusion buffer; 0 turns
-  /// fusion off; at most kMaxFusionThreshold. Default 512 KiB, the fastest of 256 KiB..64 MiB
-  /// in bench/allreduce_bench's sweep: fusion pays for small tensors (many calls become one), while
-  /// copying tensors of hundreds of KB costs more than their own call, and a buffer that stays in
-  /// cache pipelines better than one huge buffer.
-  int64_t fusion_threshold_bytes = 512 << 10;
+  /// fusion off; at most kMaxFusionThreshold. Unset (or "auto"): the set's default,
+  /// fusion_threshold_for(). Agreed as written, so "auto" on one rank and a number on another
+  /// fail init() even where the number is the default.
+  std::optional<int64_t> fusion_threshold_bytes;
+  /// The threshold of a set whose ranks are all on one host, or not (`across_hosts`).
+  int64_t fusion_threshold_for(bool across_hosts) const {
+    if (fusion_threshold_bytes) return *fusion_threshold_bytes;
+    return across_hosts ? kFusionThresholdAcrossHosts : kFusionThresholdOneHost;
+  }
   /// CHORUS_CYCLE_TIME, milliseconds: how often an idle background thread takes part in a
   /// negotiation round so that peers waiting on it (join, stall reports, shutdown) progress.
   /// A thread with fresh work never waits for it. Default 5 ms: each idle round costs CPU
@@ -77,6 +90,8 @@ struct Config {
   int64_t cache_capacity = 1024;
   /// CHORUS_TIMELINE: path of a Chrome-trace file to write; empty: no timeline.
   std::string timeline_path;
+  /// CHORUS_DEBUG_DIR: where each rank writes its flight record (core/flight_recorder.h).
+  std::string debug_dir = ".";
   /// CHORUS_STALL_CHECK_SECONDS: warn about tensors some ranks submitted and others did not
   /// after this long; 0 turns the check off.
   double stall_check_seconds = 60.0;

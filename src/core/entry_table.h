@@ -33,6 +33,11 @@ class EntryTable {
   std::size_t size() const { return map_.size(); }
   /// Some entry in flight; precondition: !empty().
   Entry& any() { return map_.begin()->second; }
+  /// Calls f(entry) for every entry in flight, in no particular order.
+  template <class F>
+  void for_each(F&& f) const {
+    for (const auto& [name, e] : map_) f(e);
+  }
   /// Finished entries' nodes waiting for reuse.
   std::size_t spare() const { return spare_.size(); }
 

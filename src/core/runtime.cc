@@ -9,6 +9,7 @@
 
 #include "base/logging.h"
 #include "collectives/backoff.h"
+#include "core/debug_signal.h"
 
 namespace chorus {
 namespace {
@@ -248,16 +249,20 @@ void Runtime::loop() {
       log().error("background loop stopped: {}", s.to_string());
       ended = s;
       mpi_usable = false;
+      write_flight_record("the runtime stopped: " + s.to_string());
       break;
     }
     if (shutdown) {
       ended = Status(StatusCode::kAborted,
                      stop_asked ? "Chorus was shut down while the collective was in flight"
                                 : "another rank called chorus::shutdown(), which stops every rank");
+      if (pending()) write_flight_record("shutdown aborted collectives in flight");
       break;
     }
+    if (flight_record_asked()) write_flight_record("SIGUSR1");
   }
   drivable_.store(false, std::memory_order_release);
+  remove_flight_signal();
   log().debug("{} cycles, {} of them run by trainer threads waiting on a handle", cycles_,
               trainer_cycles());
   // Stopped before the handles fail: a thread that sees its handle fail and submits again
@@ -382,9 +387,40 @@ void Runtime::set_timeline(std::unique_ptr<Timeline> timeline, bool mark_cycles)
   mark_cycles_ = timeline_ != nullptr && mark_cycles;
 }
 
-void Runtime::finish(SetState& set, Entry& entry, const Status& status) {
+void Runtime::finish(SetState& set, Entry& entry, const Status& status, Clock::time_point agreed) {
+  if (flight_) {
+    flight_->record(set.id, entry.request, entry.enqueued, agreed, Clock::now(), status.code());
+  }
   release(entry, status);
   set.entries.erase(entry);
+}
+
+void Runtime::write_flight_record(const std::string& reason) {
+  if (!flight_) return;
+  std::vector<FlightRecord> outstanding;
+  const FlightRecorder* flight =
+      flight_.get();  // the lambdas below are not analysed as holding the lock
+  for (const auto& [id, set] : sets_) {
+    const int32_t set_id = id;  // a structured binding cannot be captured before C++20's clang 16
+    set->entries.for_each([&](const Entry& e) {
+      FlightRecord r;
+      r.set_id = set_id;
+      r.name = e.request.name;
+      r.op = e.request.op;
+      r.dtype = e.request.dtype;
+      r.bytes = num_elements(e.request.shape) * static_cast<int64_t>(dtype_size(e.request.dtype));
+      r.submitted_us = flight->wall_us(e.enqueued);
+      outstanding.push_back(std::move(r));
+    });
+  }
+  std::sort(
+      outstanding.begin(), outstanding.end(),
+      [](const FlightRecord& a, const FlightRecord& b) { return a.submitted_us < b.submitted_us; });
+  if (Status s = flight_->write(config_.debug_dir, reason, outstanding, stall_lines_); !s.ok()) {
+    log().error("{}", s.message());
+  } else {
+    log().info("flight record written to {} ({})", config_.debug_dir, reason);
+  }
 }
 
 // The name leaves the names in flight before the handle completes: a thread that sees it

@@ -43,6 +43,7 @@
 #include "core/entry.h"
 #include "core/entry_table.h"
 #include "core/executor.h"
+#include "core/flight_recorder.h"
 #include "core/handle_state.h"
 #include "core/init_agreement.h"
 #include "core/negotiator.h"
@@ -161,7 +162,12 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   Status drive_phases(detail::HandleState& handle) CHORUS_REQUIRES(progress_mu_);
   void accept(std::vector<Entry>& fresh) CHORUS_REQUIRES(progress_mu_);
   Status apply_set_changes(const std::vector<Response>& changes) CHORUS_REQUIRES(progress_mu_);
-  void finish(SetState& set, Entry& entry, const Status& status) CHORUS_REQUIRES(progress_mu_);
+  /// Completes `entry` with `status` and records it in the flight recorder; `agreed`: when
+  /// its round's responses were known (none for entries failed outside a round).
+  void finish(SetState& set, Entry& entry, const Status& status, Clock::time_point agreed = {})
+      CHORUS_REQUIRES(progress_mu_);
+  /// Writes this rank's flight record, `reason` saying why; a failure to write is logged.
+  void write_flight_record(const std::string& reason) CHORUS_REQUIRES(progress_mu_);
   void release(Entry& entry, const Status& status);
   void fail_all(const Status& status) CHORUS_REQUIRES(progress_mu_);
   Status request_timeline(std::string path, bool mark_cycles);
@@ -190,7 +196,10 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   // global set's executor; destroyed before the world is finalized.
   TopologyGroups topology_groups_ CHORUS_GUARDED_BY(progress_mu_);
   std::unique_ptr<Timeline> timeline_ CHORUS_GUARDED_BY(progress_mu_);  // rank 0 only
-  bool mark_cycles_ CHORUS_GUARDED_BY(progress_mu_) = false;            // CYCLE_START marks
+  // Every rank's last collectives (core/flight_recorder.h); set by setup().
+  std::unique_ptr<FlightRecorder> flight_ CHORUS_GUARDED_BY(progress_mu_);
+  std::vector<std::string> stall_lines_ CHORUS_GUARDED_BY(progress_mu_);  // the last said
+  bool mark_cycles_ CHORUS_GUARDED_BY(progress_mu_) = false;              // CYCLE_START marks
   std::map<int32_t, std::unique_ptr<SetState>> sets_ CHORUS_GUARDED_BY(progress_mu_);
   uint64_t cycles_ CHORUS_GUARDED_BY(progress_mu_) = 0;  // cycles started
   Phase phase_ CHORUS_GUARDED_BY(progress_mu_) = Phase::kBegin;

@@ -85,9 +85,13 @@ Status Runtime::execute_rounds(bool* shutdown, bool* productive) {
     Status s = set->executor->execute(round.responses, set->entries, agreed,
                                       [&](Entry& e, const Status& st) {
                                         progress_mu_.assert_held();  // the executor's caller's
-                                        finish(*state, e, st);
+                                        finish(*state, e, st, agreed);
                                       });
     if (!s.ok()) return s;
+    if (!round.stall_lines.empty()) {
+      stall_lines_ = round.stall_lines;
+      write_flight_record("stall report (" + set->negotiator->label() + ")");
+    }
     if (round.stall_exit_status != 0)
       end_for_stall(round.stall_exit_status, set->negotiator->label());
   }

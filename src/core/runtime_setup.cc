@@ -8,6 +8,7 @@
 #include "base/logging.h"
 #include "collectives/gpu_path.h"
 #include "collectives/hierarchical_allreduce.h"
+#include "core/debug_signal.h"
 #include "core/host_rounds.h"
 #include "core/init_agreement.h"
 #include "core/runtime.h"
@@ -37,6 +38,8 @@ Status Runtime::setup(const WorldFactory& make_world) {
   rank_ = world_->rank();
   size_ = world_->size();
   configure_logging(rank_, config_.log_level);
+  flight_ = std::make_unique<FlightRecorder>(rank_, FlightRecorder::kCapacity);
+  if (install_flight_signal()) log().debug("SIGUSR1 writes the flight record");
   log().debug("config: {}", config_.describe());
 #ifdef CHORUS_WITH_NCCL
   log().debug("built with {}", nccl_version_string());
@@ -162,7 +165,8 @@ StatusOr<std::unique_ptr<Runtime::SetState>> Runtime::make_set(int32_t id,
     }
   }
   set->executor = std::make_unique<Executor>(
-      host, static_cast<std::size_t>(config_.fusion_threshold_bytes), timeline_.get());
+      host, static_cast<std::size_t>(config_.fusion_threshold_for(!map_.one_host(ranks))),
+      timeline_.get());
   GpuContextSetup gpu;
   gpu.label = label;
   gpu.global_set = id == 0;

@@ -91,7 +91,7 @@ int threshold_differs() {
   if (launcher_rank() == 0) setenv("CHORUS_FUSION_THRESHOLD", "0", 1);
   return init_fails(
       "threshold_differs", StatusCode::kInvalidArgument,
-      {"CHORUS_FUSION_THRESHOLD differs across ranks", "'0' on ranks [0]", "'524288' on ranks [1"});
+      {"CHORUS_FUSION_THRESHOLD differs across ranks", "'0' on ranks [0]", "'auto' on ranks [1"});
 }
 
 // The last rank alone turns the response cache off: its rounds would carry other bits.

@@ -34,9 +34,28 @@ TensorRef ref(std::vector<float>& v) {
   return TensorRef{v.data(), DataType::kFloat32, {static_cast<int64_t>(v.size())}, Device::cpu()};
 }
 
+// This rank's flight record under CHORUS_DEBUG_DIR (core/flight_recorder.h), removed at the
+// start of a scenario that expects one, read after.
+std::string flight_path() {
+  const char* dir = std::getenv("CHORUS_DEBUG_DIR");
+  return std::string(dir ? dir : ".") + "/chorus-flight.rank" + std::to_string(rank()) + ".json";
+}
+
+std::string read_file(const std::string& path) {
+  std::string out;
+  if (FILE* f = std::fopen(path.c_str(), "rb")) {
+    char buf[4096];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
+    std::fclose(f);
+  }
+  return out;
+}
+
 // Rank 0 submits a tensor the others submit 2.5 s later: with CHORUS_STALL_CHECK_SECONDS=1
-// the stall inspector warns, naming the tensor and the late ranks, and then it completes.
+// the stall inspector warns, naming the tensor and the late ranks, every rank says the class
+// (the others stopped taking part) and writes its flight record; then the tensor completes.
 int stall_warning() {
+  std::remove(flight_path().c_str());
   std::vector<float> v(16, 1.0f);
   if (rank() != 0) std::this_thread::sleep_for(2500ms);
   AllreduceOptions o;
@@ -44,14 +63,44 @@ int stall_warning() {
   Status s = allreduce("late.tensor", ref(v), ref(v), o).wait();
   if (!s.ok()) return fail(s.to_string());
   if (v[0] != static_cast<float>(size())) return fail("wrong sum");
-  say("rank " + std::to_string(rank()) + ": late.tensor completed");
+  const std::string record = read_file(flight_path());
+  if (record.find("\"reason\":\"stall report (global)\"") == std::string::npos ||
+      record.find("\"stall_lines\":[\n  \"ranks stopped taking part") == std::string::npos) {
+    return fail("no flight record of the stall at " + flight_path() + ": " + record);
+  }
+  // Rank 0 had the tensor outstanding when it wrote; the late ranks had nothing.
+  const bool outstanding =
+      record.find("\"outstanding\":[\n  {\"set\":0,\"name\":\"late.tensor\"") != std::string::npos;
+  if (outstanding != (rank() == 0))
+    return fail("the record's outstanding list is wrong: " + record);
+  say("rank " + std::to_string(rank()) + ": late.tensor completed, flight record written");
   return 0;
 }
 
+// SIGUSR1 makes each rank write its flight record, with the collectives it ran before.
+int flight_signal() {
+  std::remove(flight_path().c_str());
+  std::vector<float> v(16, 1.0f);
+  if (Status s = allreduce("before.signal", ref(v), ref(v)).wait(); !s.ok())
+    return fail(s.to_string());
+  if (raise(SIGUSR1) != 0) return fail("raise(SIGUSR1) failed");
+  std::string record;
+  for (int i = 0; i < 500 && record.empty(); ++i) {
+    std::this_thread::sleep_for(10ms);
+    record = read_file(flight_path());
+  }
+  if (record.find("\"reason\":\"SIGUSR1\"") == std::string::npos ||
+      record.find("\"name\":\"before.signal\"") == std::string::npos) {
+    return fail("no flight record after SIGUSR1 at " + flight_path() + ": " + record);
+  }
+  say("rank " + std::to_string(rank()) + ": flight record written on SIGUSR1");
+  return barrier().wait(60s).ok() ? 0 : fail("barrier after the signal");
+}
+
 // Rank 0 submits tensors nobody else ever submits, one new and one already cached: with
-// CHORUS_STALL_SHUTDOWN_SECONDS=2 both fail, and since the other ranks have nothing
-// outstanding, every rank ends its process with status 84 ("ranks stopped taking part"),
-// which the test's expectations check with the lines that say so.
+// CHORUS_STALL_SHUTDOWN_SECONDS=2 the first to reach the bound fails, and since the other
+// ranks have nothing outstanding, every rank ends its process with status 84 ("ranks
+// stopped taking part"), which the test's expectations check with the lines that say so.
 int stall_shutdown() {
   std::vector<float> v(16, 1.0f);
   if (Status s = allreduce("cached.once", ref(v), ref(v)).wait(); !s.ok())
@@ -148,16 +197,6 @@ int timeline() {
   return 0;
 }
 
-std::string read_file(const std::string& path) {
-  std::string text;
-  std::FILE* f = std::fopen(path.c_str(), "r");
-  if (!f) return text;
-  char buf[4096];
-  for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) text.append(buf, n);
-  std::fclose(f);
-  return text;
-}
-
 bool has(const std::string& text, const std::string& what) {
   return text.find(what) != std::string::npos;
 }
@@ -252,6 +291,8 @@ int main(int argc, char** argv) {
   int rc = 2;
   if (name == "stall_warning")
     rc = stall_warning();
+  else if (name == "flight_signal")
+    rc = flight_signal();
   else if (name == "stall_shutdown")
     rc = stall_shutdown();
   else if (name == "shutdown_in_flight")

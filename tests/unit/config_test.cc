@@ -53,7 +53,9 @@ void expect_invalid(const StatusOr<Config>& got, const std::string& var, const s
 TEST(ConfigTest, DefaultsWithEmptyEnvironment) {
   StatusOr<Config> c = load_env({});
   ASSERT_TRUE(c.ok()) << c.status().to_string();
-  EXPECT_EQ(c->fusion_threshold_bytes, 512 << 10);
+  EXPECT_EQ(c->fusion_threshold_bytes, std::nullopt);  // automatic: by the set's layout
+  EXPECT_EQ(c->fusion_threshold_for(false), 512 << 10);
+  EXPECT_EQ(c->fusion_threshold_for(true), 4 << 20);
   EXPECT_EQ(c->cycle_time_ms, 5.0);
   EXPECT_EQ(c->cache_capacity, 1024);
   EXPECT_EQ(c->timeline_path, "");
@@ -66,7 +68,7 @@ TEST(ConfigTest, DefaultsWithEmptyEnvironment) {
 TEST(ConfigTest, UnrelatedVariablesAreIgnored) {
   StatusOr<Config> c = load_env({{"HOROVOD_GPU_OPERATIONS", "NCCL"}, {"CHORUS_UNKNOWN", "x"}});
   ASSERT_TRUE(c.ok()) << c.status().to_string();
-  EXPECT_EQ(c->fusion_threshold_bytes, 512 << 10);
+  EXPECT_EQ(c->fusion_threshold_bytes, std::nullopt);
 }
 
 // Job scripts written for Horovod keep their tuning: a HOROVOD_* variable is read where the
@@ -115,6 +117,22 @@ TEST(ConfigTest, BadHorovodValuesFailNamingTheHorovodVariable) {
 // The README's table of variables is the table Config reads: the same variables in the same
 // order, each with its Horovod name, its default as describe() writes it, and *agreed*
 // exactly where init() compares the setting across ranks.
+// "auto" is a value of its own: it reads as unset, a number set to the one-host default is
+// not the same setting (init() compares them across ranks as written), and each set takes
+// the default of its layout.
+TEST(ConfigTest, FusionThresholdAutoIsItsOwnValue) {
+  StatusOr<Config> a = load_env({{"CHORUS_FUSION_THRESHOLD", "auto"}});
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_EQ(a->fusion_threshold_bytes, std::nullopt);
+  StatusOr<Config> n = load_env({{"CHORUS_FUSION_THRESHOLD", "524288"}});
+  ASSERT_TRUE(n.ok()) << n.status().to_string();
+  EXPECT_EQ(n->fusion_threshold_for(true), 524288) << "a set number holds across hosts too";
+  EXPECT_NE(a->agreed(), n->agreed());
+  EXPECT_NE(a->describe().find("CHORUS_FUSION_THRESHOLD=auto"), std::string::npos) << a->describe();
+  expect_invalid(load_env({{"CHORUS_FUSION_THRESHOLD", "automatic"}}), "CHORUS_FUSION_THRESHOLD",
+                 "automatic");
+}
+
 TEST(ConfigTest, ReadmeTableIsTheSettingsTable) {
   std::ifstream readme(CHORUS_TEST_SOURCE_DIR "/README.md");
   ASSERT_TRUE(readme) << "cannot read README.md";
@@ -153,7 +171,7 @@ TEST(ConfigTest, EmptyValuesKeepDefaults) {
                                  {"CHORUS_HIERARCHICAL_ALLREDUCE", ""},
                                  {"CHORUS_LOG_LEVEL", ""}});
   ASSERT_TRUE(c.ok()) << c.status().to_string();
-  EXPECT_EQ(c->fusion_threshold_bytes, 512 << 10);
+  EXPECT_EQ(c->fusion_threshold_bytes, std::nullopt);
   EXPECT_EQ(c->cycle_time_ms, 5.0);
   EXPECT_EQ(c->cache_capacity, 1024);
   EXPECT_EQ(c->stall_check_seconds, 60.0);
