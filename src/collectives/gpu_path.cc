@@ -95,24 +95,26 @@ StatusOr<GpuBackendRequest> agree_gpu_backend(const std::vector<GpuBackendReques
 
 bool use_hierarchical_allreduce(std::optional<bool> requested, bool global_set, GpuPath path,
                                 const RankMap& map, std::string* reason) {
-  auto no = [&](const std::string& why) {
+  // What allows it on host memory allows it here; automatic only with NCCL.
+  std::string why;
+  if (!use_hierarchical_host_allreduce(requested, global_set, map, &why)) {
     if (reason) *reason = why;
     return false;
-  };
-  if (requested == false) return no("CHORUS_HIERARCHICAL_ALLREDUCE=0 turns it off");
-  if (!global_set) return no("only the global process set has local and cross groups");
-  std::string layout;
-  if (!hierarchical_layout(map, &layout)) return no(layout);
+  }
   if (requested == true) {
-    if (reason) *reason = "hierarchical, as requested (CHORUS_HIERARCHICAL_ALLREDUCE=1): " + layout;
+    if (reason)
+      *reason = "hierarchical, as requested (CHORUS_HIERARCHICAL_ALLREDUCE=1): " + map.layout();
     return true;
   }
   if (path != GpuPath::kNccl) {
-    return no(
-        "CHORUS_HIERARCHICAL_ALLREDUCE is unset and the path is MPI (automatic only with "
-        "NCCL; set it to 1 to use it on MPI)");
+    if (reason) {
+      *reason =
+          "CHORUS_HIERARCHICAL_ALLREDUCE is unset and the path is MPI (automatic only with "
+          "NCCL; set it to 1 to use it on MPI)";
+    }
+    return false;
   }
-  if (reason) *reason = "hierarchical, automatic on NCCL: " + layout;
+  if (reason) *reason = "hierarchical, automatic on NCCL: " + map.layout();
   return true;
 }
 

@@ -1,15 +1,13 @@
 // The order in which the runtime's host-memory allreduce combines the ranks' values, on
-// whatever layout mpirun gives it, bit for bit against that order written out here
-// (docs/runtime.md, "Reductions"):
+// whatever layout mpirun gives it, bit for bit against that order written out here and in
+// common/combination_tree.h (docs/runtime.md, "Reductions"):
 //  - one host: rank order, ((x0 + x1) + x2) + ..., float16 summed in float32 and rounded once;
 //  - hosts with the same number (> 1) of ranks each, unless CHORUS_HIERARCHICAL_ALLREDUCE=0:
 //    each host's ranks in local rank order as above, then the hosts' partial sums over the
 //    tree of the host count;
 //  - any other layout across hosts: the tree over the set's size.
-// The tree over n leaves: the first e = n - p2 pairs (p2 the largest power of two <= n) fold,
-// leaf v = x[2v] + x[2v+1] for v < e and x[v + e] after; then leaf v += leaf v + d for
-// d = p2/2 ... 1. Across hosts partials travel in the tensor's type, so float16 rounds at every
-// combination of the tree.
+// Across hosts partials travel in the tensor's type, so float16 rounds at every combination of
+// the tree.
 // The inputs span many magnitudes, so that the orders give different bits (checked), and every
 // rank computes every rank's inputs, so each checks its own result: the same expected bits on
 // every rank, fused and alone.
@@ -24,6 +22,7 @@
 #include <vector>
 
 #include "chorus/chorus.h"
+#include "common/combination_tree.h"
 #include "kernels/reduce_kernels.h"
 
 namespace chorus::testing {
@@ -61,21 +60,6 @@ float input(int rank, int64_t i, uint64_t salt) {
   return std::ldexp((z >> 60) & 1 ? -mantissa : mantissa, exponent);
 }
 
-// The tree over xs, `add` combining two values as the dtype stores them.
-template <typename T, typename Add>
-T tree(std::vector<T> x, Add add) {
-  const int n = static_cast<int>(x.size());
-  int p2 = 1;
-  while (p2 * 2 <= n) p2 *= 2;
-  const int e = n - p2;
-  std::vector<T> leaf(p2);
-  for (int v = 0; v < p2; ++v) leaf[v] = v < e ? add(x[2 * v], x[2 * v + 1]) : x[v + e];
-  for (int d = p2 / 2; d >= 1; d /= 2) {
-    for (int v = 0; v < d; ++v) leaf[v] = add(leaf[v], leaf[v + d]);
-  }
-  return leaf[0];
-}
-
 float rank_order(const std::vector<float>& x, std::size_t begin, std::size_t end) {
   float acc = x[begin];
   for (std::size_t r = begin + 1; r < end; ++r) acc += x[r];
@@ -90,14 +74,14 @@ float expected_sum(Order order, const std::vector<float>& x, bool half) {
   auto store = [half](float v) { return half ? round_half(v) : v; };
   switch (order) {
     case Order::kRankOrder: return store(rank_order(x, 0, x.size()));
-    case Order::kTree: return tree(x, add);
+    case Order::kTree: return combination_tree(x, add);
     case Order::kHostsThenTree: {
       const auto per_host = static_cast<std::size_t>(local_size());
       std::vector<float> hosts;
       for (std::size_t h = 0; h < x.size() / per_host; ++h) {
         hosts.push_back(store(rank_order(x, h * per_host, (h + 1) * per_host)));
       }
-      return tree(hosts, add);
+      return combination_tree(hosts, add);
     }
   }
   return 0;

@@ -13,24 +13,12 @@
 #include <random>
 #include <vector>
 
+#include "common/combination_tree.h"
+
 namespace chorus::kernels {
 namespace {
 
-// The tree by its definition: fold the first e pairs, then halve the leaves d = p2/2 .. 1.
-// `add` rounds each combination the way the dtype stores it.
-template <typename T, typename Add>
-T by_definition(const std::vector<T>& x, Add add) {
-  const int n = static_cast<int>(x.size());
-  int p2 = 1;
-  while (p2 * 2 <= n) p2 *= 2;
-  const int e = n - p2;
-  std::vector<T> leaf(p2);
-  for (int v = 0; v < p2; ++v) leaf[v] = v < e ? add(x[2 * v], x[2 * v + 1]) : x[v + e];
-  for (int d = p2 / 2; d >= 1; d /= 2) {
-    for (int v = 0; v < d; ++v) leaf[v] = add(leaf[v], leaf[v + d]);
-  }
-  return leaf[0];
-}
+using chorus::testing::combination_tree;
 
 float add_float(float a, float b) { return a + b; }
 uint16_t add_half(uint16_t a, uint16_t b) {
@@ -65,7 +53,7 @@ TEST(ReduceTree, Float32SumMatchesTheDefinitionForEverySize) {
         column[r] = x[r][i];
         linear = r == 0 ? column[r] : linear + column[r];
       }
-      const float want = by_definition(column, add_float);
+      const float want = combination_tree(column, add_float);
       ASSERT_EQ(0, std::memcmp(&want, &out[i], sizeof want))
           << n << " ranks, element " << i << ": " << out[i] << " != " << want;
       differs_from_rank_order += linear != want;
@@ -90,7 +78,7 @@ TEST(ReduceTree, Float16RoundsAtEveryCombination) {
     for (int64_t i = 0; i < count; ++i) {
       std::vector<uint16_t> column(n);
       for (int r = 0; r < n; ++r) column[r] = h[r][i];
-      ASSERT_EQ(by_definition(column, add_half), out[i]) << n << " ranks, element " << i;
+      ASSERT_EQ(combination_tree(column, add_half), out[i]) << n << " ranks, element " << i;
     }
   }
 }
