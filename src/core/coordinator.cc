@@ -399,15 +399,8 @@ StallReport Coordinator::inspect_stalls(Clock::time_point now, double check_seco
       if (w.ranks[r]) view.outstanding[r].push_back(name);
     }
   }
-  // The tensors to warn about or fail now; `failing`: their op, age and ranks, to fail once
-  // their class is known.
-  struct Failing {
-    std::string name;
-    OpType op;
-    double age;
-    std::vector<bool> present;
-  };
-  std::vector<Failing> failing;
+  // The tensors to warn about or fail now; `failing`: those to fail once their class is known.
+  std::vector<StallView::Stuck> failing;
   auto consider = [&](const std::string& name, OpType op, double age,
                       const std::vector<bool>& present, bool fail, bool warn) {
     if (!fail && !warn) return;
@@ -463,7 +456,7 @@ StallReport Coordinator::inspect_stalls(Clock::time_point now, double check_seco
   for (const StallFinding& f : report.findings) {
     for (const std::string& t : f.tensors) class_of[t] = &f;
   }
-  for (const Failing& f : failing) {
+  for (const StallView::Stuck& f : failing) {
     Response r;
     r.op = f.op;
     r.name = f.name;
@@ -473,7 +466,7 @@ StallReport Coordinator::inspect_stalls(Clock::time_point now, double check_seco
     r.status =
         Status(StatusCode::kStalled,
                "stall inspector (CHORUS_STALL_SHUTDOWN_SECONDS=" + seconds(shutdown_seconds) +
-                   "): " + describe(f.name, f.op, f.age, f.present) + why);
+                   "): " + describe(f.name, f.op, f.waited_seconds, f.submitted) + why);
     report.failures.push_back(std::move(r));
     if (c != class_of.end()) {
       const int status = stall_exit_status(c->second->cls);
