@@ -440,6 +440,28 @@ TEST(CoordinatorTest, StallShutdownFailsAndRemovesTheEntry) {
   EXPECT_TRUE(c.take_ready().empty());
 }
 
+// Two ranks that submitted in different orders and wait: the warning round says the class
+// once, and the shutdown round fails both with it and asks for its exit status (82).
+TEST(CoordinatorTest, StallsAreClassifiedAndEndTheJobWithTheClassStatus) {
+  Coordinator c(2);
+  c.add(0, list_of({allreduce("a")}), at(0));
+  c.add(1, list_of({allreduce("b")}), at(0));
+  const double check = 1, shutdown = 5;
+  StallReport warn = c.inspect_stalls(at(2), check, shutdown);
+  ASSERT_EQ(warn.findings.size(), 1u);
+  EXPECT_EQ(warn.findings[0].cls, StallClass::kOrderDeadlock);
+  EXPECT_EQ(warn.findings[0].tensors, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(warn.exit_status, 0) << "a warning ends nothing";
+  StallReport quiet = c.inspect_stalls(at(2.5), check, shutdown);
+  EXPECT_TRUE(quiet.findings.empty()) << "said again before the next check period";
+  StallReport end = c.inspect_stalls(at(6), check, shutdown);
+  ASSERT_EQ(end.failures.size(), 2u);
+  for (const Response& f : end.failures) {
+    expect_message_has(f, {"ranks submit in different orders"});
+  }
+  EXPECT_EQ(end.exit_status, 82);
+}
+
 TEST(CoordinatorTest, StalledEntryIsNoLongerPending) {
   Coordinator c(2);
   c.add(0, list_of({allreduce("x")}), at(0));
