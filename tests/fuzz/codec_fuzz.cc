@@ -31,7 +31,7 @@ bool has_nan(const chorus::RequestList& list) {
   for (const auto& s : list.waiting) {
     if (std::isnan(s.waited_seconds)) return true;
   }
-  return false;
+  return std::isnan(list.idle_seconds);
 }
 
 bool has_nan(const chorus::ResponseList& list) {
