@@ -103,7 +103,9 @@ CHORUS_API Handle join();
 
 /// Starts writing a Chrome-trace timeline (the CHORUS_TIMELINE format) to `path`, as
 /// CHORUS_TIMELINE does at init. Not collective: call it on any rank, from any thread after
-/// init(); rank 0 writes the file, the other ranks return OK and write nothing. Returns once
+/// init(); rank 0 writes the file, the other ranks return OK and write nothing, unless
+/// `path` holds "{rank}": then every rank that calls it writes its own file, `path` with
+/// its rank there (chorus-trace merge puts them on one time axis). Returns once
 /// Chorus switched, so a collective submitted after the call is recorded. A
 /// timeline already active (from CHORUS_TIMELINE or an earlier call) is closed first, a
 /// complete file, and the new one replaces it; if `path` cannot be opened, the call fails
@@ -115,6 +117,11 @@ CHORUS_API Status start_timeline(const std::string& path, bool mark_cycles = fal
 /// after the call returns goes there. With no timeline active it does nothing and returns
 /// OK (as Horovod's stop_timeline). Same threads and ranks as start_timeline.
 CHORUS_API Status stop_timeline();
+/// Marks the end of a training step on this rank's timeline (a STEP event from the previous
+/// mark), so that chorus-trace summary can split each step into computing, waiting for peers
+/// and reducing. DistributedOptimizer marks its steps itself. Any thread; does nothing
+/// without an active timeline, or before init().
+CHORUS_API void mark_step();
 
 /// Creates a process set from global ranks. Collective: every rank calls it with the same
 /// list, in the same order relative to other add/remove calls. Blocks until created.

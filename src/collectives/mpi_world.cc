@@ -7,6 +7,7 @@
 #include <thread>
 
 #include "collectives/backoff.h"
+#include "collectives/clock_offset.h"
 #include "collectives/mpi_backend.h"
 #include "collectives/mpi_check.h"
 
@@ -290,6 +291,10 @@ class MpiWorld final : public World {
     int len = 0;
     CHORUS_MPI_CHECK(MPI_Get_processor_name(mine, &len));
     return allgather(std::string(mine, strnlen(mine, MPI_MAX_PROCESSOR_NAME)));
+  }
+
+  StatusOr<ClockOffset> clock_offset() override {
+    return measure_clock_offset(world_, steady_clock_ns);
   }
 
   StatusOr<std::vector<std::string>> allgather(const std::string& mine) override {

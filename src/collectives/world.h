@@ -6,6 +6,7 @@
 //
 // Thread contract: every call comes from the runtime's background thread.
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +21,17 @@ namespace chorus {
 /// What a world's groups take from the configuration.
 struct WorldOptions {
   HostAlgorithm host_algorithm = HostAlgorithm::kAuto;  ///< CHORUS_HOST_ALGORITHM
+};
+
+/// How this rank's steady clock stands against rank 0's (collectives/clock_offset.h).
+struct ClockOffset {
+  /// This rank's clock minus rank 0's, in nanoseconds (0 on rank 0).
+  int64_t offset_ns = 0;
+  /// The most the offset can be off by: half the quickest round trip (0 on rank 0).
+  int64_t uncertainty_ns = 0;
+  /// An instant every rank shares, in this rank's clock: rank 0's reading when the
+  /// measurement began, shifted by the offset. Timelines count their time from it.
+  int64_t origin_ns = 0;
 };
 
 class Group {
@@ -43,6 +55,8 @@ class World {
   virtual int size() const = 0;
   /// Every rank's host name, index = global rank. Collective.
   virtual StatusOr<std::vector<std::string>> host_names() = 0;
+  /// This rank's steady clock against rank 0's, measured now. Collective.
+  virtual StatusOr<ClockOffset> clock_offset() = 0;
   /// Every rank's `mine`, index = global rank. Collective.
   virtual StatusOr<std::vector<std::string>> allgather(const std::string& mine) = 0;
   /// Creates the group of a set of global ranks. Collective over every rank, in the same

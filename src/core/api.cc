@@ -484,6 +484,10 @@ Status stop_timeline() {
   return rt->stop_timeline();
 }
 
+void mark_step() {
+  if (std::shared_ptr<Runtime> rt = runtime()) rt->mark_step();
+}
+
 int process_set_rank(ProcessSet process_set) {
   auto rt = runtime();
   if (!rt) return -1;

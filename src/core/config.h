@@ -88,8 +88,11 @@ struct Config {
   double cycle_time_ms = 5.0;
   /// CHORUS_CACHE_CAPACITY: responses remembered per process set; 0 turns the cache off.
   int64_t cache_capacity = 1024;
-  /// CHORUS_TIMELINE: path of a Chrome-trace file to write; empty: no timeline.
+  /// CHORUS_TIMELINE: path of a Chrome-trace file to write; empty: no timeline. Rank 0
+  /// writes it; a path with "{rank}" is every rank's (timeline/timeline.h).
   std::string timeline_path;
+  /// CHORUS_TIMELINE_MAX_MB: the most a timeline file holds; the oldest events go first.
+  int64_t timeline_max_mb = 64;
   /// CHORUS_DEBUG_DIR: where each rank writes its flight record (core/flight_recorder.h).
   std::string debug_dir = ".";
   /// CHORUS_STALL_CHECK_SECONDS: warn about tensors some ranks submitted and others did not

@@ -33,8 +33,8 @@ StatusOr<TensorMemory*> Executor::device_memory() {
 #endif
 
 void Executor::trace(const std::string& name, TimelinePhase phase, Clock::time_point start,
-                     Clock::time_point end) {
-  if (timeline_) timeline_->record(name, phase, start, end);
+                     Clock::time_point end, std::string_view detail) {
+  if (timeline_) timeline_->record(name, phase, start, end, detail);
 }
 
 StatusOr<TensorRef> Executor::output_for(Entry& e, const std::vector<int64_t>& shape) {
@@ -195,6 +195,11 @@ Status Executor::run_fused_allreduce(TensorMemory& m, const std::vector<Job>& ba
   // so it stops (the collective itself completed on every member).
   if (s.ok() && !local.ok() && in.empty()) s = local;
   const Clock::time_point t3 = Clock::now();
+  // The fusion batch, on each of its tensors' collectives (chorus-trace summary counts them).
+  const std::string fused = timeline_ && batch.size() > 1
+                                ? "fused: " + std::to_string(batch.size()) + " tensors, " +
+                                      std::to_string(total) + " bytes"
+                                : std::string();
   for (const Job& j : batch) {
     Entry* e = j.entry;
     if (!e) continue;
@@ -203,10 +208,10 @@ Status Executor::run_fused_allreduce(TensorMemory& m, const std::vector<Job>& ba
       trace(name, TimelinePhase::kQueue, agreed, t0);
       if (m.timed_on_host()) {
         trace(name, TimelinePhase::kMemcpyIn, t0, t1);
-        trace(name, TimelinePhase::kCollective, t1, t2);
+        trace(name, TimelinePhase::kCollective, t1, t2, fused);
         trace(name, TimelinePhase::kMemcpyOut, t2, t3);
       } else {
-        trace(name, TimelinePhase::kCollective, t0, t3);
+        trace(name, TimelinePhase::kCollective, t0, t3, fused);
       }
     }
     finish(*e, s.ok() ? local : s);

@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -72,7 +73,7 @@ class Executor {
   Status run_grouped_reducescatter(const std::vector<Job>& batch, const Finish& finish);
   StatusOr<TensorRef> output_for(Entry& e, const std::vector<int64_t>& shape);
   void trace(const std::string& name, TimelinePhase phase, Clock::time_point start,
-             Clock::time_point end);
+             Clock::time_point end, std::string_view detail = {});
   // The set's GPU memory, made with its GPU context at the first CUDA response
   // (executor_gpu.cc; a build without CUDA fails).
   StatusOr<TensorMemory*> device_memory();

@@ -56,13 +56,20 @@ Status Handle::wait(std::chrono::milliseconds timeout) const {
   using Clock = std::chrono::steady_clock;
   if (!state_) return kNoHandle;
   if (state_->done.load(std::memory_order_acquire)) return state_->status;
+  const Clock::time_point since = Clock::now();
   // A timeout beyond a century is forever (and would overflow the clock's nanoseconds).
   const bool forever = timeout >= std::chrono::hours(24 * 365 * 100);
-  const Clock::time_point until = forever ? Clock::time_point::max() : Clock::now() + timeout;
+  const Clock::time_point until = forever ? Clock::time_point::max() : since + timeout;
+  const std::shared_ptr<detail::Driver> driver = state_->driver.lock();
+  // The thread was blocked from `since`: the timeline's trainer row shows it.
+  auto unblocked = [&](Status s) {
+    if (driver) driver->waited(since);
+    return s;
+  };
   // Doing the work here, when the runtime lets this thread, saves handing it to the
   // background thread and back: two context switches where the cores are all busy. Not
   // under a timeout: the work may take as long as the collective.
-  if (std::shared_ptr<detail::Driver> driver = state_->driver.lock()) {
+  if (driver) {
     if (forever) {
       driver->drive(*state_);
     } else {
@@ -72,7 +79,7 @@ Status Handle::wait(std::chrono::milliseconds timeout) const {
   // A short spin first: a small collective often completes within microseconds, and a
   // futex sleep plus wake-up would cost more than the collective itself.
   for (int i = 0; i < 200; ++i) {
-    if (state_->done.load(std::memory_order_acquire)) return state_->status;
+    if (state_->done.load(std::memory_order_acquire)) return unblocked(state_->status);
     if (i >= 50) std::this_thread::yield();
   }
   std::unique_lock<std::mutex> lock(state_->mu);
@@ -80,10 +87,12 @@ Status Handle::wait(std::chrono::milliseconds timeout) const {
   if (forever) {
     state_->cv.wait(lock, ready);
   } else if (!state_->cv.wait_until(lock, until, ready)) {
-    return Status(StatusCode::kTimedOut,
-                  "collective still running after " + std::to_string(timeout.count()) + " ms");
+    return unblocked(Status(StatusCode::kTimedOut, "collective still running after " +
+                                                       std::to_string(timeout.count()) + " ms"));
   }
-  return state_->status;
+  const Status s = state_->status;
+  lock.unlock();
+  return unblocked(s);
 }
 
 Status Handle::status() const {

@@ -5,6 +5,7 @@
 // is submitted.
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -28,6 +29,9 @@ class Driver {
   /// The calling thread looks at a handle without running the work (poll, a wait with a
   /// timeout): the background thread must do it, and is woken if it may be asleep.
   virtual void wake() = 0;
+  /// A thread that was blocked on a handle from `since` is free again (the timeline's
+  /// trainer row, timeline/trainer_marks.h).
+  virtual void waited(std::chrono::steady_clock::time_point since) = 0;
 
  protected:
   ~Driver() = default;

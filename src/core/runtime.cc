@@ -152,8 +152,9 @@ Status Runtime::start_timeline(const std::string& path, bool mark_cycles) {
 
 Status Runtime::stop_timeline() { return request_timeline({}, false); }
 
-// Only rank 0 writes a timeline, so the other ranks answer at once; like rank 0, they refuse
-// when Chorus is not running.
+// Only rank 0 writes a timeline unless its path holds "{rank}", so the other ranks answer a
+// start at once; like rank 0, they refuse when Chorus is not running. A stop goes to the
+// background thread everywhere: any rank may have a timeline of its own.
 Status Runtime::request_timeline(std::string path, bool mark_cycles) {
   if (std::this_thread::get_id() == bg_thread_id_) {
     return failed_precondition(std::string(path.empty() ? "stop_timeline" : "start_timeline") +
@@ -161,7 +162,7 @@ Status Runtime::request_timeline(std::string path, bool mark_cycles) {
   }
   const std::string call = path.empty() ? "stop_timeline" : "start_timeline";
   if (!running()) return stopped(call);
-  if (rank_ != 0) return {};
+  if (rank_ != 0 && !path.empty() && !timeline_on_every_rank(path)) return {};
   Submissions::TimelineRequest request;
   request.path = std::move(path);
   request.mark_cycles = mark_cycles;
@@ -365,8 +366,8 @@ void Runtime::apply_timeline_requests(std::vector<Submissions::TimelineRequest> 
     set_timeline(nullptr, false);
     Status s;
     if (!q.path.empty()) {
-      StatusOr<std::unique_ptr<Timeline>> tl =
-          Timeline::open(q.path, rank_, "start_timeline(" + q.path + ")");
+      StatusOr<std::shared_ptr<Timeline>> tl =
+          open_timeline(q.path, "start_timeline(" + q.path + ")");
       if (tl.ok()) {
         set_timeline(std::move(tl).value(), q.mark_cycles);
         log().info("timeline started: {}{}", q.path, q.mark_cycles ? " (marking cycles)" : "");
@@ -378,10 +379,28 @@ void Runtime::apply_timeline_requests(std::vector<Submissions::TimelineRequest> 
   }
 }
 
+StatusOr<std::shared_ptr<Timeline>> Runtime::open_timeline(const std::string& path,
+                                                           std::string label) {
+  Timeline::Options options;
+  options.rank = rank_;
+  options.label = std::move(label);
+  options.origin = Clock::time_point(std::chrono::nanoseconds(clock_.origin_ns));
+  options.max_bytes = config_.timeline_max_mb << 20;
+  if (rank_ != 0) {
+    options.clock_label = fmt::format("clock {:+.1f} us from rank 0's (within {:.1f} us)",
+                                      static_cast<double>(clock_.offset_ns) / 1e3,
+                                      static_cast<double>(clock_.uncertainty_ns) / 1e3);
+  }
+  StatusOr<std::unique_ptr<Timeline>> tl = Timeline::open(timeline_path_for(path, rank_), options);
+  if (!tl.ok()) return tl.status();
+  return std::shared_ptr<Timeline>(std::move(tl).value());
+}
+
 // Hands `timeline` (may be null) to every executor, then stops the old one: stop() writes
 // what it holds and closes the file, so the file is complete when the caller learns of it.
-void Runtime::set_timeline(std::unique_ptr<Timeline> timeline, bool mark_cycles) {
+void Runtime::set_timeline(std::shared_ptr<Timeline> timeline, bool mark_cycles) {
   for (auto& [id, set] : sets_) set->executor->set_timeline(timeline.get());
+  trainer_marks_.set(timeline);
   if (timeline_) timeline_->stop();
   timeline_ = std::move(timeline);
   mark_cycles_ = timeline_ != nullptr && mark_cycles;

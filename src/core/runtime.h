@@ -50,6 +50,7 @@
 #include "core/process_sets.h"
 #include "core/submissions.h"
 #include "timeline/timeline.h"
+#include "timeline/trainer_marks.h"
 #include "topology/rank_map.h"
 
 namespace chorus {
@@ -90,12 +91,15 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   /// handle state) to the thread that runs the cycle, moving them out of `entries`.
   Handle submit(std::span<Entry> entries);
 
-  /// Starts a timeline in `path` on rank 0 (other ranks: nothing to do, returns OK), closing
+  /// Starts a timeline in `path` on rank 0, or on every rank with "{rank}" in it (other
+  /// ranks: nothing to do, returns OK), closing
   /// the active one first, or stops the active one (OK when none is). Any thread but the
   /// background thread; returns once the background thread made the change, so a collective
   /// submitted afterwards is recorded (or not). Not collective.
   Status start_timeline(const std::string& path, bool mark_cycles);
   Status stop_timeline();
+  /// A training step ended on this rank (timeline/trainer_marks.h). Any thread.
+  void mark_step() { trainer_marks_.step(); }
 
   /// Cycles that trainer threads waiting on a handle ran to the end (see above). Any thread.
   uint64_t trainer_cycles() const { return trainer_cycles_.load(std::memory_order_relaxed); }
@@ -104,6 +108,7 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   /// above); wakes the background thread for work this thread's submit left to it.
   void drive(detail::HandleState& handle) override;
   void wake() override;
+  void waited(Clock::time_point since) override { trainer_marks_.waited(since); }
 
  private:
   struct SetState {
@@ -173,7 +178,10 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   Status request_timeline(std::string path, bool mark_cycles);
   void apply_timeline_requests(std::vector<Submissions::TimelineRequest> requests)
       CHORUS_REQUIRES(progress_mu_);
-  void set_timeline(std::unique_ptr<Timeline> timeline, bool mark_cycles)
+  /// Opens this rank's file of `path` (timeline_path_for), its times on the job's axis.
+  StatusOr<std::shared_ptr<Timeline>> open_timeline(const std::string& path, std::string label)
+      CHORUS_REQUIRES(progress_mu_);
+  void set_timeline(std::shared_ptr<Timeline> timeline, bool mark_cycles)
       CHORUS_REQUIRES(progress_mu_);
 
   const Config config_;
@@ -195,7 +203,10 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   // Built when the hierarchical allreduce may use them (setup_topology), handed to the
   // global set's executor; destroyed before the world is finalized.
   TopologyGroups topology_groups_ CHORUS_GUARDED_BY(progress_mu_);
-  std::unique_ptr<Timeline> timeline_ CHORUS_GUARDED_BY(progress_mu_);  // rank 0 only
+  // This rank's clock against rank 0's, measured by setup(): timelines count from its origin.
+  ClockOffset clock_ CHORUS_GUARDED_BY(progress_mu_);
+  std::shared_ptr<Timeline> timeline_ CHORUS_GUARDED_BY(progress_mu_);
+  TrainerMarks trainer_marks_;  // the timeline's trainer row, marked by trainer threads
   // Every rank's last collectives (core/flight_recorder.h); set by setup().
   std::unique_ptr<FlightRecorder> flight_ CHORUS_GUARDED_BY(progress_mu_);
   std::vector<std::string> stall_lines_ CHORUS_GUARDED_BY(progress_mu_);  // the last said

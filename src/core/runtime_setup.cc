@@ -30,7 +30,8 @@ constexpr auto kGpuSyncTimeout = std::chrono::minutes(5);
 
 // Each step's outcome is agreed (core/init_agreement.h), so that every rank fails together
 // where one does, instead of the others waiting in the next collective call. The steps that
-// only some ranks take (the timeline, on rank 0) come first, agreed with the settings.
+// only some ranks take (the timeline, on rank 0 or on every rank) come first, agreed with the
+// settings. Every rank's clock is measured against rank 0's first, for the timelines.
 Status Runtime::setup(const WorldFactory& make_world) {
   StatusOr<std::unique_ptr<World>> world = make_world(WorldOptions{config_.host_algorithm});
   if (!world.ok()) return world.status();
@@ -44,11 +45,15 @@ Status Runtime::setup(const WorldFactory& make_world) {
 #ifdef CHORUS_WITH_NCCL
   log().debug("built with {}", nccl_version_string());
 #endif
+  StatusOr<ClockOffset> clock = world_->clock_offset();
+  if (!clock.ok()) return clock.status();
+  clock_ = *clock;
   Status local;
-  if (!config_.timeline_path.empty() && rank_ == 0) {
-    StatusOr<std::unique_ptr<Timeline>> tl = Timeline::open(config_.timeline_path, rank_);
+  const std::string& path = config_.timeline_path;
+  if (!path.empty() && (rank_ == 0 || timeline_on_every_rank(path))) {
+    StatusOr<std::shared_ptr<Timeline>> tl = open_timeline(path, {});
     if (tl.ok()) {
-      timeline_ = std::move(tl).value();
+      set_timeline(std::move(tl).value(), false);
     } else {
       local = tl.status();
     }

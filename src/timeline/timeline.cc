@@ -38,10 +38,50 @@ int pwrite_all(int fd, std::string_view data, int64_t offset) {
   return 0;
 }
 
-std::string process_name_event(int rank) {
+// The file's first events: the process's name (with how its clock was aligned) and the
+// trainer row's name, each but the first after ",\n".
+std::string head_events(int rank, const std::string& clock_label) {
   const std::string r = std::to_string(rank);
-  return R"({"name":"process_name","ph":"M","pid":)" + r + R"(,"args":{"name":"rank )" + r +
-         R"("}})";
+  std::string out = R"({"name":"process_name","ph":"M","pid":)" + r +
+                    R"(,"args":{"name":"rank )" + r + R"("}})";
+  if (!clock_label.empty()) {
+    out += ",\n";
+    out += R"({"name":"process_labels","ph":"M","pid":)" + r + R"(,"args":{"labels":)";
+    append_json_string(out, clock_label);
+    out += "}}";
+  }
+  out += ",\n";
+  out += R"({"name":"thread_name","ph":"M","pid":)" + r +
+         R"(,"tid":0,"args":{"name":"trainer: steps and waits"}})";
+  return out;
+}
+
+// A row's metadata: its name and its place (rows in order of first appearance).
+void append_row_names(std::string& out, const std::string& pid, const std::string& tensor,
+                      int tid) {
+  const std::string t = std::to_string(tid);
+  out += ",\n";
+  out += R"({"name":"thread_name","ph":"M","pid":)" + pid + R"(,"tid":)" + t +
+         R"(,"args":{"name":)";
+  append_json_string(out, tensor);
+  out += "}}";
+  out += ",\n";
+  out += R"({"name":"thread_sort_index","ph":"M","pid":)" + pid + R"(,"tid":)" + t +
+         R"(,"args":{"sort_index":)" + t + "}}";
+}
+
+// Appends the events of `events` (each after ",\n") but the rows' names, which a rewritten
+// file has once, at its start.
+void append_without_row_names(std::string& out, std::string_view events) {
+  constexpr std::string_view kNameRow = ",\n{\"name\":\"thread_name\",";
+  constexpr std::string_view kSortRow = ",\n{\"name\":\"thread_sort_index\",";
+  while (!events.empty()) {
+    std::size_t end = events.find(",\n", 1);
+    if (end == std::string_view::npos) end = events.size();
+    const std::string_view event = events.substr(0, end);
+    if (!event.starts_with(kNameRow) && !event.starts_with(kSortRow)) out += event;
+    events.remove_prefix(end);
+  }
 }
 
 }  // namespace
@@ -53,28 +93,50 @@ const char* timeline_phase_name(TimelinePhase phase) {
     case TimelinePhase::kMemcpyIn: return "MEMCPY_IN";
     case TimelinePhase::kCollective: return "COLLECTIVE";
     case TimelinePhase::kMemcpyOut: return "MEMCPY_OUT";
+    case TimelinePhase::kStep: return "STEP";
+    case TimelinePhase::kWait: return "WAIT";
   }
   return "UNKNOWN";
 }
 
-StatusOr<std::unique_ptr<Timeline>> Timeline::open(const std::string& path, int rank,
-                                                   std::string label) {
-  if (label.empty()) label = "CHORUS_TIMELINE=" + path;
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return invalid_argument(label + ": cannot open: " + std::strerror(errno));
-  // The file is a complete JSON array from the start: a run that dies before the first
-  // batch still leaves a trace that loads.
-  const std::string head = "[\n" + process_name_event(rank) + std::string(kTail);
-  if (int err = pwrite_all(fd, head, 0); err != 0) {
-    ::close(fd);
-    return invalid_argument(label + ": cannot write: " + std::strerror(err));
-  }
-  const auto offset = static_cast<int64_t>(head.size() - kTail.size());
-  return std::unique_ptr<Timeline>(new Timeline(fd, rank, std::move(label), offset));
+bool timeline_on_every_rank(const std::string& path) {
+  return path.find("{rank}") != std::string::npos;
 }
 
-Timeline::Timeline(int fd, int rank, std::string label, int64_t offset)
-    : fd_(fd), rank_(rank), label_(std::move(label)), origin_(Clock::now()), offset_(offset) {
+std::string timeline_path_for(const std::string& path, int rank) {
+  std::string out;
+  std::size_t from = 0;
+  for (std::size_t at; (at = path.find("{rank}", from)) != std::string::npos; from = at + 6) {
+    out.append(path, from, at - from);
+    out += std::to_string(rank);
+  }
+  out.append(path, from);
+  return out;
+}
+
+StatusOr<std::unique_ptr<Timeline>> Timeline::open(const std::string& path, Options options) {
+  if (options.label.empty()) options.label = "CHORUS_TIMELINE=" + path;
+  options.max_bytes = std::max<int64_t>(options.max_bytes, kMinMaxBytes);
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return invalid_argument(options.label + ": cannot open: " + std::strerror(errno));
+  // The file is a complete JSON array from the start: a run that dies before the first
+  // batch still leaves a trace that loads.
+  std::string head = head_events(options.rank, options.clock_label);
+  const std::string text = "[\n" + head + std::string(kTail);
+  if (int err = pwrite_all(fd, text, 0); err != 0) {
+    ::close(fd);
+    return invalid_argument(options.label + ": cannot write: " + std::strerror(err));
+  }
+  return std::unique_ptr<Timeline>(new Timeline(fd, path, std::move(options), std::move(head)));
+}
+
+Timeline::Timeline(int fd, std::string path, Options options, std::string head)
+    : fd_(fd),
+      path_(std::move(path)),
+      options_(std::move(options)),
+      head_(std::move(head)),
+      offset_(static_cast<int64_t>(2 + head_.size())),
+      events_begin_(offset_) {
   writer_ = std::thread([this] { writer_loop(); });
 }
 
@@ -86,15 +148,26 @@ void Timeline::record(std::string_view tensor, TimelinePhase phase, Clock::time_
   using std::chrono::microseconds;
   // Copy the strings before taking the lock, so that the lock covers only a move: the
   // background thread records too, and must not wait behind another producer's allocations.
-  push(Event{std::string(tensor), phase, duration_cast<microseconds>(start - origin_).count(),
+  push(Event{std::string(tensor), phase,
+             duration_cast<microseconds>(start - options_.origin).count(),
              std::max<int64_t>(0, duration_cast<microseconds>(end - start).count()),
              std::string(detail)});
 }
 
+void Timeline::record_trainer(TimelinePhase phase, Clock::time_point start, Clock::time_point end,
+                              std::string_view detail) {
+  using std::chrono::duration_cast;
+  using std::chrono::microseconds;
+  push(Event{{}, phase, duration_cast<microseconds>(start - options_.origin).count(),
+             std::max<int64_t>(0, duration_cast<microseconds>(end - start).count()),
+             std::string(detail), Event::Row::kTrainer});
+}
+
 void Timeline::mark_cycle(Clock::time_point at) {
   Event event{};
-  event.start_us = std::chrono::duration_cast<std::chrono::microseconds>(at - origin_).count();
-  event.cycle = true;
+  event.start_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(at - options_.origin).count();
+  event.row = Event::Row::kCycle;
   push(std::move(event));
 }
 
@@ -171,32 +244,28 @@ void Timeline::write_events(const std::vector<Event>& events, uint64_t dropped) 
   if ((events.empty() && dropped == 0) || write_failed_) return;
   std::string out;
   out.reserve(events.size() * 128 + 64);
-  const std::string pid = std::to_string(rank_);
-  // Every event, the first included, follows a separator: process_name is already there.
+  const std::string pid = std::to_string(options_.rank);
+  // Every event, the first included, follows a separator: the head is already there.
   for (const Event& e : events) {
-    if (e.cycle) {
+    if (e.row == Event::Row::kCycle) {
       out += ",\n";
       out += R"({"name":"CYCLE_START","ph":"i","s":"g","pid":)" + pid + R"(,"tid":0,"ts":)" +
              std::to_string(e.start_us) + "}";
       continue;
     }
-    auto [it, inserted] = rows_.try_emplace(e.tensor, static_cast<int>(rows_.size()) + 1);
-    const std::string tid = std::to_string(it->second);
-    if (inserted) {
-      // A new row: name it after the tensor and keep rows in order of first appearance.
-      out += ",\n";
-      out += R"({"name":"thread_name","ph":"M","pid":)" + pid + R"(,"tid":)" + tid +
-             R"(,"args":{"name":)";
-      append_json_string(out, e.tensor);
-      out += "}}";
-      out += ",\n";
-      out += R"({"name":"thread_sort_index","ph":"M","pid":)" + pid + R"(,"tid":)" + tid +
-             R"(,"args":{"sort_index":)" + tid + "}}";
+    int tid = 0;
+    if (e.row == Event::Row::kTensor) {
+      auto [it, inserted] = rows_.try_emplace(e.tensor, static_cast<int>(rows_.size()) + 1);
+      tid = it->second;
+      if (inserted) {
+        row_order_.push_back(&it->first);
+        append_row_names(out, pid, e.tensor, tid);
+      }
     }
     out += ",\n";
     out += R"({"name":")";
     out += timeline_phase_name(e.phase);
-    out += R"(","ph":"X","pid":)" + pid + R"(,"tid":)" + tid + R"(,"ts":)" +
+    out += R"(","ph":"X","pid":)" + pid + R"(,"tid":)" + std::to_string(tid) + R"(,"ts":)" +
            std::to_string(e.start_us) + R"(,"dur":)" + std::to_string(e.dur_us);
     if (!e.detail.empty()) {
       out += R"(,"args":{"detail":)";
@@ -207,22 +276,95 @@ void Timeline::write_events(const std::vector<Event>& events, uint64_t dropped) 
   }
   if (dropped > 0) {
     const auto now_us =
-        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - origin_).count();
+        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - options_.origin)
+            .count();
     out += ",\n";
     out += R"({"name":"dropped events","ph":"i","s":"p","pid":)" + pid + R"(,"tid":0,"ts":)" +
            std::to_string(now_us) + R"(,"args":{"count":)" + std::to_string(dropped) + "}}";
   }
-  const std::size_t body = out.size();
-  out += kTail;
-  // One pwrite over the old tail: the file holds either the old array or the new one, never
-  // a prefix without its "]" (short of the kernel splitting a write to a regular file).
-  if (int err = pwrite_all(fd_, out, offset_); err != 0) {
-    write_failed_ = true;
-    std::fprintf(stderr, "chorus: %s: write failed: %s; the timeline stops here\n", label_.c_str(),
-                 std::strerror(err));
-    return;
+  int err = 0;
+  if (offset_ + static_cast<int64_t>(out.size() + kTail.size()) > options_.max_bytes) {
+    err = rewrite_with(out);
+  } else {
+    const std::size_t body = out.size();
+    out += kTail;
+    // One pwrite over the old tail: the file holds either the old array or the new one,
+    // never a prefix without its "]" (short of the kernel splitting a write to a regular
+    // file).
+    err = pwrite_all(fd_, out, offset_);
+    if (err == 0) offset_ += static_cast<int64_t>(body);
   }
-  offset_ += static_cast<int64_t>(body);
+  if (err != 0) {
+    write_failed_ = true;
+    std::fprintf(stderr, "chorus: %s: write failed: %s; the timeline stops here\n",
+                 options_.label.c_str(), std::strerror(err));
+  }
+}
+
+std::string Timeline::row_names() const {
+  std::string out;
+  const std::string pid = std::to_string(options_.rank);
+  for (std::size_t i = 0; i < row_order_.size(); ++i) {
+    append_row_names(out, pid, *row_order_[i], static_cast<int>(i) + 1);
+  }
+  return out;
+}
+
+int Timeline::rewrite_with(std::string_view batch) {
+  // The new file: head, every row's name, a marker, then the newest events that fit in half
+  // the cap, the batch's newest first. Cuts fall before a ",\n": every event is one line,
+  // since names and details are escaped.
+  ++rewrites_;
+  const std::string pid = std::to_string(options_.rank);
+  const auto now_us =
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - options_.origin)
+          .count();
+  std::string text = "[\n" + head_ + row_names();
+  text += ",\n";
+  text += R"({"name":"older events dropped","ph":"i","s":"p","pid":)" + pid +
+          R"(,"tid":0,"ts":)" + std::to_string(now_us) + R"(,"args":{"cap_bytes":)" +
+          std::to_string(options_.max_bytes) + R"(,"rewrites":)" + std::to_string(rewrites_) +
+          "}}";
+  const int64_t begin = static_cast<int64_t>(text.size());
+  const int64_t budget = std::max<int64_t>(0, options_.max_bytes / 2 - begin);
+  if (static_cast<int64_t>(batch.size()) > budget) {
+    const std::size_t cut = batch.find(",\n", batch.size() - static_cast<std::size_t>(budget));
+    batch.remove_prefix(cut == std::string_view::npos ? batch.size() : cut);
+  } else {
+    const int64_t keep = std::min(budget - static_cast<int64_t>(batch.size()), offset_ - events_begin_);
+    std::string old(static_cast<std::size_t>(keep), '\0');
+    const int64_t from = offset_ - keep;
+    for (std::size_t got = 0; got < old.size();) {
+      const ssize_t n = ::pread(fd_, old.data() + got, old.size() - got, static_cast<off_t>(from + got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return n < 0 ? errno : EIO;
+      got += static_cast<std::size_t>(n);
+    }
+    const std::size_t cut = from == events_begin_ ? 0 : old.find(",\n");
+    if (cut != std::string::npos) append_without_row_names(text, std::string_view(old).substr(cut));
+  }
+  append_without_row_names(text, batch);
+  const int64_t offset = static_cast<int64_t>(text.size());
+  text += kTail;
+  const std::string tmp = path_ + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return errno;
+  if (int err = pwrite_all(fd, text, 0); err != 0) {
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return err;
+  }
+  if (::rename(tmp.c_str(), path_.c_str()) != 0) {
+    const int err = errno;
+    ::close(fd);
+    ::unlink(tmp.c_str());
+    return err;
+  }
+  ::close(fd_);
+  fd_ = fd;
+  offset_ = offset;
+  events_begin_ = begin;
+  return 0;
 }
 
 }  // namespace chorus

@@ -1,10 +1,20 @@
 #pragma once
 // Chrome-trace timeline (CHORUS_TIMELINE=path, or chorus::start_timeline at run time): one
-// row per tensor, one complete event per phase, and optionally a CYCLE_START marker per
-// cycle that ran something. Producers (the background thread, trainer threads) append
-// under a short lock; a writer thread owned by the Timeline drains and writes. The file is valid
-// JSON after every flush: each write puts the closing "]" back at the end, so a job that dies early
-// still leaves a file that Perfetto and chrome://tracing load.
+// row per tensor, one complete event per phase, a row for the trainer's steps and waits,
+// and optionally a CYCLE_START marker per cycle that ran something. Producers (the
+// background thread, trainer threads) append under a short lock; a writer thread owned by
+// the Timeline drains and writes. The file is valid JSON after every flush: each write puts
+// the closing "]" back at the end, so a job that dies early still leaves a file that
+// Perfetto and chrome://tracing load.
+//
+// Bounded twice: events waiting for the writer (kMaxPending; beyond it new ones are
+// dropped and counted), and the file (max_bytes): a write that would pass the cap first
+// rewrites the file with only its newest half, under a temporary name renamed over it, so
+// the file is whole at every moment.
+//
+// Times count from the origin the caller passes. The runtime passes the instant every rank
+// shares (collectives/clock_offset.h), so that every rank's file is on one time axis and
+// chorus-trace merge only has to put them together.
 
 #include <chrono>
 #include <condition_variable>
@@ -28,18 +38,31 @@ enum class TimelinePhase : uint8_t {
   kMemcpyIn,    // packing into the fusion buffer (or prescale)
   kCollective,  // the backend's collective
   kMemcpyOut,   // unpacking / postscale
+  kStep,        // trainer row: a training step, from the previous step mark to this one
+  kWait,        // trainer row: a trainer thread blocked on a handle
 };
 const char* timeline_phase_name(TimelinePhase phase);
+
+/// Whether `path` names a file per rank ("{rank}" in it) rather than rank 0's alone.
+bool timeline_on_every_rank(const std::string& path);
+/// `path` with every "{rank}" replaced by `rank`.
+std::string timeline_path_for(const std::string& path, int rank);
 
 class Timeline {
  public:
   using Clock = std::chrono::steady_clock;
 
-  /// Creates (truncates) `path` and starts the writer thread. `rank` becomes the trace's pid.
-  /// `label` names the file in messages: "CHORUS_TIMELINE=<path>" when empty. Fails with
-  /// kInvalidArgument naming the label and the OS error.
-  static StatusOr<std::unique_ptr<Timeline>> open(const std::string& path, int rank,
-                                                  std::string label = {});
+  struct Options {
+    int rank = 0;            ///< the trace's pid
+    std::string label;       ///< names the file in messages; empty: "CHORUS_TIMELINE=<path>"
+    Clock::time_point origin = Clock::now();  ///< time 0 of the trace
+    int64_t max_bytes = int64_t{64} << 20;    ///< the file's cap (at least 64 KiB)
+    std::string clock_label;  ///< how the origin was found, shown with the process's name
+  };
+
+  /// Creates (truncates) `path` and starts the writer thread. Fails with kInvalidArgument
+  /// naming the label and the OS error.
+  static StatusOr<std::unique_ptr<Timeline>> open(const std::string& path, Options options);
   ~Timeline();  // stop()
   Timeline(const Timeline&) = delete;
   Timeline& operator=(const Timeline&) = delete;
@@ -49,6 +72,9 @@ class Timeline {
   /// ones are dropped and counted, and the count is written as a "dropped events" marker.
   void record(std::string_view tensor, TimelinePhase phase, Clock::time_point start,
               Clock::time_point end, std::string_view detail = {});
+  /// Records one step or wait on the trainer row (kStep, kWait), same rules as record().
+  void record_trainer(TimelinePhase phase, Clock::time_point start, Clock::time_point end,
+                      std::string_view detail = {});
   /// Records a global "CYCLE_START" instant at `at` (a line across every row, as Horovod's
   /// mark_cycles draws). Thread-safe, same rules as record().
   void mark_cycle(Clock::time_point at);
@@ -63,6 +89,8 @@ class Timeline {
   // Events that may wait for the writer before record() drops new ones (about 100 MB of
   // short names): a writer that falls this far behind is stuck on I/O.
   static constexpr std::size_t kMaxPending = std::size_t{1} << 20;
+  // The smallest cap: room for the head, the rows' names and some events.
+  static constexpr int64_t kMinMaxBytes = int64_t{64} << 10;
 
   struct Event {
     std::string tensor;
@@ -70,22 +98,32 @@ class Timeline {
     int64_t start_us;
     int64_t dur_us;
     std::string detail;
-    bool cycle = false;  // a CYCLE_START marker: no tensor, no phase, no duration
+    enum class Row : uint8_t { kTensor, kTrainer, kCycle } row = Row::kTensor;
   };
-  Timeline(int fd, int rank, std::string label, int64_t offset);
+  Timeline(int fd, std::string path, Options options, std::string head);
   void push(Event event);
   void writer_loop();
   void write_events(const std::vector<Event>& events, uint64_t dropped);
+  // Writes `batch` (events, each after ",\n") past the newest half of the file's events, as
+  // a new file renamed over the old one. Returns 0 or the errno of what failed.
+  int rewrite_with(std::string_view batch);
+  // The metadata of every row seen so far, each after ",\n".
+  std::string row_names() const;
 
-  const int fd_;
-  const int rank_;
-  const std::string label_;  // names the file in messages
-  const Clock::time_point origin_;
+  int fd_;  // writer thread only, after the constructor
+  const std::string path_;
+  const Options options_;
+  // The file's first events (the process's name and label, the trainer row's name), without
+  // the opening "[": every rewrite starts with them.
+  const std::string head_;
   // Where the tail "\n]\n" starts, just past the last event: each batch is written here in
   // one pwrite that ends with a new tail (writer thread only).
   int64_t offset_;
-  bool write_failed_ = false;                  // a pwrite failed; write no more (writer only)
+  int64_t events_begin_;  // where the events after the head and row names begin (writer only)
+  uint64_t rewrites_ = 0;                      // writer thread only
+  bool write_failed_ = false;                  // a write failed; write no more (writer only)
   std::unordered_map<std::string, int> rows_;  // tensor -> tid (writer thread only)
+  std::vector<const std::string*> row_order_;  // rows_'s keys by tid - 1 (writer thread only)
 
   std::mutex mu_;
   std::condition_variable cv_;  // wakes the writer

@@ -1,5 +1,7 @@
 #include "chorus/torch/distributed_optimizer.h"
 
+#include "chorus/chorus.h"
+
 namespace chorus::torch {
 
 NamedParameters named_parameters(const ::torch::nn::Module& module) {
@@ -24,6 +26,7 @@ void DistributedOptimizer::step() {
   if (!synchronized_) reducer_.synchronize();
   synchronized_ = false;
   optimizer_.step();
+  chorus::mark_step();  // the step's end on this rank's timeline, for chorus-trace summary
 }
 
 void DistributedOptimizer::zero_grad() { optimizer_.zero_grad(); }

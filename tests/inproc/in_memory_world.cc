@@ -1,6 +1,8 @@
 #include "in_memory_world.h"
 
 #include <algorithm>
+#include <chrono>
+#include <string>
 #include <utility>
 
 #include "in_memory_transport.h"
@@ -36,6 +38,16 @@ class InMemoryWorld final : public World {
   int size() const override { return job_->size(); }
 
   StatusOr<std::vector<std::string>> host_names() override { return allgather(job_->host(rank_)); }
+  // One process, one clock: every rank's offset is 0.
+  StatusOr<ClockOffset> clock_offset() override {
+    const auto now = std::chrono::steady_clock::now().time_since_epoch();
+    const int64_t mine = std::chrono::duration_cast<std::chrono::nanoseconds>(now).count();
+    StatusOr<std::vector<std::string>> all = allgather(std::to_string(mine));
+    if (!all.ok()) return all.status();
+    ClockOffset offset;
+    offset.origin_ns = std::stoll(all->front());
+    return offset;
+  }
   StatusOr<std::vector<std::string>> allgather(const std::string& mine) override {
     std::vector<std::string> all;
     Status s = meet(&mine, "allgather", [&](const std::vector<const void*>& posted) {

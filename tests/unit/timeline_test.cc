@@ -2,7 +2,10 @@
 // every tensor gets exactly one named row; names and details survive any bytes.
 #include "timeline/timeline.h"
 
+#include "base/json_value.h"
+
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -24,221 +27,7 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// A strict JSON reader (RFC 8259), just enough to check the traces: any deviation (a
-// trailing comma, a raw control character, a missing "]") makes parse() fail.
-struct Json {
-  enum class Type { kNull, kBool, kNumber, kString, kArray, kObject } type = Type::kNull;
-  bool boolean = false;
-  double number = 0;
-  std::string string;
-  std::vector<Json> array;
-  std::vector<std::pair<std::string, Json>> object;
-
-  const Json* get(const std::string& key) const {
-    for (const auto& [k, v] : object) {
-      if (k == key) return &v;
-    }
-    return nullptr;
-  }
-};
-
-class JsonParser {
- public:
-  explicit JsonParser(std::string text) : s_(std::move(text)) {}
-
-  // The document, or nullopt with error() saying where it went wrong.
-  std::optional<Json> parse() {
-    Json v;
-    skip_ws();
-    if (!value(v)) return std::nullopt;
-    skip_ws();
-    if (i_ != s_.size()) return fail("trailing characters");
-    return v;
-  }
-  const std::string& error() const { return error_; }
-
- private:
-  std::nullopt_t fail(const std::string& why) {
-    if (error_.empty()) error_ = why + " at offset " + std::to_string(i_);
-    return std::nullopt;
-  }
-  bool failed(const std::string& why) {
-    fail(why);
-    return false;
-  }
-  void skip_ws() {
-    while (i_ < s_.size() &&
-           (s_[i_] == ' ' || s_[i_] == '\t' || s_[i_] == '\n' || s_[i_] == '\r')) {
-      ++i_;
-    }
-  }
-  bool literal(const char* word) {
-    const std::string w = word;
-    if (s_.compare(i_, w.size(), w) != 0) return failed("bad literal");
-    i_ += w.size();
-    return true;
-  }
-  bool value(Json& v) {
-    if (i_ >= s_.size()) return failed("unexpected end");
-    switch (s_[i_]) {
-      case '{': return object(v);
-      case '[': return array(v);
-      case '"': return string_value(v);
-      case 't': return boolean(v, true);
-      case 'f': return boolean(v, false);
-      case 'n': return literal("null");
-      default: return number(v);
-    }
-  }
-  bool string_value(Json& v) {
-    v.type = Json::Type::kString;
-    return string(v.string);
-  }
-  bool boolean(Json& v, bool b) {
-    v.type = Json::Type::kBool;
-    v.boolean = b;
-    return literal(b ? "true" : "false");
-  }
-  bool number(Json& v) {
-    const std::size_t start = i_;
-    auto digits = [&] {
-      const std::size_t from = i_;
-      while (i_ < s_.size() && std::isdigit(static_cast<unsigned char>(s_[i_]))) ++i_;
-      return i_ > from;
-    };
-    if (i_ < s_.size() && s_[i_] == '-') ++i_;
-    if (i_ < s_.size() && s_[i_] == '0') {
-      ++i_;
-    } else if (!digits()) {
-      return failed("bad number");
-    }
-    if (i_ < s_.size() && s_[i_] == '.') {
-      ++i_;
-      if (!digits()) return failed("bad fraction");
-    }
-    if (i_ < s_.size() && (s_[i_] == 'e' || s_[i_] == 'E')) {
-      ++i_;
-      if (i_ < s_.size() && (s_[i_] == '+' || s_[i_] == '-')) ++i_;
-      if (!digits()) return failed("bad exponent");
-    }
-    v.type = Json::Type::kNumber;
-    v.number = std::stod(s_.substr(start, i_ - start));
-    return true;
-  }
-  static void append_utf8(std::string& out, uint32_t cp) {
-    if (cp < 0x80) {
-      out += static_cast<char>(cp);
-    } else if (cp < 0x800) {
-      out += static_cast<char>(0xC0 | (cp >> 6));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else if (cp < 0x10000) {
-      out += static_cast<char>(0xE0 | (cp >> 12));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    } else {
-      out += static_cast<char>(0xF0 | (cp >> 18));
-      out += static_cast<char>(0x80 | ((cp >> 12) & 0x3F));
-      out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
-      out += static_cast<char>(0x80 | (cp & 0x3F));
-    }
-  }
-  bool hex4(uint32_t& cp) {
-    if (i_ + 4 > s_.size()) return failed("short \\u escape");
-    cp = 0;
-    for (int k = 0; k < 4; ++k) {
-      const char c = s_[i_++];
-      cp <<= 4;
-      if (c >= '0' && c <= '9') {
-        cp |= c - '0';
-      } else if (c >= 'a' && c <= 'f') {
-        cp |= c - 'a' + 10;
-      } else if (c >= 'A' && c <= 'F') {
-        cp |= c - 'A' + 10;
-      } else {
-        return failed("bad \\u escape");
-      }
-    }
-    return true;
-  }
-  bool string(std::string& out) {
-    ++i_;  // opening quote
-    for (;;) {
-      if (i_ >= s_.size()) return failed("unterminated string");
-      const auto c = static_cast<unsigned char>(s_[i_++]);
-      if (c == '"') return true;
-      if (c < 0x20) return failed("raw control character in string");
-      if (c != '\\') {
-        out += static_cast<char>(c);
-        continue;
-      }
-      if (i_ >= s_.size()) return failed("unterminated escape");
-      switch (s_[i_++]) {
-        case '"': out += '"'; break;
-        case '\\': out += '\\'; break;
-        case '/': out += '/'; break;
-        case 'b': out += '\b'; break;
-        case 'f': out += '\f'; break;
-        case 'n': out += '\n'; break;
-        case 'r': out += '\r'; break;
-        case 't': out += '\t'; break;
-        case 'u': {
-          uint32_t cp;
-          if (!hex4(cp)) return false;
-          if (cp >= 0xD800 && cp < 0xDC00 && s_.compare(i_, 2, "\\u") == 0) {
-            i_ += 2;
-            uint32_t low;
-            if (!hex4(low)) return false;
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (low - 0xDC00);
-          }
-          append_utf8(out, cp);
-          break;
-        }
-        default: return failed("bad escape");
-      }
-    }
-  }
-  bool array(Json& v) {
-    v.type = Json::Type::kArray;
-    ++i_;
-    skip_ws();
-    if (i_ < s_.size() && s_[i_] == ']') return ++i_, true;
-    for (;;) {
-      skip_ws();
-      v.array.emplace_back();
-      if (!value(v.array.back())) return false;
-      skip_ws();
-      if (i_ >= s_.size()) return failed("unterminated array");
-      if (s_[i_] == ']') return ++i_, true;
-      if (s_[i_++] != ',') return failed("expected , or ] in array");
-    }
-  }
-  bool object(Json& v) {
-    v.type = Json::Type::kObject;
-    ++i_;
-    skip_ws();
-    if (i_ < s_.size() && s_[i_] == '}') return ++i_, true;
-    for (;;) {
-      skip_ws();
-      if (i_ >= s_.size() || s_[i_] != '"') return failed("expected key");
-      std::string key;
-      if (!string(key)) return false;
-      skip_ws();
-      if (i_ >= s_.size() || s_[i_++] != ':') return failed("expected :");
-      skip_ws();
-      Json member;
-      if (!value(member)) return false;
-      v.object.emplace_back(std::move(key), std::move(member));
-      skip_ws();
-      if (i_ >= s_.size()) return failed("unterminated object");
-      if (s_[i_] == '}') return ++i_, true;
-      if (s_[i_++] != ',') return failed("expected , or } in object");
-    }
-  }
-
-  std::string s_;
-  std::size_t i_ = 0;
-  std::string error_;
-};
+using Json = JsonValue;
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -249,24 +38,23 @@ std::string read_file(const std::string& path) {
 
 // The trace at `path` as a list of events; fails the test if it is not a JSON array.
 std::vector<Json> load_trace(const std::string& path) {
-  JsonParser parser(read_file(path));
-  std::optional<Json> doc = parser.parse();
-  EXPECT_TRUE(doc.has_value()) << path << ": " << parser.error();
-  if (!doc) return {};
-  EXPECT_EQ(doc->type, Json::Type::kArray);
-  return doc->array;
+  StatusOr<Json> doc = parse_json(read_file(path), path);
+  EXPECT_TRUE(doc.ok()) << doc.status().to_string();
+  if (!doc.ok()) return {};
+  EXPECT_TRUE(doc->is_array());
+  return doc->is_array() ? doc->items() : std::vector<Json>{};
 }
 
 std::string str(const Json& event, const std::string& key) {
-  const Json* v = event.get(key);
-  return v != nullptr && v->type == Json::Type::kString ? v->string : std::string();
+  const Json* v = event.find(key);
+  return v != nullptr && v->is_string() ? v->as_string() : std::string();
 }
 double num(const Json& event, const std::string& key) {
-  const Json* v = event.get(key);
-  return v != nullptr && v->type == Json::Type::kNumber ? v->number : -1;
+  const Json* v = event.find(key);
+  return v != nullptr && v->is_number() ? v->as_number() : -1;
 }
 std::string arg(const Json& event, const std::string& key) {
-  const Json* args = event.get("args");
+  const Json* args = event.find("args");
   return args != nullptr ? str(*args, key) : std::string();
 }
 
@@ -281,7 +69,7 @@ struct Summary {
 Summary summarize(const std::vector<Json>& events, int rank) {
   Summary s;
   for (const Json& e : events) {
-    EXPECT_EQ(e.type, Json::Type::kObject);
+    EXPECT_TRUE(e.is_object());
     EXPECT_EQ(num(e, "pid"), rank);
     const std::string ph = str(e, "ph");
     const std::string name = str(e, "name");
@@ -314,7 +102,9 @@ class TimelineTest : public ::testing::Test {
   void TearDown() override { std::remove(path_.c_str()); }
 
   std::unique_ptr<Timeline> open_timeline(int rank) {
-    auto timeline = Timeline::open(path_, rank);
+    Timeline::Options options;
+    options.rank = rank;
+    auto timeline = Timeline::open(path_, options);
     EXPECT_TRUE(timeline.ok()) << timeline.status().to_string();
     return timeline.ok() ? std::move(timeline).value() : nullptr;
   }
@@ -328,19 +118,23 @@ TEST(TimelinePhaseTest, Names) {
   EXPECT_STREQ(timeline_phase_name(TimelinePhase::kMemcpyIn), "MEMCPY_IN");
   EXPECT_STREQ(timeline_phase_name(TimelinePhase::kCollective), "COLLECTIVE");
   EXPECT_STREQ(timeline_phase_name(TimelinePhase::kMemcpyOut), "MEMCPY_OUT");
+  EXPECT_STREQ(timeline_phase_name(TimelinePhase::kStep), "STEP");
+  EXPECT_STREQ(timeline_phase_name(TimelinePhase::kWait), "WAIT");
 }
 
 TEST_F(TimelineTest, EmptyTraceIsValidJson) {
   auto timeline = open_timeline(2);
   ASSERT_NE(timeline, nullptr);
-  EXPECT_EQ(load_trace(path_).size(), 1u);  // valid straight after open
+  EXPECT_EQ(load_trace(path_).size(), 2u);  // valid straight after open
   timeline->flush();
-  EXPECT_EQ(load_trace(path_).size(), 1u);
+  EXPECT_EQ(load_trace(path_).size(), 2u);
   timeline->stop();
   const std::vector<Json> events = load_trace(path_);
-  ASSERT_EQ(events.size(), 1u);
+  ASSERT_EQ(events.size(), 2u);
   EXPECT_EQ(str(events[0], "name"), "process_name");
   EXPECT_EQ(arg(events[0], "name"), "rank 2");
+  EXPECT_EQ(str(events[1], "name"), "thread_name");
+  EXPECT_EQ(num(events[1], "tid"), 0);
 }
 
 TEST_F(TimelineTest, ConcurrentProducersEachTensorOneRow) {
@@ -365,7 +159,8 @@ TEST_F(TimelineTest, ConcurrentProducersEachTensorOneRow) {
   timeline->flush();  // no stop: the file must already be complete
   Summary s = summarize(load_trace(path_), kRank);
   EXPECT_EQ(s.complete.size(), static_cast<std::size_t>(kThreads * kPerThread));
-  EXPECT_EQ(s.row_of.size(), static_cast<std::size_t>(kThreads * kTensorsPerThread));
+  // The tensors' rows and the trainer's.
+  EXPECT_EQ(s.row_of.size(), static_cast<std::size_t>(kThreads * kTensorsPerThread + 1));
   for (int t = 0; t < kThreads; ++t) {
     for (int k = 0; k < kTensorsPerThread; ++k) {
       EXPECT_EQ(s.row_of.count("grad/" + std::to_string(t) + "/" + std::to_string(k)), 1u);
@@ -396,7 +191,7 @@ TEST_F(TimelineTest, CompleteEventFields) {
   const Json& memcpy_out = s.complete[1];
   EXPECT_EQ(str(memcpy_out, "name"), "MEMCPY_OUT");
   EXPECT_EQ(num(memcpy_out, "ts") - num(collective, "ts"), 1500);
-  EXPECT_EQ(memcpy_out.get("args"), nullptr);  // no detail, no args
+  EXPECT_EQ(memcpy_out.find("args"), nullptr);  // no detail, no args
   EXPECT_EQ(num(s.complete[2], "dur"), 0);
 }
 
@@ -452,7 +247,7 @@ TEST_F(TimelineTest, TruncatesAnOldFile) {
   auto timeline = open_timeline(0);
   ASSERT_NE(timeline, nullptr);
   timeline->stop();
-  EXPECT_EQ(load_trace(path_).size(), 1u);
+  EXPECT_EQ(load_trace(path_).size(), 2u);  // the process's name, the trainer row's
 }
 
 TEST_F(TimelineTest, StopIsIdempotentAndLaterCallsAreHarmless) {
@@ -483,9 +278,85 @@ TEST_F(TimelineTest, DestructorWritesEverything) {
   EXPECT_EQ(summarize(load_trace(path_), 0).complete.size(), 100u);
 }
 
+// A long run under a small cap: after every flush the file is under the cap and valid, each
+// row is named once, the newest events are there and the oldest are gone, with a marker.
+TEST_F(TimelineTest, StaysUnderItsCapAndValid) {
+  Timeline::Options options;
+  options.max_bytes = 256 << 10;
+  auto opened = Timeline::open(path_, options);
+  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+  std::unique_ptr<Timeline> timeline = std::move(opened).value();
+  const auto start = Timeline::Clock::now();
+  constexpr int kEvents = 20000;
+  for (int i = 0; i < kEvents; ++i) {
+    const auto at = start + std::chrono::microseconds(i);
+    timeline->record("grad." + std::to_string(i % 50), TimelinePhase::kCollective, at, at + 1us,
+                     "event " + std::to_string(i));
+    if (i % 2000 == 1999) {
+      timeline->flush();
+      struct stat st {};
+      ASSERT_EQ(::stat(path_.c_str(), &st), 0);
+      EXPECT_LE(st.st_size, options.max_bytes) << "after " << i + 1 << " events";
+      summarize(load_trace(path_), 0);  // valid, rows named once
+    }
+  }
+  timeline->stop();
+  const std::vector<Json> events = load_trace(path_);
+  Summary s = summarize(events, 0);
+  ASSERT_FALSE(s.complete.empty());
+  EXPECT_LT(s.complete.size(), static_cast<std::size_t>(kEvents));
+  EXPECT_EQ(arg(s.complete.back(), "detail"), "event " + std::to_string(kEvents - 1));
+  for (std::size_t i = 1; i < s.complete.size(); ++i) {  // the newest, in order, none missing
+    EXPECT_EQ(num(s.complete[i], "ts"), num(s.complete[i - 1], "ts") + 1) << "at " << i;
+  }
+  EXPECT_EQ(s.row_of.size(), 51u);  // 50 tensors and the trainer row
+  int markers = 0;
+  for (const Json& e : events) markers += str(e, "name") == "older events dropped";
+  EXPECT_EQ(markers, 1);
+}
+
+TEST_F(TimelineTest, TimesCountFromTheOriginAndTheTrainerRowIsZero) {
+  Timeline::Options options;
+  options.rank = 3;
+  options.origin = Timeline::Clock::now() - 5s;
+  options.clock_label = "clock +1.0 us from rank 0's (within 0.5 us)";
+  auto opened = Timeline::open(path_, options);
+  ASSERT_TRUE(opened.ok()) << opened.status().to_string();
+  const auto now = Timeline::Clock::now();
+  (*opened)->record_trainer(TimelinePhase::kWait, now, now + 7us);
+  (*opened)->record_trainer(TimelinePhase::kStep, now - 1ms, now + 10us, "step 1");
+  (*opened)->stop();
+  const std::vector<Json> events = load_trace(path_);
+  Summary s = summarize(events, 3);
+  ASSERT_EQ(s.complete.size(), 2u);
+  EXPECT_EQ(str(s.complete[0], "name"), "WAIT");
+  EXPECT_EQ(num(s.complete[0], "tid"), 0);
+  EXPECT_EQ(num(s.complete[0], "dur"), 7);
+  EXPECT_GE(num(s.complete[0], "ts"), 5e6);
+  EXPECT_LT(num(s.complete[0], "ts"), 5e6 + 60e6);
+  EXPECT_EQ(str(s.complete[1], "name"), "STEP");
+  EXPECT_EQ(arg(s.complete[1], "detail"), "step 1");
+  EXPECT_EQ(s.name_of[0], "trainer: steps and waits");
+  bool labelled = false;
+  for (const Json& e : events) {
+    labelled = labelled || (str(e, "name") == "process_labels" &&
+                            arg(e, "labels") == options.clock_label);
+  }
+  EXPECT_TRUE(labelled);
+}
+
+TEST(TimelinePathTest, RankPlaceholder) {
+  EXPECT_FALSE(timeline_on_every_rank("/tmp/trace.json"));
+  EXPECT_TRUE(timeline_on_every_rank("/tmp/trace.{rank}.json"));
+  EXPECT_EQ(timeline_path_for("/tmp/trace.json", 4), "/tmp/trace.json");
+  EXPECT_EQ(timeline_path_for("/t/{rank}/trace.{rank}.json", 12), "/t/12/trace.12.json");
+  EXPECT_EQ(timeline_path_for("{rank}", 0), "0");
+  EXPECT_EQ(timeline_path_for("{ran}{rank", 1), "{ran}{rank");
+}
+
 TEST(TimelineOpenTest, MissingDirectoryNamesThePath) {
   const std::string path = "/nonexistent-chorus-dir/sub/trace.json";
-  auto timeline = Timeline::open(path, 0);
+  auto timeline = Timeline::open(path, Timeline::Options{});
   ASSERT_FALSE(timeline.ok());
   EXPECT_EQ(timeline.status().code(), StatusCode::kInvalidArgument);
   const std::string& message = timeline.status().message();

@@ -20,7 +20,7 @@ from chorus.torch.mpi_ops import (  # noqa: F401
     global_process_set, grouped_allgather, grouped_allgather_async, grouped_allreduce,
     grouped_allreduce_, grouped_allreduce_async, grouped_allreduce_async_,
     grouped_reducescatter, grouped_reducescatter_async, init, is_homogeneous, is_initialized, join, local_rank,
-    local_size, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, poll, rank,
+    local_size, mark_step, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, poll, rank,
     reducescatter, reducescatter_async, remove_process_set, rocm_built, shutdown, size,
     sparse_allreduce_async, start_timeline, stop_timeline, synchronize)
 from chorus.torch.functions import (allgather_object, broadcast_object,  # noqa: F401

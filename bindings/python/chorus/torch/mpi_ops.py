@@ -43,7 +43,7 @@ from chorus.torch.runtime import (  # noqa: F401
     ProcessSet, _register, _set_id, _set_rank, _set_ranks, _set_size, add_process_set,
     ccl_built, cross_rank, cross_size, cuda_built, ddl_built, gloo_built, gloo_enabled,
     global_process_set, init, is_homogeneous, is_initialized, local_rank, local_size,
-    mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, poll, rank, remove_process_set,
+    mark_step, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, poll, rank, remove_process_set,
     rocm_built, shutdown, size, start_timeline, stop_timeline, synchronize)
 
 # Reduction ops. The values are the core's ReduceOp numbering; Adasum has no implementation.

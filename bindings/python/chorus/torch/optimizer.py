@@ -156,7 +156,9 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             warnings.warn("optimizer.step() inside skip_synchronize() without a prior "
                           "optimizer.synchronize(): the gradients are not reduced")
         self._synchronized = False
-        return super(self.__class__, self).step(closure)
+        result = super(self.__class__, self).step(closure)
+        _ext.mark_step()  # the step's end on this rank's timeline, for chorus-trace summary
+        return result
 
     def _reductions_started(self):
         """Gradient reductions started since the last synchronize()."""

@@ -262,7 +262,9 @@ def synchronize(handle):
 
 def start_timeline(file_path, mark_cycles=False):
     """Starts writing a Chrome-trace timeline to ``file_path`` (rank 0 writes; on the other
-    ranks it does nothing). Not collective: any rank, any thread, any time after init().
+    ranks it does nothing). With ``{rank}`` in the path every rank that calls it writes its
+    own file, the path with its rank there, and ``chorus-trace merge`` makes one trace of
+    them. Not collective: any rank, any thread, any time after init().
 
     Returns once the change took effect, so collectives started afterwards are recorded. An
     active timeline (HOROVOD_TIMELINE / CHORUS_TIMELINE, or an earlier call) is closed first,
@@ -278,3 +280,11 @@ def stop_timeline():
     there. Does nothing when no timeline is active."""
     _checked(None)
     _ext.stop_timeline()
+
+
+def mark_step():
+    """Marks the end of a training step on this rank's timeline, so that ``chorus-trace
+    summary`` splits each step into computing, waiting for peers and reducing.
+    DistributedOptimizer marks its steps itself; a loop without it calls this after each
+    step. Does nothing without an active timeline."""
+    _ext.mark_step()

@@ -1,0 +1,67 @@
+// The clock offsets measured at init (collectives/clock_offset.h), against clocks shifted by
+// known amounts: rank r reads the steady clock plus r * 1.5 s, minus 0.37 s on odd ranks.
+// Cristian's bound makes the check exact rather than timed: the true offset lies within the
+// reported uncertainty, however slow the machine was.
+#include <gtest/gtest.h>
+#include <mpi.h>
+
+#include <cstdint>
+#include <cstdlib>
+
+#include "collectives/clock_offset.h"
+#include "collectives/mpi_check.h"
+
+namespace chorus::testing {
+namespace {
+
+int g_rank = 0;
+int g_size = 1;
+
+int64_t injected_shift_ns(int rank) {
+  return int64_t{rank} * 1'500'000'000 - (rank % 2 ? 370'000'000 : 0);
+}
+
+TEST(ClockOffset, FindsAnInjectedShiftWithinItsBound) {
+  const int64_t shift = injected_shift_ns(g_rank);
+  StatusOr<ClockOffset> offset =
+      measure_clock_offset(MPI_COMM_WORLD, [shift] { return steady_clock_ns() + shift; });
+  ASSERT_TRUE(offset.ok()) << offset.status().to_string();
+  EXPECT_LE(std::llabs(offset->offset_ns - shift), offset->uncertainty_ns)
+      << "rank " << g_rank << ": measured " << offset->offset_ns << " ns, injected " << shift
+      << " ns, bound " << offset->uncertainty_ns << " ns";
+  if (g_rank == 0) EXPECT_EQ(offset->uncertainty_ns, 0);
+  // Generous: a round trip on one host takes microseconds; a second means nothing was kept.
+  EXPECT_LT(offset->uncertainty_ns, 1'000'000'000);
+
+  // The origin is one instant on every rank: in rank 0's clock, every rank's origin is the same.
+  const int64_t origin_on_rank0 = offset->origin_ns - offset->offset_ns;
+  int64_t all[2] = {origin_on_rank0, -origin_on_rank0};
+  int64_t extremes[2] = {0, 0};
+  MPI_Allreduce(all, extremes, 2, MPI_INT64_T, MPI_MAX, MPI_COMM_WORLD);
+  EXPECT_EQ(extremes[0], -extremes[1]) << "the ranks' origins differ";
+}
+
+TEST(ClockOffset, AnUnshiftedClockHasAnOffsetWithinItsBound) {
+  StatusOr<ClockOffset> offset = measure_clock_offset(MPI_COMM_WORLD, steady_clock_ns, 3);
+  ASSERT_TRUE(offset.ok()) << offset.status().to_string();
+  // One host, one steady clock: the offset is 0 up to the bound.
+  EXPECT_LE(std::llabs(offset->offset_ns), offset->uncertainty_ns);
+}
+
+}  // namespace
+}  // namespace chorus::testing
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  MPI_Init(&argc, &argv);
+  chorus::mpi_detail::t_mpi_thread = true;  // this thread set MPI up, as init_mpi_world's does
+  MPI_Comm_rank(MPI_COMM_WORLD, &chorus::testing::g_rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &chorus::testing::g_size);
+  if (chorus::testing::g_rank != 0) ::testing::GTEST_FLAG(brief) = true;
+  int rc = RUN_ALL_TESTS();
+  // Every rank's verdict decides the job's.
+  int worst = 0;
+  MPI_Allreduce(&rc, &worst, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  MPI_Finalize();
+  return worst;
+}
