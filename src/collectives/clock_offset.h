@@ -18,15 +18,14 @@
 
 namespace chorus {
 
-
 /// A clock reading in nanoseconds; the runtime passes the steady clock, tests a shifted one.
 using ClockReading = std::function<int64_t()>;
 
 /// Measures every rank's offset to rank 0 over `comm` (collective: every rank calls it),
 /// `rounds` exchanges per rank. Point-to-point messages on `comm`, tag `tag`, which must not
 /// be in use. Fails with the MPI error of a failed call.
-StatusOr<ClockOffset> measure_clock_offset(MPI_Comm comm, const ClockReading& clock,
-                                           int rounds = 8, int tag = 7301);
+StatusOr<ClockOffset> measure_clock_offset(MPI_Comm comm, const ClockReading& clock, int rounds = 8,
+                                           int tag = 7301);
 
 /// The steady clock, as measure_clock_offset takes it.
 int64_t steady_clock_ns();

@@ -83,13 +83,23 @@ std::vector<FlightRecord> FlightRecorder::records() const {
   return out;
 }
 
-std::string flight_json(int rank, const std::string& reason, int64_t now_us,
+std::string flight_json(int rank, const std::string& reason, int64_t now_us, const SetMembers& sets,
                         const std::vector<FlightRecord>& records,
                         const std::vector<FlightRecord>& outstanding,
                         const std::vector<std::string>& stall_lines) {
   std::string out = "{\"rank\":" + std::to_string(rank) + ",\"reason\":";
   append_json_string(out, reason);
   out += ",\"time_us\":" + std::to_string(now_us);
+  out += ",\n\"sets\":[";
+  for (auto it = sets.begin(); it != sets.end(); ++it) {
+    out += it == sets.begin() ? "\n  " : ",\n  ";
+    out += "{\"id\":" + std::to_string(it->first) + ",\"ranks\":[";
+    for (std::size_t i = 0; i < it->second.size(); ++i) {
+      out += (i ? "," : "") + std::to_string(it->second[i]);
+    }
+    out += "]}";
+  }
+  out += "]";
   append_records(out, "records", records);
   append_records(out, "outstanding", outstanding);
   out += ",\n\"stall_lines\":[";
@@ -103,12 +113,12 @@ std::string flight_json(int rank, const std::string& reason, int64_t now_us,
 }
 
 Status FlightRecorder::write(const std::string& dir, const std::string& reason,
-                             const std::vector<FlightRecord>& outstanding,
+                             const SetMembers& sets, const std::vector<FlightRecord>& outstanding,
                              const std::vector<std::string>& stall_lines) const {
   const std::string path = dir + "/chorus-flight.rank" + std::to_string(rank_) + ".json";
   const std::string tmp = path + ".tmp";
   const std::string text =
-      flight_json(rank_, reason, wall_now_us(), records(), outstanding, stall_lines);
+      flight_json(rank_, reason, wall_now_us(), sets, records(), outstanding, stall_lines);
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return os_error("cannot create", tmp, errno);
   std::size_t at = 0;

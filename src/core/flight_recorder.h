@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,9 @@
 #include "core/message.h"
 
 namespace chorus {
+
+/// The process sets a rank is a member of: id -> their global ranks, in set order.
+using SetMembers = std::map<int32_t, std::vector<int>>;
 
 struct FlightRecord {
   int32_t set_id = 0;
@@ -53,11 +57,11 @@ class FlightRecorder {
   /// Microseconds since the epoch of a steady-clock time (0 for the epoch of Clock).
   int64_t wall_us(Clock::time_point t) const;
 
-  /// Writes `dir`/chorus-flight.rank<R>.json: the reason, the time, the records kept, the
-  /// collectives outstanding (submitted, not finished: done_us 0) and the stall lines last
-  /// said. Replaces an earlier file of this rank (written to a temporary name, then renamed,
-  /// so a reader never sees half a file). Fails naming the path and the OS error.
-  Status write(const std::string& dir, const std::string& reason,
+  /// Writes `dir`/chorus-flight.rank<R>.json: the reason, the time, the sets this rank is in,
+  /// the records kept, the collectives outstanding (submitted, not finished: done_us 0) and
+  /// the stall lines last said. Replaces an earlier file of this rank (written to a temporary name,
+  /// then renamed, so a reader never sees half a file). Fails naming the path and the OS error.
+  Status write(const std::string& dir, const std::string& reason, const SetMembers& sets,
                const std::vector<FlightRecord>& outstanding,
                const std::vector<std::string>& stall_lines) const;
 
@@ -72,7 +76,7 @@ class FlightRecorder {
 };
 
 /// The records of a flight file as JSON text (what write() puts in the file).
-std::string flight_json(int rank, const std::string& reason, int64_t now_us,
+std::string flight_json(int rank, const std::string& reason, int64_t now_us, const SetMembers& sets,
                         const std::vector<FlightRecord>& records,
                         const std::vector<FlightRecord>& outstanding,
                         const std::vector<std::string>& stall_lines);

@@ -417,9 +417,11 @@ void Runtime::finish(SetState& set, Entry& entry, const Status& status, Clock::t
 void Runtime::write_flight_record(const std::string& reason) {
   if (!flight_) return;
   std::vector<FlightRecord> outstanding;
+  SetMembers members;
   const FlightRecorder* flight =
       flight_.get();  // the lambdas below are not analysed as holding the lock
   for (const auto& [id, set] : sets_) {
+    members[id] = set->ranks;
     const int32_t set_id = id;  // a structured binding cannot be captured before C++20's clang 16
     set->entries.for_each([&](const Entry& e) {
       FlightRecord r;
@@ -435,7 +437,8 @@ void Runtime::write_flight_record(const std::string& reason) {
   std::sort(
       outstanding.begin(), outstanding.end(),
       [](const FlightRecord& a, const FlightRecord& b) { return a.submitted_us < b.submitted_us; });
-  if (Status s = flight_->write(config_.debug_dir, reason, outstanding, stall_lines_); !s.ok()) {
+  if (Status s = flight_->write(config_.debug_dir, reason, members, outstanding, stall_lines_);
+      !s.ok()) {
     log().error("{}", s.message());
   } else {
     log().info("flight record written to {} ({})", config_.debug_dir, reason);

@@ -113,6 +113,7 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
  private:
   struct SetState {
     int32_t id = 0;
+    std::vector<int> ranks;  // global ranks, in set order
     std::unique_ptr<Group> group;
     std::unique_ptr<ControlTransport> host_rounds;  // set when its rounds use the board
     ControlTransport* control = nullptr;            // host_rounds, or the group's

@@ -134,6 +134,7 @@ StatusOr<std::unique_ptr<Runtime::SetState>> Runtime::make_set(int32_t id,
   if (!*group) return std::unique_ptr<SetState>();
   auto set = std::make_unique<SetState>();
   set->id = id;
+  set->ranks = ranks;
   set->group = std::move(group).value();
   NegotiatorOptions nopts{config_.cache_capacity, config_.stall_check_seconds,
                           config_.stall_shutdown_seconds, config_.liveness_seconds};

@@ -42,8 +42,8 @@ int pwrite_all(int fd, std::string_view data, int64_t offset) {
 // trainer row's name, each but the first after ",\n".
 std::string head_events(int rank, const std::string& clock_label) {
   const std::string r = std::to_string(rank);
-  std::string out = R"({"name":"process_name","ph":"M","pid":)" + r +
-                    R"(,"args":{"name":"rank )" + r + R"("}})";
+  std::string out =
+      R"({"name":"process_name","ph":"M","pid":)" + r + R"(,"args":{"name":"rank )" + r + R"("}})";
   if (!clock_label.empty()) {
     out += ",\n";
     out += R"({"name":"process_labels","ph":"M","pid":)" + r + R"(,"args":{"labels":)";
@@ -61,8 +61,8 @@ void append_row_names(std::string& out, const std::string& pid, const std::strin
                       int tid) {
   const std::string t = std::to_string(tid);
   out += ",\n";
-  out += R"({"name":"thread_name","ph":"M","pid":)" + pid + R"(,"tid":)" + t +
-         R"(,"args":{"name":)";
+  out +=
+      R"({"name":"thread_name","ph":"M","pid":)" + pid + R"(,"tid":)" + t + R"(,"args":{"name":)";
   append_json_string(out, tensor);
   out += "}}";
   out += ",\n";
@@ -148,19 +148,21 @@ void Timeline::record(std::string_view tensor, TimelinePhase phase, Clock::time_
   using std::chrono::microseconds;
   // Copy the strings before taking the lock, so that the lock covers only a move: the
   // background thread records too, and must not wait behind another producer's allocations.
-  push(Event{std::string(tensor), phase,
-             duration_cast<microseconds>(start - options_.origin).count(),
-             std::max<int64_t>(0, duration_cast<microseconds>(end - start).count()),
-             std::string(detail)});
+  push(Event{
+      std::string(tensor), phase, duration_cast<microseconds>(start - options_.origin).count(),
+      std::max<int64_t>(0, duration_cast<microseconds>(end - start).count()), std::string(detail)});
 }
 
 void Timeline::record_trainer(TimelinePhase phase, Clock::time_point start, Clock::time_point end,
                               std::string_view detail) {
   using std::chrono::duration_cast;
   using std::chrono::microseconds;
-  push(Event{{}, phase, duration_cast<microseconds>(start - options_.origin).count(),
+  push(Event{{},
+             phase,
+             duration_cast<microseconds>(start - options_.origin).count(),
              std::max<int64_t>(0, duration_cast<microseconds>(end - start).count()),
-             std::string(detail), Event::Row::kTrainer});
+             std::string(detail),
+             Event::Row::kTrainer});
 }
 
 void Timeline::mark_cycle(Clock::time_point at) {
@@ -317,25 +319,25 @@ int Timeline::rewrite_with(std::string_view batch) {
   ++rewrites_;
   const std::string pid = std::to_string(options_.rank);
   const auto now_us =
-      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - options_.origin)
-          .count();
+      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - options_.origin).count();
   std::string text = "[\n" + head_ + row_names();
   text += ",\n";
-  text += R"({"name":"older events dropped","ph":"i","s":"p","pid":)" + pid +
-          R"(,"tid":0,"ts":)" + std::to_string(now_us) + R"(,"args":{"cap_bytes":)" +
-          std::to_string(options_.max_bytes) + R"(,"rewrites":)" + std::to_string(rewrites_) +
-          "}}";
+  text += R"({"name":"older events dropped","ph":"i","s":"p","pid":)" + pid + R"(,"tid":0,"ts":)" +
+          std::to_string(now_us) + R"(,"args":{"cap_bytes":)" + std::to_string(options_.max_bytes) +
+          R"(,"rewrites":)" + std::to_string(rewrites_) + "}}";
   const int64_t begin = static_cast<int64_t>(text.size());
   const int64_t budget = std::max<int64_t>(0, options_.max_bytes / 2 - begin);
   if (static_cast<int64_t>(batch.size()) > budget) {
     const std::size_t cut = batch.find(",\n", batch.size() - static_cast<std::size_t>(budget));
     batch.remove_prefix(cut == std::string_view::npos ? batch.size() : cut);
   } else {
-    const int64_t keep = std::min(budget - static_cast<int64_t>(batch.size()), offset_ - events_begin_);
+    const int64_t keep =
+        std::min(budget - static_cast<int64_t>(batch.size()), offset_ - events_begin_);
     std::string old(static_cast<std::size_t>(keep), '\0');
     const int64_t from = offset_ - keep;
     for (std::size_t got = 0; got < old.size();) {
-      const ssize_t n = ::pread(fd_, old.data() + got, old.size() - got, static_cast<off_t>(from + got));
+      const ssize_t n =
+          ::pread(fd_, old.data() + got, old.size() - got, static_cast<off_t>(from + got));
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return n < 0 ? errno : EIO;
       got += static_cast<std::size_t>(n);

@@ -53,8 +53,8 @@ class Timeline {
   using Clock = std::chrono::steady_clock;
 
   struct Options {
-    int rank = 0;            ///< the trace's pid
-    std::string label;       ///< names the file in messages; empty: "CHORUS_TIMELINE=<path>"
+    int rank = 0;       ///< the trace's pid
+    std::string label;  ///< names the file in messages; empty: "CHORUS_TIMELINE=<path>"
     Clock::time_point origin = Clock::now();  ///< time 0 of the trace
     int64_t max_bytes = int64_t{64} << 20;    ///< the file's cap (at least 64 KiB)
     std::string clock_label;  ///< how the origin was found, shown with the process's name
@@ -119,9 +119,9 @@ class Timeline {
   // Where the tail "\n]\n" starts, just past the last event: each batch is written here in
   // one pwrite that ends with a new tail (writer thread only).
   int64_t offset_;
-  int64_t events_begin_;  // where the events after the head and row names begin (writer only)
-  uint64_t rewrites_ = 0;                      // writer thread only
-  bool write_failed_ = false;                  // a write failed; write no more (writer only)
+  int64_t events_begin_;       // where the events after the head and row names begin (writer only)
+  uint64_t rewrites_ = 0;      // writer thread only
+  bool write_failed_ = false;  // a write failed; write no more (writer only)
   std::unordered_map<std::string, int> rows_;  // tensor -> tid (writer thread only)
   std::vector<const std::string*> row_order_;  // rows_'s keys by tid - 1 (writer thread only)
 

@@ -36,7 +36,8 @@ void TrainerMarks::step() {
     begin = std::exchange(last_step_, now);
     step = ++steps_;
   }
-  if (timeline) timeline->record_trainer(TimelinePhase::kStep, begin, now, "step " + std::to_string(step));
+  if (timeline)
+    timeline->record_trainer(TimelinePhase::kStep, begin, now, "step " + std::to_string(step));
 }
 
 }  // namespace chorus

@@ -60,9 +60,13 @@ TEST(FlightRecorder, JsonHoldsEveryPartAndEscapesNames) {
   r.name = "odd \"name\"\n";
   r.bytes = 12;
   r.submitted_us = 5;
-  const std::string text = flight_json(2, "SIGUSR1", 99, {r}, {r}, {"ranks stopped taking part"});
+  const std::string text = flight_json(2, "SIGUSR1", 99, {{0, {0, 1, 2}}, {3, {2, 0}}}, {r}, {r},
+                                       {"ranks stopped taking part"});
   EXPECT_EQ(0u, text.find("{\"rank\":2,\"reason\":\"SIGUSR1\",\"time_us\":99")) << text;
   EXPECT_NE(std::string::npos, text.find("\"name\":\"odd \\\"name\\\"\\u000a\"")) << text;
+  EXPECT_NE(std::string::npos,
+            text.find("\"sets\":[\n  {\"id\":0,\"ranks\":[0,1,2]},\n  {\"id\":3,\"ranks\":[2,0]}]"))
+      << text;
   EXPECT_NE(std::string::npos, text.find("\"records\":[")) << text;
   EXPECT_NE(std::string::npos, text.find("\"outstanding\":[")) << text;
   EXPECT_NE(std::string::npos, text.find("\"stall_lines\":[\n  \"ranks stopped taking part\"]"))
@@ -76,8 +80,8 @@ TEST(FlightRecorder, WritesTheFileWholeAndNamesAPathItCannotWrite) {
   ASSERT_NE(nullptr, mkdtemp(dir));
   FlightRecorder f(5, 2);
   f.record(0, request("a", {1}), Clock::now(), Clock::now(), Clock::now(), StatusCode::kOk);
-  ASSERT_TRUE(f.write(dir, "first", {}, {}).ok());
-  ASSERT_TRUE(f.write(dir, "second", {}, {}).ok());
+  ASSERT_TRUE(f.write(dir, "first", {}, {}, {}).ok());
+  ASSERT_TRUE(f.write(dir, "second", {}, {}, {}).ok());
   const std::string path = std::string(dir) + "/chorus-flight.rank5.json";
   std::ifstream in(path);
   std::stringstream text;
@@ -87,7 +91,7 @@ TEST(FlightRecorder, WritesTheFileWholeAndNamesAPathItCannotWrite) {
   EXPECT_NE(0, access((path + ".tmp").c_str(), F_OK)) << "the temporary file stayed";
   std::remove(path.c_str());
   rmdir(dir);
-  const Status bad = f.write("/nonexistent-chorus-dir", "x", {}, {});
+  const Status bad = f.write("/nonexistent-chorus-dir", "x", {}, {}, {});
   EXPECT_FALSE(bad.ok());
   EXPECT_NE(std::string::npos, bad.message().find("/nonexistent-chorus-dir/chorus-flight.rank5"))
       << bad.message();

@@ -2,8 +2,6 @@
 // every tensor gets exactly one named row; names and details survive any bytes.
 #include "timeline/timeline.h"
 
-#include "base/json_value.h"
-
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -21,6 +19,8 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include "base/json_value.h"
 
 namespace chorus {
 namespace {
@@ -339,8 +339,8 @@ TEST_F(TimelineTest, TimesCountFromTheOriginAndTheTrainerRowIsZero) {
   EXPECT_EQ(s.name_of[0], "trainer: steps and waits");
   bool labelled = false;
   for (const Json& e : events) {
-    labelled = labelled || (str(e, "name") == "process_labels" &&
-                            arg(e, "labels") == options.clock_label);
+    labelled =
+        labelled || (str(e, "name") == "process_labels" && arg(e, "labels") == options.clock_label);
   }
   EXPECT_TRUE(labelled);
 }

@@ -1,0 +1,143 @@
+#include "trace_events.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <utility>
+
+namespace chorus::trace {
+namespace {
+
+int64_t integer_of(const JsonValue& event, std::string_view key) {
+  const JsonValue* v = event.find(key);
+  if (v == nullptr || !v->is_number()) return 0;
+  return v->as_int().value_or(static_cast<int64_t>(v->as_number()));
+}
+
+std::string string_of(const JsonValue& event, std::string_view key) {
+  const JsonValue* v = event.find(key);
+  return v != nullptr && v->is_string() ? v->as_string() : std::string();
+}
+
+std::string arg_of(const JsonValue& event, std::string_view key) {
+  const JsonValue* args = event.find("args");
+  return args != nullptr ? string_of(*args, key) : std::string();
+}
+
+}  // namespace
+
+StatusOr<std::string> read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return invalid_argument(path + ": cannot open: " + std::strerror(errno));
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) return invalid_argument(path + ": cannot read");
+  return text.str();
+}
+
+Status write_text(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) return invalid_argument(path + ": cannot create: " + std::strerror(errno));
+    out << text;
+    if (!out.flush()) return invalid_argument(path + ": cannot write: " + std::strerror(errno));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    return invalid_argument(path + ": cannot rename into place: " + std::strerror(errno));
+  }
+  return {};
+}
+
+int pid_of(const JsonValue& event) {
+  const JsonValue* pid = event.find("pid");
+  if (pid == nullptr || !pid->is_number()) return -1;
+  return static_cast<int>(pid->as_int().value_or(-1));
+}
+
+StatusOr<std::vector<JsonValue>> load_events(const std::vector<std::string>& paths) {
+  std::vector<JsonValue> all;
+  std::map<int, std::string> file_of_rank;
+  for (const std::string& path : paths) {
+    StatusOr<std::string> text = read_text(path);
+    if (!text.ok()) return text.status();
+    StatusOr<JsonValue> doc = parse_json(*text, path);
+    if (!doc.ok()) return doc.status();
+    if (!doc->is_array())
+      return invalid_argument(path + ": not a timeline (a JSON array of events)");
+    std::map<int, bool> here;
+    for (JsonValue& event : doc->items()) {
+      if (!event.is_object()) return invalid_argument(path + ": an event that is not an object");
+      const int pid = pid_of(event);
+      if (pid >= 0 && !here.count(pid)) {
+        here[pid] = true;
+        auto [it, fresh] = file_of_rank.emplace(pid, path);
+        if (!fresh) {
+          return invalid_argument("rank " + std::to_string(pid) + " is in both " + it->second +
+                                  " and " + path + ": give each rank's timeline once");
+        }
+      }
+      all.push_back(std::move(event));
+    }
+  }
+  return all;
+}
+
+std::vector<Span> spans_of(const std::vector<JsonValue>& events) {
+  std::map<std::pair<int, int64_t>, std::string> row_names;  // (pid, tid) -> tensor
+  for (const JsonValue& e : events) {
+    if (string_of(e, "ph") == "M" && string_of(e, "name") == "thread_name") {
+      row_names[{pid_of(e), integer_of(e, "tid")}] = arg_of(e, "name");
+    }
+  }
+  std::vector<Span> out;
+  for (const JsonValue& e : events) {
+    if (string_of(e, "ph") != "X") continue;
+    Span s;
+    s.rank = pid_of(e);
+    const int64_t tid = integer_of(e, "tid");
+    if (tid != 0) s.row = row_names[{s.rank, tid}];
+    s.phase = string_of(e, "name");
+    s.begin_us = integer_of(e, "ts");
+    s.end_us = s.begin_us + integer_of(e, "dur");
+    s.detail = arg_of(e, "detail");
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::vector<std::vector<std::size_t>> negotiations(const std::vector<Span>& spans) {
+  // Rank by rank in time order, so that the k-th of each rank is the same collective.
+  std::vector<std::size_t> order;
+  for (std::size_t i = 0; i < spans.size(); ++i) {
+    if (spans[i].phase == "NEGOTIATE") order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return spans[a].begin_us < spans[b].begin_us;
+  });
+  std::map<std::pair<std::string, int>, int> seen;  // (tensor, rank) -> its NEGOTIATEs so far
+  std::map<std::pair<std::string, int>, std::size_t> group_of;  // (tensor, k) -> group
+  std::vector<std::vector<std::size_t>> groups;
+  for (std::size_t i : order) {
+    const int k = seen[{spans[i].row, spans[i].rank}]++;
+    auto [it, fresh] = group_of.emplace(std::make_pair(spans[i].row, k), groups.size());
+    if (fresh) groups.emplace_back();
+    groups[it->second].push_back(i);
+  }
+  return groups;
+}
+
+std::size_t last_submitted(const std::vector<Span>& spans, const std::vector<std::size_t>& group) {
+  std::size_t last = group.front();
+  for (std::size_t i : group) {
+    if (spans[i].begin_us > spans[last].begin_us) last = i;
+  }
+  return last;
+}
+
+}  // namespace chorus::trace
