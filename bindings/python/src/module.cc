@@ -147,8 +147,9 @@ PYBIND11_MODULE(_ext, m) {
     py::gil_scoped_release release;
     throw_if_error(chorus::stop_timeline());
   });
-  m.def("mark_step", [] { chorus::mark_step(); },
-        "Marks the end of a training step on this rank's timeline (chorus::mark_step).");
+  m.def(
+      "mark_step", [] { chorus::mark_step(); },
+      "Marks the end of a training step on this rank's timeline (chorus::mark_step).");
   m.def("process_set_rank", [](int id) { return chorus::process_set_rank(to_set(id)); });
   m.def("process_set_size", [](int id) { return chorus::process_set_size(to_set(id)); });
 
