@@ -43,7 +43,7 @@ void BM_WriteFullRing(benchmark::State& state) {
   FlightRecorder f(0, FlightRecorder::kCapacity);
   fill(f, gradient());
   for (auto _ : state) {
-    Status s = f.write("/tmp", "bench", {}, {});
+    Status s = f.write("/tmp", "bench", {}, {}, {});
     if (!s.ok()) state.SkipWithError(s.message().c_str());
   }
 }
