@@ -81,6 +81,12 @@ Status Runtime::execute_rounds(bool* shutdown, bool* productive) {
         changes.push_back(*r);
       }
     }
+    // The record shows what the report describes: written before the round runs, whose
+    // failures (CHORUS_STALL_SHUTDOWN_SECONDS) would take the stuck tensors out of it.
+    if (!round.stall_lines.empty()) {
+      stall_lines_ = round.stall_lines;
+      write_flight_record("stall report (" + set->negotiator->label() + ")");
+    }
     SetState* state = set.get();
     Status s = set->executor->execute(round.responses, set->entries, agreed,
                                       [&](Entry& e, const Status& st) {
@@ -88,10 +94,6 @@ Status Runtime::execute_rounds(bool* shutdown, bool* productive) {
                                         finish(*state, e, st, agreed);
                                       });
     if (!s.ok()) return s;
-    if (!round.stall_lines.empty()) {
-      stall_lines_ = round.stall_lines;
-      write_flight_record("stall report (" + set->negotiator->label() + ")");
-    }
     if (round.stall_exit_status != 0)
       end_for_stall(round.stall_exit_status, set->negotiator->label());
   }
