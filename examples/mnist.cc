@@ -37,7 +37,9 @@ constexpr char kUsage[] =
     "  --resume            start from the checkpoint when it exists\n"
     "  --limit N           train on the first N training images only (default: all 60000)\n"
     "  --min-accuracy PCT  exit with status 1 if the final test accuracy is below PCT\n"
-    "  --seed N            seed of the initialization and of the shuffles (default 1)\n";
+    "  --seed N            seed of the initialization and of the shuffles (default 1)\n"
+    "  --slow-rank R       rank R computes --slow-ms longer each step: a slow rank to find with\n"
+    "  --slow-ms MS        CHORUS_TIMELINE and chorus-trace (docs/observability.md; default 0)\n";
 
 // Mean and standard deviation of the Fashion-MNIST training pixels, scaled to [0, 1].
 constexpr double kPixelMean = 0.2860;
@@ -54,6 +56,8 @@ struct Flags {
   int64_t limit = 0;
   double min_accuracy = 0.0;
   uint64_t seed = 1;
+  int slow_rank = -1;
+  int slow_ms = 0;
 };
 
 Flags parse_flags(int argc, char** argv) {
@@ -89,6 +93,10 @@ Flags parse_flags(int argc, char** argv) {
         f.min_accuracy = std::stod(value);
       else if (flag == "--seed")
         f.seed = std::stoull(value);
+      else if (flag == "--slow-rank")
+        f.slow_rank = std::stoi(value);
+      else if (flag == "--slow-ms")
+        f.slow_ms = std::stoi(value);
       else
         throw std::invalid_argument("unknown flag " + flag + "\n" + kUsage);
     } catch (const std::logic_error& e) {
@@ -209,6 +217,9 @@ int train(const Flags& flags) {
     int64_t images = 0, steps = 0, next_report = per_rank / 4;
     for (auto& batch : *loader) {
       optimizer.zero_grad();
+      if (chorus::rank() == flags.slow_rank) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(flags.slow_ms));
+      }
       torch::Tensor loss =
           torch::nn::functional::cross_entropy(model->forward(batch.data), batch.target);
       loss.backward();

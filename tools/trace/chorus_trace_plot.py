@@ -106,9 +106,14 @@ def plot(ranks, steps, cells, title, out):
         peers[ranks.index(r), c] = cell["peers_ms"]
     cmap = plt.get_cmap("viridis").copy()
     cmap.set_bad("lightgrey")
+    # The colours span up to the 98th percentile, so that one long step (the first, with
+    # the job's start-up) does not flatten the rest; longer waits take the top colour.
+    known = peers[~np.isnan(peers)]
+    top = max(float(np.percentile(known, 98)) if known.size else 0.0, 1e-3)
     image = heat.imshow(np.ma.masked_invalid(peers), aspect="auto", cmap=cmap,
-                        interpolation="nearest", origin="lower")
-    fig.colorbar(image, ax=heat, label="waiting for peers, ms")
+                        interpolation="nearest", origin="lower", vmin=0, vmax=top)
+    fig.colorbar(image, ax=heat, label="waiting for peers, ms",
+                 extend="max" if known.size and known.max() > top else "neither")
     heat.set_title("waiting for peers per step" +
                    (" (grey: no data)" if np.isnan(peers).any() else ""))
     heat.set_xlabel("step")
