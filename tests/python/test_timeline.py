@@ -52,3 +52,34 @@ def test_unwritable_path_raises_on_rank_zero_only(tmp_path):
         hvd.start_timeline(bad)  # other ranks write nothing, so there is nothing to fail
     hvd.stop_timeline()
     assert not os.path.exists(bad)
+
+
+def steps_and_waits(path):
+    with open(path) as f:
+        events = json.load(f)
+    trainer = [e for e in events if e.get("ph") == "X" and e["tid"] == 0]
+    steps = [e["args"]["detail"] for e in trainer if e["name"] == "STEP"]
+    labels = [e for e in events if e.get("name") == "process_labels"]
+    return events, steps, labels
+
+
+def test_every_rank_writes_its_own_file_with_the_optimizer_steps(tmp_path):
+    pattern = str(tmp_path / "t.{rank}.json")
+    mine = tmp_path / f"t.{hvd.rank()}.json"
+    model = torch.nn.Linear(4, 2)
+    optimizer = hvd.DistributedOptimizer(torch.optim.SGD(model.parameters(), lr=0.1),
+                                         named_parameters=model.named_parameters())
+    hvd.start_timeline(pattern)  # "{rank}": every rank writes, not only rank 0
+    for _ in range(3):
+        optimizer.zero_grad()
+        model(torch.ones(8, 4)).sum().backward()
+        optimizer.step()  # marks the step's end
+    hvd.mark_step()  # a loop without DistributedOptimizer marks its own
+    hvd.stop_timeline()
+    hvd.mark_step()  # no timeline: nothing happens
+    events, steps, labels = steps_and_waits(mine)
+    assert steps == ["step 1", "step 2", "step 3", "step 4"]
+    assert {e["pid"] for e in events} == {hvd.rank()}
+    # Ranks other than 0 say how their clock stands against rank 0's.
+    assert len(labels) == (0 if hvd.rank() == 0 else 1)
+    assert any(e["name"] == "NEGOTIATE" for e in events)
