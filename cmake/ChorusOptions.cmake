@@ -25,20 +25,27 @@ if(CHORUS_WITH_CUDA AND CHORUS_NCCL_LIBRARY AND CHORUS_NCCL_INCLUDE_DIR)
 endif()
 option(CHORUS_WITH_NCCL "Compile the NCCL backend" ${_chorus_nccl_default})
 
-# Python (chorus.torch): the first interpreter that imports torch, of Python_EXECUTABLE,
-# python3 on PATH and /usr/bin/python3. When its torch ships LibTorch's CMake files (pip
-# wheels do; Debian's splits them into libtorch-dev), that LibTorch is the one found below,
-# so that Chorus::torch and the Python module link the torch that Python imports.
-if(NOT DEFINED CHORUS_PYTHON_EXECUTABLE)
+# chorus_find_python(VAR MODULE DOC): caches in VAR the first interpreter that imports
+# MODULE, of Python_EXECUTABLE, python3 on PATH and /usr/bin/python3; VAR already set: kept.
+function(chorus_find_python var module doc)
+  if(DEFINED ${var})
+    return()
+  endif()
   find_program(_chorus_python_on_path python3 NO_CACHE)
   foreach(_py IN ITEMS ${Python_EXECUTABLE} ${_chorus_python_on_path} /usr/bin/python3)
-    execute_process(COMMAND ${_py} -c "import torch" RESULT_VARIABLE _rc OUTPUT_QUIET ERROR_QUIET)
+    execute_process(COMMAND ${_py} -c "import ${module}" RESULT_VARIABLE _rc OUTPUT_QUIET ERROR_QUIET)
     if(_rc EQUAL 0)
-      set(CHORUS_PYTHON_EXECUTABLE ${_py} CACHE FILEPATH "Python whose torch chorus.torch is built for")
-      break()
+      set(${var} ${_py} CACHE FILEPATH "${doc}")
+      return()
     endif()
   endforeach()
-endif()
+endfunction()
+
+# Python (chorus.torch): the first interpreter that imports torch. When its torch ships
+# LibTorch's CMake files (pip wheels do; Debian's splits them into libtorch-dev), that
+# LibTorch is the one found below, so that Chorus::torch and the Python module link the torch
+# that Python imports.
+chorus_find_python(CHORUS_PYTHON_EXECUTABLE torch "Python whose torch chorus.torch is built for")
 if(CHORUS_PYTHON_EXECUTABLE)
   execute_process(COMMAND ${CHORUS_PYTHON_EXECUTABLE} -c
                           "import torch; print(torch.__version__); print(torch.utils.cmake_prefix_path)"

@@ -1,10 +1,7 @@
 #include "base/json.h"
 
 namespace chorus {
-namespace {
 
-// Length of the well-formed UTF-8 sequence (RFC 3629: no overlong forms, no surrogates,
-// nothing past U+10FFFF) that starts at s[i], whose first byte is >= 0x80; 0 if none does.
 std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
   const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(s[k]); };
   const unsigned char lead = byte(i);
@@ -30,8 +27,6 @@ std::size_t utf8_sequence_length(std::string_view s, std::size_t i) {
   }
   return n;
 }
-
-}  // namespace
 
 // Appends `s` as a JSON string literal. Names come from users, so anything goes: quotes,
 // backslashes and control characters are escaped, and bytes that are not UTF-8 become

@@ -24,35 +24,6 @@ int hex_value(char c) {
   return -1;
 }
 
-// Length of the well-formed UTF-8 sequence (RFC 3629: no overlong forms, no surrogates,
-// nothing past U+10FFFF) at [p, end), whose first byte is >= 0x80; 0 if there is none.
-// The same rule as append_json_string's, so that a string read here is written back as is.
-std::size_t utf8_sequence_length(const char* p, const char* end) {
-  const auto byte = [&](std::size_t k) { return static_cast<unsigned char>(p[k]); };
-  const unsigned char lead = byte(0);
-  std::size_t n;
-  unsigned char lo = 0x80, hi = 0xBF;  // range of the second byte
-  if (lead >= 0xC2 && lead <= 0xDF) {
-    n = 2;
-  } else if (lead >= 0xE0 && lead <= 0xEF) {
-    n = 3;
-    if (lead == 0xE0) lo = 0xA0;
-    if (lead == 0xED) hi = 0x9F;
-  } else if (lead >= 0xF0 && lead <= 0xF4) {
-    n = 4;
-    if (lead == 0xF0) lo = 0x90;
-    if (lead == 0xF4) hi = 0x8F;
-  } else {
-    return 0;
-  }
-  if (static_cast<std::size_t>(end - p) < n) return 0;
-  if (byte(1) < lo || byte(1) > hi) return 0;
-  for (std::size_t k = 2; k < n; ++k) {
-    if (byte(k) < 0x80 || byte(k) > 0xBF) return 0;
-  }
-  return n;
-}
-
 void append_utf8(std::string& out, uint32_t cp) {
   if (cp < 0x80) {
     out += static_cast<char>(cp);
@@ -256,7 +227,9 @@ class JsonParser {
         return fail(p_, "control character " + describe_byte(*p_) + " in string");
       } else if (c < 0x80) {
         ++p_;
-      } else if (std::size_t n = utf8_sequence_length(p_, end_); n > 0) {
+      } else if (std::size_t n = utf8_sequence_length(
+                     std::string_view(p_, static_cast<std::size_t>(end_ - p_)), 0);
+                 n > 0) {
         p_ += n;
       } else {
         return fail(p_, "invalid UTF-8 in string");
