@@ -56,6 +56,22 @@ void touch(const std::string& path) {
   if (std::FILE* f = std::fopen(path.c_str(), "w")) std::fclose(f);
 }
 
+// This rank's flight record under CHORUS_DEBUG_DIR (core/flight_recorder.h).
+std::string flight_record_path() {
+  const char* dir = std::getenv("CHORUS_DEBUG_DIR");
+  return std::string(dir ? dir : ".") + "/chorus-flight.rank" + std::to_string(rank()) + ".json";
+}
+
+std::string read_text(const std::string& path) {
+  std::string out;
+  if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
+    char buf[4096];
+    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
+    std::fclose(f);
+  }
+  return out;
+}
+
 bool wait_for_file(const std::string& path, std::chrono::seconds limit) {
   const auto until = std::chrono::steady_clock::now() + limit;
   while (access(path.c_str(), F_OK) != 0) {
@@ -302,6 +318,8 @@ int peer_killed_busy() {
 int peer_stops() {
   const int me = rank();
   const int stuck = size() - 1;
+  const std::string record_path = flight_record_path();
+  std::remove(record_path.c_str());
   const std::string pid_file = scratch("peer_stops.pid");
   const std::string done_file = scratch("peer_stops.done");
   if (me == stuck) {
@@ -331,6 +349,11 @@ int peer_stops() {
       !has(s, std::to_string(stuck) + "]"))
     return fail(me,
                 "expected ABORTED naming rank " + std::to_string(stuck) + ", got " + s.to_string());
+  // The failure stopped the runtime: its flight record says why, with the collective.
+  const std::string record = read_text(record_path);
+  if (record.find("\"reason\":\"the runtime stopped: ABORTED") == std::string::npos ||
+      record.find("\"name\":\"after.stop\"") == std::string::npos)
+    return fail(me, "no flight record of the failure at " + record_path + ": " + record);
   say(me, "peer_stops ok: " + s.to_string());
   touch(scratch("peer_stops.failed." + std::to_string(me)));
   if (me == 0) {

@@ -117,10 +117,13 @@ int stall_shutdown() {
 }
 
 // Rank 0 has work no one else submits when every rank calls shutdown(): the handle fails
-// with ABORTED, and collectives after shutdown fail with NOT_INITIALIZED.
+// with ABORTED, rank 0 alone writes a flight record with it outstanding, and collectives
+// after shutdown fail with NOT_INITIALIZED.
 int shutdown_in_flight() {
   std::vector<float> v(16, 1.0f);
   const int me = rank();
+  const std::string record_path = flight_path();
+  std::remove(record_path.c_str());
   Handle orphan;
   if (me == 0) orphan = allreduce("orphan", ref(v), ref(v));
   if (Status s = barrier().wait(60s); !s.ok()) return fail(s.to_string());
@@ -129,6 +132,14 @@ int shutdown_in_flight() {
     Status s = orphan.wait(10s);
     if (s.code() != StatusCode::kAborted) return fail("expected ABORTED, got " + s.to_string());
     say("rank 0: orphan -> " + s.to_string());
+    // The shutdown aborted work in flight: the flight record says so, with the orphan.
+    const std::string record = read_file(record_path);
+    if (record.find("\"reason\":\"shutdown aborted collectives in flight\"") == std::string::npos ||
+        record.find("\"outstanding\":[\n  {\"set\":0,\"name\":\"orphan\"") == std::string::npos) {
+      return fail("no flight record of the aborting shutdown at " + record_path + ": " + record);
+    }
+  } else if (!read_file(record_path).empty()) {
+    return fail("a flight record on a rank whose shutdown aborted nothing");
   }
   Status after = allreduce("after", ref(v), ref(v)).wait();
   if (after.code() != StatusCode::kNotInitialized)
