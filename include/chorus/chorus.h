@@ -103,9 +103,10 @@ CHORUS_API Handle join();
 
 /// Starts writing a Chrome-trace timeline (the CHORUS_TIMELINE format) to `path`, as
 /// CHORUS_TIMELINE does at init. Not collective: call it on any rank, from any thread after
-/// init(); rank 0 writes the file, the other ranks return OK and write nothing, unless
-/// `path` holds "{rank}": then every rank that calls it writes its own file, `path` with
-/// its rank there (chorus-trace merge puts them on one time axis). Returns once
+/// init(); rank 0 writes the file, the other ranks write nothing (closing a file of their
+/// own from an earlier start) and return OK, unless `path` holds "{rank}": then every rank
+/// that calls it writes its own file, `path` with its rank there (chorus-trace merge puts
+/// them on one time axis). Returns once
 /// Chorus switched, so a collective submitted after the call is recorded. A
 /// timeline already active (from CHORUS_TIMELINE or an earlier call) is closed first, a
 /// complete file, and the new one replaces it; if `path` cannot be opened, the call fails

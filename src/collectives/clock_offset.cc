@@ -13,8 +13,8 @@ int64_t steady_clock_ns() {
       .count();
 }
 
-StatusOr<ClockOffset> measure_clock_offset(MPI_Comm comm, const ClockReading& clock, int rounds,
-                                           int tag) {
+StatusOr<ClockOffset> measure_clock_offset(MPI_Comm comm, const ClockReading& clock, int rounds) {
+  constexpr int tag = kClockOffsetTag;
   int rank = 0, size = 0;
   CHORUS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   CHORUS_MPI_CHECK(MPI_Comm_size(comm, &size));

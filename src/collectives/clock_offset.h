@@ -22,10 +22,14 @@ namespace chorus {
 using ClockReading = std::function<int64_t()>;
 
 /// Measures every rank's offset to rank 0 over `comm` (collective: every rank calls it),
-/// `rounds` exchanges per rank. Point-to-point messages on `comm`, tag `tag`, which must not
-/// be in use. Fails with the MPI error of a failed call.
-StatusOr<ClockOffset> measure_clock_offset(MPI_Comm comm, const ClockReading& clock, int rounds = 8,
-                                           int tag = 7301);
+/// `rounds` exchanges per rank, as point-to-point messages with tag kClockOffsetTag: no other
+/// message on `comm` may be in flight meanwhile. Fails with the MPI error of a failed call.
+StatusOr<ClockOffset> measure_clock_offset(MPI_Comm comm, const ClockReading& clock,
+                                           int rounds = 8);
+
+/// The tag of the measurement's messages; distinct from every other tag of Chorus's
+/// point-to-point messages (7300-7303), although those travel on other communicators.
+inline constexpr int kClockOffsetTag = 7304;
 
 /// The steady clock, as measure_clock_offset takes it.
 int64_t steady_clock_ns();

@@ -174,7 +174,7 @@ std::vector<SettingRow> make_table() {
                // Horovod's "no file until start_timeline()" is Chorus's default.
                [](const std::string& raw) { return raw == "DYNAMIC" ? std::string() : raw; }});
   t.push_back(number<int64_t, &Config::timeline_max_mb, &Options::timeline_max_mb, 1 << 20, true>(
-      "CHORUS_TIMELINE_MAX_MB", nullptr, "megabytes, an integer between 1 and 1048576", false));
+      "CHORUS_TIMELINE_MAX_MB", nullptr, "MiB, an integer between 1 and 1048576", false));
   t.push_back({"CHORUS_DEBUG_DIR", nullptr, "a directory", false,
                [](const std::string&, const std::string& raw, const char*, Config& c) -> Status {
                  c.debug_dir = raw;

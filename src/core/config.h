@@ -91,7 +91,8 @@ struct Config {
   /// CHORUS_TIMELINE: path of a Chrome-trace file to write; empty: no timeline. Rank 0
   /// writes it; a path with "{rank}" is every rank's (timeline/timeline.h).
   std::string timeline_path;
-  /// CHORUS_TIMELINE_MAX_MB: the most a timeline file holds; the oldest events go first.
+  /// CHORUS_TIMELINE_MAX_MB: the most a timeline file holds, in MiB; the oldest events go
+  /// first.
   int64_t timeline_max_mb = 64;
   /// CHORUS_DEBUG_DIR: where each rank writes its flight record (core/flight_recorder.h).
   std::string debug_dir = ".";

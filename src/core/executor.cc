@@ -68,13 +68,17 @@ Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& res
       keys;
   for (const auto& shared : responses) {
     const Response& r = *shared;
+    const uint64_t sequence = ++responses_run_;
     Entry* e = entries.find(r.name);
     if (!r.status.ok()) {
       if (e) finish(*e, r.status);
       continue;
     }
     if (r.op == OpType::kAddProcessSet || r.op == OpType::kRemoveProcessSet) continue;
-    if (e) trace(r.name, TimelinePhase::kNegotiate, e->enqueued, agreed);
+    if (e && timeline_) {
+      trace(r.name, TimelinePhase::kNegotiate, e->enqueued, agreed,
+            "collective " + std::to_string(sequence));
+    }
     FusionItem item;
     item.bytes = static_cast<std::size_t>(num_elements(r.shape)) * dtype_size(r.dtype);
     const bool grouped_on_host = r.group_size > 0 && r.device.is_cpu() &&

@@ -80,6 +80,9 @@ class Executor {
 
   HostMemory host_;
   Timeline* timeline_;
+  // The set's responses run so far: the same sequence on every member, so that the k-th
+  // collective's NEGOTIATE on each rank's timeline is recognised as one (chorus-trace).
+  uint64_t responses_run_ = 0;
   std::vector<gpu::CopyItem> copy_in_;   // a fused batch's packing
   std::vector<gpu::CopyItem> copy_out_;  // and unpacking
   GpuContextSetup gpu_setup_;

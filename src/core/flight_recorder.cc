@@ -1,12 +1,9 @@
 #include "core/flight_recorder.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 
+#include "base/file_io.h"
 #include "base/json.h"
 
 namespace chorus {
@@ -116,24 +113,9 @@ Status FlightRecorder::write(const std::string& dir, const std::string& reason,
                              const SetMembers& sets, const std::vector<FlightRecord>& outstanding,
                              const std::vector<std::string>& stall_lines) const {
   const std::string path = dir + "/chorus-flight.rank" + std::to_string(rank_) + ".json";
-  const std::string tmp = path + ".tmp";
   const std::string text =
       flight_json(rank_, reason, wall_now_us(), sets, records(), outstanding, stall_lines);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return os_error("cannot create", tmp, errno);
-  std::size_t at = 0;
-  while (at < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + at, text.size() - at);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      return os_error("cannot write", tmp, err);
-    }
-    at += static_cast<std::size_t>(n);
-  }
-  if (::close(fd) != 0) return os_error("cannot write", tmp, errno);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return os_error("cannot rename to", path, errno);
+  if (int err = replace_file(path, text); err != 0) return os_error("cannot write", path, err);
   return {};
 }
 

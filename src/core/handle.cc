@@ -60,6 +60,8 @@ Status Handle::wait(std::chrono::milliseconds timeout) const {
   // A timeout beyond a century is forever (and would overflow the clock's nanoseconds).
   const bool forever = timeout >= std::chrono::hours(24 * 365 * 100);
   const Clock::time_point until = forever ? Clock::time_point::max() : since + timeout;
+  // Held for the whole wait, so the runtime outlives the call to waited(): the last reference
+  // may then drop here, on this thread (the runtime's destructor only joins its thread).
   const std::shared_ptr<detail::Driver> driver = state_->driver.lock();
   // The thread was blocked from `since`: the timeline's trainer row shows it.
   auto unblocked = [&](Status s) {
@@ -87,6 +89,7 @@ Status Handle::wait(std::chrono::milliseconds timeout) const {
   if (forever) {
     state_->cv.wait(lock, ready);
   } else if (!state_->cv.wait_until(lock, until, ready)) {
+    lock.unlock();
     return unblocked(Status(StatusCode::kTimedOut, "collective still running after " +
                                                        std::to_string(timeout.count()) + " ms"));
   }

@@ -152,9 +152,9 @@ Status Runtime::start_timeline(const std::string& path, bool mark_cycles) {
 
 Status Runtime::stop_timeline() { return request_timeline({}, false); }
 
-// Only rank 0 writes a timeline unless its path holds "{rank}", so the other ranks answer a
-// start at once; like rank 0, they refuse when Chorus is not running. A stop goes to the
-// background thread everywhere: any rank may have a timeline of its own.
+// Only rank 0 writes a timeline unless its path holds "{rank}": elsewhere a start of rank
+// 0's file is a stop, since any rank may have a file of its own from an earlier start (a
+// switch closes the old file everywhere). Every rank refuses when Chorus is not running.
 Status Runtime::request_timeline(std::string path, bool mark_cycles) {
   if (std::this_thread::get_id() == bg_thread_id_) {
     return failed_precondition(std::string(path.empty() ? "stop_timeline" : "start_timeline") +
@@ -162,7 +162,8 @@ Status Runtime::request_timeline(std::string path, bool mark_cycles) {
   }
   const std::string call = path.empty() ? "stop_timeline" : "start_timeline";
   if (!running()) return stopped(call);
-  if (rank_ != 0 && !path.empty() && !timeline_on_every_rank(path)) return {};
+  // A start of rank 0's file elsewhere closes this rank's own file, if it has one.
+  if (rank_ != 0 && !path.empty() && !timeline_on_every_rank(path)) path.clear();
   Submissions::TimelineRequest request;
   request.path = std::move(path);
   request.mark_cycles = mark_cycles;

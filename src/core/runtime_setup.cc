@@ -46,8 +46,8 @@ Status Runtime::setup(const WorldFactory& make_world) {
   log().debug("built with {}", nccl_version_string());
 #endif
   StatusOr<ClockOffset> clock = world_->clock_offset();
-  if (!clock.ok()) return clock.status();
-  clock_ = *clock;
+  if (clock.ok()) clock_ = *clock;
+  if (Status s = agree(clock.status(), "measuring the clocks", {}); !s.ok()) return s;
   Status local;
   const std::string& path = config_.timeline_path;
   if (!path.empty() && (rank_ == 0 || timeline_on_every_rank(path))) {

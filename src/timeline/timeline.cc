@@ -10,6 +10,7 @@
 #include <cstring>
 #include <utility>
 
+#include "base/file_io.h"
 #include "base/json.h"
 
 namespace chorus {
@@ -22,21 +23,6 @@ constexpr auto kWriterPeriod = std::chrono::milliseconds(100);
 constexpr std::size_t kWakeBatch = 4096;
 // Every write leaves this after the last event; the next write starts where it starts.
 constexpr std::string_view kTail = "\n]\n";
-
-// Writes all of `data` at `offset`; returns 0 or the errno of the failing pwrite.
-int pwrite_all(int fd, std::string_view data, int64_t offset) {
-  while (!data.empty()) {
-    ssize_t n = ::pwrite(fd, data.data(), data.size(), static_cast<off_t>(offset));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return errno;
-    }
-    if (n == 0) return EIO;
-    data.remove_prefix(static_cast<std::size_t>(n));
-    offset += n;
-  }
-  return 0;
-}
 
 // The file's first events: the process's name (with how its clock was aligned) and the
 // trainer row's name, each but the first after ",\n".
@@ -117,7 +103,8 @@ std::string timeline_path_for(const std::string& path, int rank) {
 StatusOr<std::unique_ptr<Timeline>> Timeline::open(const std::string& path, Options options) {
   if (options.label.empty()) options.label = "CHORUS_TIMELINE=" + path;
   options.max_bytes = std::max<int64_t>(options.max_bytes, kMinMaxBytes);
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  // Read and write: a rewrite (rewrite_with) reads the newest events back.
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return invalid_argument(options.label + ": cannot open: " + std::strerror(errno));
   // The file is a complete JSON array from the start: a run that dies before the first
   // batch still leaves a trace that loads.
@@ -142,33 +129,33 @@ Timeline::Timeline(int fd, std::string path, Options options, std::string head)
 
 Timeline::~Timeline() { stop(); }
 
+int64_t Timeline::since_origin_us(Clock::time_point t) const {
+  return std::chrono::duration_cast<std::chrono::microseconds>(t - options_.origin).count();
+}
+
 void Timeline::record(std::string_view tensor, TimelinePhase phase, Clock::time_point start,
                       Clock::time_point end, std::string_view detail) {
-  using std::chrono::duration_cast;
-  using std::chrono::microseconds;
   // Copy the strings before taking the lock, so that the lock covers only a move: the
   // background thread records too, and must not wait behind another producer's allocations.
-  push(Event{
-      std::string(tensor), phase, duration_cast<microseconds>(start - options_.origin).count(),
-      std::max<int64_t>(0, duration_cast<microseconds>(end - start).count()), std::string(detail)});
+  const int64_t begin = since_origin_us(start);
+  push(Event{std::string(tensor), phase, begin, std::max<int64_t>(0, since_origin_us(end) - begin),
+             std::string(detail)});
 }
 
 void Timeline::record_trainer(TimelinePhase phase, Clock::time_point start, Clock::time_point end,
                               std::string_view detail) {
-  using std::chrono::duration_cast;
-  using std::chrono::microseconds;
+  const int64_t begin = since_origin_us(start);
   push(Event{{},
              phase,
-             duration_cast<microseconds>(start - options_.origin).count(),
-             std::max<int64_t>(0, duration_cast<microseconds>(end - start).count()),
+             begin,
+             std::max<int64_t>(0, since_origin_us(end) - begin),
              std::string(detail),
              Event::Row::kTrainer});
 }
 
 void Timeline::mark_cycle(Clock::time_point at) {
   Event event{};
-  event.start_us =
-      std::chrono::duration_cast<std::chrono::microseconds>(at - options_.origin).count();
+  event.start_us = since_origin_us(at);
   event.row = Event::Row::kCycle;
   push(std::move(event));
 }
@@ -277,9 +264,7 @@ void Timeline::write_events(const std::vector<Event>& events, uint64_t dropped) 
     out += '}';
   }
   if (dropped > 0) {
-    const auto now_us =
-        std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - options_.origin)
-            .count();
+    const int64_t now_us = since_origin_us(Clock::now());
     out += ",\n";
     out += R"({"name":"dropped events","ph":"i","s":"p","pid":)" + pid + R"(,"tid":0,"ts":)" +
            std::to_string(now_us) + R"(,"args":{"count":)" + std::to_string(dropped) + "}}";
@@ -314,54 +299,34 @@ std::string Timeline::row_names() const {
 
 int Timeline::rewrite_with(std::string_view batch) {
   // The new file: head, every row's name, a marker, then the newest events that fit in half
-  // the cap, the batch's newest first. Cuts fall before a ",\n": every event is one line,
-  // since names and details are escaped.
+  // the cap (a quarter at least, however many rows there are), the batch's newest first.
+  // Cuts fall before a ",\n": every event is one line, since names and details are escaped.
   ++rewrites_;
   const std::string pid = std::to_string(options_.rank);
-  const auto now_us =
-      std::chrono::duration_cast<std::chrono::microseconds>(Clock::now() - options_.origin).count();
   std::string text = "[\n" + head_ + row_names();
   text += ",\n";
   text += R"({"name":"older events dropped","ph":"i","s":"p","pid":)" + pid + R"(,"tid":0,"ts":)" +
-          std::to_string(now_us) + R"(,"args":{"cap_bytes":)" + std::to_string(options_.max_bytes) +
-          R"(,"rewrites":)" + std::to_string(rewrites_) + "}}";
+          std::to_string(since_origin_us(Clock::now())) + R"(,"args":{"cap_bytes":)" +
+          std::to_string(options_.max_bytes) + R"(,"rewrites":)" + std::to_string(rewrites_) + "}}";
   const int64_t begin = static_cast<int64_t>(text.size());
-  const int64_t budget = std::max<int64_t>(0, options_.max_bytes / 2 - begin);
+  const int64_t budget = std::max(options_.max_bytes / 2 - begin, options_.max_bytes / 4);
   if (static_cast<int64_t>(batch.size()) > budget) {
     const std::size_t cut = batch.find(",\n", batch.size() - static_cast<std::size_t>(budget));
     batch.remove_prefix(cut == std::string_view::npos ? batch.size() : cut);
   } else {
     const int64_t keep =
         std::min(budget - static_cast<int64_t>(batch.size()), offset_ - events_begin_);
-    std::string old(static_cast<std::size_t>(keep), '\0');
     const int64_t from = offset_ - keep;
-    for (std::size_t got = 0; got < old.size();) {
-      const ssize_t n =
-          ::pread(fd_, old.data() + got, old.size() - got, static_cast<off_t>(from + got));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return n < 0 ? errno : EIO;
-      got += static_cast<std::size_t>(n);
-    }
+    std::string old(static_cast<std::size_t>(keep), '\0');
+    if (int err = pread_all(fd_, old.data(), old.size(), from); err != 0) return err;
     const std::size_t cut = from == events_begin_ ? 0 : old.find(",\n");
     if (cut != std::string::npos) append_without_row_names(text, std::string_view(old).substr(cut));
   }
   append_without_row_names(text, batch);
   const int64_t offset = static_cast<int64_t>(text.size());
   text += kTail;
-  const std::string tmp = path_ + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return errno;
-  if (int err = pwrite_all(fd, text, 0); err != 0) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return err;
-  }
-  if (::rename(tmp.c_str(), path_.c_str()) != 0) {
-    const int err = errno;
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    return err;
-  }
+  int fd = -1;
+  if (int err = replace_file(path_, text, &fd); err != 0) return err;
   ::close(fd_);
   fd_ = fd;
   offset_ = offset;

@@ -10,7 +10,8 @@
 // Bounded twice: events waiting for the writer (kMaxPending; beyond it new ones are
 // dropped and counted), and the file (max_bytes): a write that would pass the cap first
 // rewrites the file with only its newest half, under a temporary name renamed over it, so
-// the file is whole at every moment.
+// the file is whole at every moment. (The rows' names open every rewrite: a cap too small
+// for them still keeps a quarter of it for events, and the file then passes the cap.)
 //
 // Times count from the origin the caller passes. The runtime passes the instant every rank
 // shares (collectives/clock_offset.h), so that every rank's file is on one time axis and
@@ -101,6 +102,7 @@ class Timeline {
     enum class Row : uint8_t { kTensor, kTrainer, kCycle } row = Row::kTensor;
   };
   Timeline(int fd, std::string path, Options options, std::string head);
+  int64_t since_origin_us(Clock::time_point t) const;
   void push(Event event);
   void writer_loop();
   void write_events(const std::vector<Event>& events, uint64_t dropped);

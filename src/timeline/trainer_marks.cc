@@ -10,7 +10,6 @@ void TrainerMarks::set(std::shared_ptr<Timeline> timeline) {
   active_.store(timeline != nullptr, std::memory_order_relaxed);
   timeline_ = std::move(timeline);
   last_step_ = Clock::now();
-  steps_ = 0;
 }
 
 void TrainerMarks::waited(Clock::time_point since) {
@@ -25,19 +24,19 @@ void TrainerMarks::waited(Clock::time_point since) {
 }
 
 void TrainerMarks::step() {
+  const int64_t step = steps_.fetch_add(1, std::memory_order_relaxed) + 1;
   if (!active_.load(std::memory_order_relaxed)) return;
   const Clock::time_point now = Clock::now();
   std::shared_ptr<Timeline> timeline;
   Clock::time_point begin;
-  int64_t step = 0;
   {
     MutexLock lock(mu_);
     timeline = timeline_;
     begin = std::exchange(last_step_, now);
-    step = ++steps_;
   }
-  if (timeline)
+  if (timeline) {
     timeline->record_trainer(TimelinePhase::kStep, begin, now, "step " + std::to_string(step));
+  }
 }
 
 }  // namespace chorus

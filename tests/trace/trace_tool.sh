@@ -3,7 +3,8 @@
 # 30 steps, rank 1 computing 40 ms longer per step. Checks, with Python's own JSON reader:
 #  - every rank wrote a file; ranks 1 and 2 say their clock offset to rank 0;
 #  - merge: valid JSON, one process row per rank, events in time order, every rank's 30
-#    steps, each negotiation marked with the rank that submitted last;
+#    steps, each negotiation marked with the rank that submitted last (mostly rank 1), the
+#    others' waits on their trainer rows;
 #  - summary: 30 steps, rank 1 the slowest in most of them, the others waiting for it;
 #  - plot: a PNG of 1200 x 900 pixels;
 #  - bad input: a rank given twice, a file that is not JSON, each named in the error.
@@ -44,7 +45,12 @@ for r in range(3):
     check(len(steps) == 30, f"rank {r} has {len(steps)} steps")
 negotiations = [e for e in timed if e["name"] == "NEGOTIATE"]
 check(len(negotiations) >= 3 * 30 * 4, f"{len(negotiations)} negotiations")
-check(all(e["args"]["last_rank"] in (0, 1, 2) for e in negotiations), "a NEGOTIATE without last_rank")
+last = [e["args"].get("last_rank") for e in negotiations]
+check(None not in last, "a NEGOTIATE without last_rank")
+check(last.count(1) > len(last) / 2, f"the slowed rank 1 submitted last in {last.count(1)} of {len(last)}")
+for r in (0, 2):  # the others wait for rank 1 on their trainer row, every step or nearly
+    waits = [e for e in timed if e["pid"] == r and e["name"] == "WAIT"]
+    check(len(waits) >= 25, f"rank {r} has {len(waits)} WAIT events")
 
 summary = json.load(open(f"{d}/steps.json"))
 check(len(summary["steps"]) == 30, f"{len(summary['steps'])} steps in the summary")
@@ -56,10 +62,6 @@ def mean(rank, key):
 for r in (0, 2):
     check(mean(r, "peers_ms") > mean(1, "peers_ms"),
           f"rank {r} waits {mean(r, 'peers_ms'):.1f} ms for peers, the slow rank 1 {mean(1, 'peers_ms'):.1f}")
-for s in summary["steps"]:
-    for x in s["ranks"]:
-        parts = x["compute_ms"] + x["peers_ms"] + x["reduce_ms"]
-        check(abs(parts - x["step_ms"]) < 0.01, f"step {s['step']} rank {x['rank']}: parts {parts}")
 
 png = open(f"{d}/steps.png", "rb").read()
 check(png[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG")

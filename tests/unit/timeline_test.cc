@@ -278,12 +278,14 @@ TEST_F(TimelineTest, DestructorWritesEverything) {
   EXPECT_EQ(summarize(load_trace(path_), 0).complete.size(), 100u);
 }
 
-// A long run under a small cap: after every flush the file is under the cap and valid, each
-// row is named once, the newest events are there and the oldest are gone, with a marker.
-TEST_F(TimelineTest, StaysUnderItsCapAndValid) {
+// A long run under a small cap, flushed in small batches as a real job's writer writes them
+// (and in one large one): after every flush the file is under the cap and valid, each row is
+// named once, the newest events are there, in order and none missing, with older ones kept
+// beside the last batch, and a marker says that older ones were dropped.
+void run_under_cap(const std::string& path, int flush_every) {
   Timeline::Options options;
   options.max_bytes = 256 << 10;
-  auto opened = Timeline::open(path_, options);
+  auto opened = Timeline::open(path, options);
   ASSERT_TRUE(opened.ok()) << opened.status().to_string();
   std::unique_ptr<Timeline> timeline = std::move(opened).value();
   const auto start = Timeline::Clock::now();
@@ -292,28 +294,32 @@ TEST_F(TimelineTest, StaysUnderItsCapAndValid) {
     const auto at = start + std::chrono::microseconds(i);
     timeline->record("grad." + std::to_string(i % 50), TimelinePhase::kCollective, at, at + 1us,
                      "event " + std::to_string(i));
-    if (i % 2000 == 1999) {
+    if (i % flush_every == flush_every - 1) {
       timeline->flush();
       struct stat st {};
-      ASSERT_EQ(::stat(path_.c_str(), &st), 0);
-      EXPECT_LE(st.st_size, options.max_bytes) << "after " << i + 1 << " events";
-      summarize(load_trace(path_), 0);  // valid, rows named once
+      ASSERT_EQ(::stat(path.c_str(), &st), 0);
+      ASSERT_LE(st.st_size, options.max_bytes) << "after " << i + 1 << " events";
+      if (i % 2000 == 1999) summarize(load_trace(path), 0);  // valid, rows named once
     }
   }
   timeline->stop();
-  const std::vector<Json> events = load_trace(path_);
+  const std::vector<Json> events = load_trace(path);
   Summary s = summarize(events, 0);
   ASSERT_FALSE(s.complete.empty());
   EXPECT_LT(s.complete.size(), static_cast<std::size_t>(kEvents));
+  EXPECT_GT(s.complete.size(), 800u) << "older events were not kept beside the last batch";
   EXPECT_EQ(arg(s.complete.back(), "detail"), "event " + std::to_string(kEvents - 1));
-  for (std::size_t i = 1; i < s.complete.size(); ++i) {  // the newest, in order, none missing
-    EXPECT_EQ(num(s.complete[i], "ts"), num(s.complete[i - 1], "ts") + 1) << "at " << i;
+  for (std::size_t i = 1; i < s.complete.size(); ++i) {
+    ASSERT_EQ(num(s.complete[i], "ts"), num(s.complete[i - 1], "ts") + 1) << "at " << i;
   }
   EXPECT_EQ(s.row_of.size(), 51u);  // 50 tensors and the trainer row
   int markers = 0;
   for (const Json& e : events) markers += str(e, "name") == "older events dropped";
   EXPECT_EQ(markers, 1);
 }
+
+TEST_F(TimelineTest, StaysUnderItsCapInSmallBatches) { run_under_cap(path_, 50); }
+TEST_F(TimelineTest, StaysUnderItsCapInLargeBatches) { run_under_cap(path_, 5000); }
 
 TEST_F(TimelineTest, TimesCountFromTheOriginAndTheTrainerRowIsZero) {
   Timeline::Options options;

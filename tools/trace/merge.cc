@@ -12,19 +12,13 @@ bool is_metadata(const JsonValue& e) {
   return ph != nullptr && ph->is_string() && ph->as_string() == "M";
 }
 
-int64_t timestamp(const JsonValue& e) {
-  const JsonValue* ts = e.find("ts");
-  if (ts == nullptr || !ts->is_number()) return 0;
-  return ts->as_int().value_or(static_cast<int64_t>(ts->as_number()));
-}
-
 }  // namespace
 
 void merge_events(std::vector<JsonValue>& events) {
   std::stable_sort(events.begin(), events.end(), [](const JsonValue& a, const JsonValue& b) {
     const bool ma = is_metadata(a), mb = is_metadata(b);
     if (ma != mb) return ma;
-    return !ma && timestamp(a) < timestamp(b);
+    return !ma && integer_member(a, "ts") < integer_member(b, "ts");
   });
   const std::vector<Span> spans = spans_of(events);
   // spans[i] is the i-th complete event of `events`.

@@ -5,7 +5,7 @@
 // 0's at init), so merging puts them together: the metadata first, then every event by
 // time. It adds what no single rank knows: on each NEGOTIATE event (a tensor's wait from
 // its submission to the agreement), "last_rank", the rank that submitted it last, which the
-// others waited for. The k-th NEGOTIATE of a tensor on each rank is one collective.
+// others waited for (negotiations(), trace_events.h, says which spans are one collective).
 
 #include <string>
 #include <vector>

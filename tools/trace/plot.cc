@@ -56,10 +56,11 @@ Status plot(const Summary& summary, const std::string& png, const std::string& t
     return invalid_argument("cannot run " + args[0] + ": " + std::strerror(err));
   }
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  pid_t waited = 0;
+  while ((waited = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
   }
   std::remove(json.c_str());
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+  if (waited != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     return invalid_argument(args[1] + " failed under " + args[0] +
                             " (it needs matplotlib: Debian's python3-matplotlib; "
                             "CHORUS_TRACE_PYTHON names another Python)");

@@ -27,11 +27,6 @@ struct RankRecord {
   std::map<int32_t, std::vector<Outstanding>> outstanding;  // by set
 };
 
-int64_t int_member(const JsonValue& v, std::string_view key) {
-  const JsonValue* m = v.find(key);
-  return m != nullptr && m->is_number() ? m->as_int().value_or(0) : 0;
-}
-
 OpType op_named(const JsonValue* v) {
   for (int i = 0; i < kNumOpTypes; ++i) {
     const auto op = static_cast<OpType>(i);
@@ -57,23 +52,23 @@ StatusOr<RankRecord> read_record(const std::string& path) {
   }
   RankRecord r;
   r.rank = static_cast<int>(*rank->as_int());
-  r.time_us = int_member(*doc, "time_us");
+  r.time_us = integer_member(*doc, "time_us");
   for (const JsonValue& s : sets->items()) {
-    std::vector<int>& members = r.sets[static_cast<int32_t>(int_member(s, "id"))];
+    std::vector<int>& members = r.sets[static_cast<int32_t>(integer_member(s, "id"))];
     if (const JsonValue* ranks = s.find("ranks"); ranks != nullptr && ranks->is_array()) {
       for (const JsonValue& m : ranks->items())
         members.push_back(static_cast<int>(m.as_int().value_or(-1)));
     }
   }
   for (const JsonValue& rec : records->items()) {
-    r.last_submit_us = std::max(r.last_submit_us, int_member(rec, "submitted_us"));
+    r.last_submit_us = std::max(r.last_submit_us, integer_member(rec, "submitted_us"));
   }
   for (const JsonValue& o : outstanding->items()) {
     const JsonValue* name = o.find("name");
     Outstanding out{name != nullptr && name->is_string() ? name->as_string() : std::string(),
-                    op_named(o.find("op")), int_member(o, "submitted_us")};
+                    op_named(o.find("op")), integer_member(o, "submitted_us")};
     r.last_submit_us = std::max(r.last_submit_us, out.submitted_us);
-    r.outstanding[static_cast<int32_t>(int_member(o, "set"))].push_back(std::move(out));
+    r.outstanding[static_cast<int32_t>(integer_member(o, "set"))].push_back(std::move(out));
   }
   return r;
 }
@@ -119,10 +114,11 @@ StallView view_of(const std::vector<int>& members, const std::map<int, RankRecor
 StatusOr<StallReport> stall_report(const std::string& dir) {
   std::map<int, RankRecord> records;
   std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    const std::string file = entry.path().filename().string();
+  std::filesystem::directory_iterator it(dir, ec);
+  for (; !ec && it != std::filesystem::directory_iterator(); it.increment(ec)) {
+    const std::string file = it->path().filename().string();
     if (!file.starts_with("chorus-flight.rank") || !file.ends_with(".json")) continue;
-    StatusOr<RankRecord> r = read_record(entry.path().string());
+    StatusOr<RankRecord> r = read_record(it->path().string());
     if (!r.ok()) return r.status();
     records[r->rank] = std::move(r).value();
   }

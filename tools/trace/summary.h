@@ -4,8 +4,9 @@
 // A step is the time between two step marks of a rank (STEP, on its trainer row). Within
 // it, the trainer thread was blocked on handles (WAIT) or computing. Of its blocked time,
 // the part during which this rank's reductions ran (MEMCPY_IN, COLLECTIVE, MEMCPY_OUT) is
-// reducing; the rest is waiting for peers: the collective could not start because another
-// rank had not submitted yet. The rank that computed longest in a step is its slowest.
+// reducing; the rest is waiting for peers: mostly for a rank that had not submitted yet,
+// plus the negotiation's own rounds and the queue behind other batches, which on a healthy
+// job take a small part of it. The rank that computed longest in a step is its slowest.
 
 #include <cstdint>
 #include <string>

@@ -1,23 +1,17 @@
 #include "trace_events.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 #include <utility>
 
+#include "base/file_io.h"
+
 namespace chorus::trace {
 namespace {
-
-int64_t integer_of(const JsonValue& event, std::string_view key) {
-  const JsonValue* v = event.find(key);
-  if (v == nullptr || !v->is_number()) return 0;
-  return v->as_int().value_or(static_cast<int64_t>(v->as_number()));
-}
 
 std::string string_of(const JsonValue& event, std::string_view key) {
   const JsonValue* v = event.find(key);
@@ -41,17 +35,16 @@ StatusOr<std::string> read_text(const std::string& path) {
 }
 
 Status write_text(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return invalid_argument(path + ": cannot create: " + std::strerror(errno));
-    out << text;
-    if (!out.flush()) return invalid_argument(path + ": cannot write: " + std::strerror(errno));
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    return invalid_argument(path + ": cannot rename into place: " + std::strerror(errno));
+  if (int err = replace_file(path, text); err != 0) {
+    return invalid_argument(path + ": cannot write: " + std::strerror(err));
   }
   return {};
+}
+
+int64_t integer_member(const JsonValue& object, std::string_view key) {
+  const JsonValue* v = object.find(key);
+  if (v == nullptr || !v->is_number()) return 0;
+  return v->as_int().value_or(static_cast<int64_t>(v->as_number()));
 }
 
 int pid_of(const JsonValue& event) {
@@ -92,7 +85,7 @@ std::vector<Span> spans_of(const std::vector<JsonValue>& events) {
   std::map<std::pair<int, int64_t>, std::string> row_names;  // (pid, tid) -> tensor
   for (const JsonValue& e : events) {
     if (string_of(e, "ph") == "M" && string_of(e, "name") == "thread_name") {
-      row_names[{pid_of(e), integer_of(e, "tid")}] = arg_of(e, "name");
+      row_names[{pid_of(e), integer_member(e, "tid")}] = arg_of(e, "name");
     }
   }
   std::vector<Span> out;
@@ -100,11 +93,11 @@ std::vector<Span> spans_of(const std::vector<JsonValue>& events) {
     if (string_of(e, "ph") != "X") continue;
     Span s;
     s.rank = pid_of(e);
-    const int64_t tid = integer_of(e, "tid");
+    const int64_t tid = integer_member(e, "tid");
     if (tid != 0) s.row = row_names[{s.rank, tid}];
     s.phase = string_of(e, "name");
-    s.begin_us = integer_of(e, "ts");
-    s.end_us = s.begin_us + integer_of(e, "dur");
+    s.begin_us = integer_member(e, "ts");
+    s.end_us = s.begin_us + integer_member(e, "dur");
     s.detail = arg_of(e, "detail");
     out.push_back(std::move(s));
   }
@@ -112,19 +105,14 @@ std::vector<Span> spans_of(const std::vector<JsonValue>& events) {
 }
 
 std::vector<std::vector<std::size_t>> negotiations(const std::vector<Span>& spans) {
-  // Rank by rank in time order, so that the k-th of each rank is the same collective.
-  std::vector<std::size_t> order;
-  for (std::size_t i = 0; i < spans.size(); ++i) {
-    if (spans[i].phase == "NEGOTIATE") order.push_back(i);
-  }
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return spans[a].begin_us < spans[b].begin_us;
-  });
-  std::map<std::pair<std::string, int>, int> seen;  // (tensor, rank) -> its NEGOTIATEs so far
-  std::map<std::pair<std::string, int>, std::size_t> group_of;  // (tensor, k) -> group
+  std::map<std::pair<std::string, long long>, std::size_t> group_of;  // (tensor, k) -> group
   std::vector<std::vector<std::size_t>> groups;
-  for (std::size_t i : order) {
-    const int k = seen[{spans[i].row, spans[i].rank}]++;
+  for (std::size_t i = 0; i < spans.size(); ++i) {
+    long long k = 0;
+    if (spans[i].phase != "NEGOTIATE" ||
+        std::sscanf(spans[i].detail.c_str(), "collective %lld", &k) != 1) {
+      continue;
+    }
     auto [it, fresh] = group_of.emplace(std::make_pair(spans[i].row, k), groups.size());
     if (fresh) groups.emplace_back();
     groups[it->second].push_back(i);

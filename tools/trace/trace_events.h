@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/json_value.h"
@@ -35,12 +36,16 @@ struct Span {
 /// The complete events of `events`, each with its row's name (from the thread_name events).
 std::vector<Span> spans_of(const std::vector<JsonValue>& events);
 
-/// The collectives behind NEGOTIATE spans: the k-th NEGOTIATE of a tensor on each rank is
-/// one collective. Each group holds indices into `spans`, one per rank that has it.
+/// The collectives behind NEGOTIATE spans: the runtime numbers its process set's collectives
+/// alike on every rank ("collective K" in the span's detail), so a tensor's spans with the
+/// same K are one collective, whatever each file dropped or started late. Each group holds
+/// indices into `spans`, one per rank that has it.
 std::vector<std::vector<std::size_t>> negotiations(const std::vector<Span>& spans);
 /// Of one negotiation group, the span of the rank that submitted last (the latest begin).
 std::size_t last_submitted(const std::vector<Span>& spans, const std::vector<std::size_t>& group);
 
+/// An object's integer member (a number read as int64); 0 where it has none.
+int64_t integer_member(const JsonValue& object, std::string_view key);
 /// The pid of an event; -1 where it has none.
 int pid_of(const JsonValue& event);
 
