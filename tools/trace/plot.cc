@@ -25,6 +25,8 @@ std::string plot_script() {
   return (self / ".." / "share" / "chorus" / "chorus_trace_plot.py").lexically_normal().string();
 }
 
+// CHORUS_TRACE_PYTHON is read here, not in the runtime's settings table (core/config.h): it
+// is the tool's own, and the tool loads no runtime.
 std::string plot_python() {
   if (const char* python = std::getenv("CHORUS_TRACE_PYTHON"); python != nullptr && *python) {
     return python;
