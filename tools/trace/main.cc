@@ -66,7 +66,7 @@ bool parse(int argc, char** argv, Args& a, std::string& problem) {
     }
   }
   if (a.inputs.empty()) problem = "no input given";
-  return a.inputs.empty() ? false : true;
+  return !a.inputs.empty();
 }
 
 StatusOr<chorus::trace::Summary> summary_of(const std::vector<std::string>& inputs) {
@@ -81,6 +81,9 @@ int main(int argc, char** argv) {
   if (argc < 2) return usage("no command given");
   const std::string command = argv[1];
   if (command == "-h" || command == "--help" || command == "help") return usage(nullptr);
+  if (command != "merge" && command != "summary" && command != "plot" && command != "stall") {
+    return usage(("unknown command " + command).c_str());
+  }
   Args a;
   std::string problem;
   if (!parse(argc, argv, a, problem)) return usage(problem.c_str());
@@ -109,12 +112,10 @@ int main(int argc, char** argv) {
     std::printf("chorus-trace: wrote %s\n", a.output.c_str());
     return 0;
   }
-  if (command == "stall") {
-    if (a.inputs.size() != 1) return usage("stall takes one directory");
-    StatusOr<chorus::trace::StallReport> r = chorus::trace::stall_report(a.inputs.front());
-    if (!r.ok()) return failed(r.status());
-    std::fputs(chorus::trace::stall_text(*r).c_str(), stdout);
-    return 0;
-  }
-  return usage(("unknown command " + command).c_str());
+  // stall, the command left
+  if (a.inputs.size() != 1) return usage("stall takes one directory");
+  StatusOr<chorus::trace::StallReport> r = chorus::trace::stall_report(a.inputs.front());
+  if (!r.ok()) return failed(r.status());
+  std::fputs(chorus::trace::stall_text(*r).c_str(), stdout);
+  return 0;
 }
