@@ -91,11 +91,11 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   /// handle state) to the thread that runs the cycle, moving them out of `entries`.
   Handle submit(std::span<Entry> entries);
 
-  /// Starts a timeline in `path` on rank 0, or on every rank with "{rank}" in it (other
-  /// ranks: nothing to do, returns OK), closing
-  /// the active one first, or stops the active one (OK when none is). Any thread but the
-  /// background thread; returns once the background thread made the change, so a collective
-  /// submitted afterwards is recorded (or not). Not collective.
+  /// Starts a timeline in `path` on rank 0, or on every rank with "{rank}" in it, closing
+  /// the active one first (elsewhere, a start of rank 0's file only closes the rank's own),
+  /// or stops the active one (OK when none is). Any thread but the background thread;
+  /// returns once the background thread made the change, so a collective submitted
+  /// afterwards is recorded (or not). Not collective.
   Status start_timeline(const std::string& path, bool mark_cycles);
   Status stop_timeline();
   /// A training step ended on this rank (timeline/trainer_marks.h). Any thread.
