@@ -59,6 +59,7 @@ TEST(ConfigTest, DefaultsWithEmptyEnvironment) {
   EXPECT_EQ(c->cycle_time_ms, 5.0);
   EXPECT_EQ(c->cache_capacity, 1024);
   EXPECT_EQ(c->timeline_path, "");
+  EXPECT_EQ(c->timeline_max_mb, 64);
   EXPECT_EQ(c->stall_check_seconds, 60.0);
   EXPECT_EQ(c->stall_shutdown_seconds, 0.0);
   EXPECT_EQ(c->hierarchical_allreduce, std::nullopt);  // automatic
@@ -185,6 +186,7 @@ TEST(ConfigTest, EveryVariableIsParsed) {
                                  {"CHORUS_CYCLE_TIME", "2.5"},
                                  {"CHORUS_CACHE_CAPACITY", "17"},
                                  {"CHORUS_TIMELINE", "/tmp/trace.json"},
+                                 {"CHORUS_TIMELINE_MAX_MB", "3"},
                                  {"CHORUS_STALL_CHECK_SECONDS", "7.25"},
                                  {"CHORUS_STALL_SHUTDOWN_SECONDS", "30"},
                                  {"CHORUS_HIERARCHICAL_ALLREDUCE", "1"},
@@ -194,6 +196,7 @@ TEST(ConfigTest, EveryVariableIsParsed) {
   EXPECT_EQ(c->cycle_time_ms, 2.5);
   EXPECT_EQ(c->cache_capacity, 17);
   EXPECT_EQ(c->timeline_path, "/tmp/trace.json");
+  EXPECT_EQ(c->timeline_max_mb, 3);
   EXPECT_EQ(c->stall_check_seconds, 7.25);
   EXPECT_EQ(c->stall_shutdown_seconds, 30.0);
   EXPECT_EQ(c->hierarchical_allreduce, true);
@@ -455,7 +458,9 @@ INSTANTIATE_TEST_SUITE_P(
         BadValue{"CHORUS_FUSION_THRESHOLD", "99999999999999999999999"},
         BadValue{"CHORUS_CACHE_CAPACITY", "many"}, BadValue{"CHORUS_CACHE_CAPACITY", "-5"},
         BadValue{"CHORUS_CACHE_CAPACITY", "10 "}, BadValue{"CHORUS_CACHE_CAPACITY", "1048577"},
-        BadValue{"CHORUS_CACHE_CAPACITY", "2000000"}));
+        BadValue{"CHORUS_CACHE_CAPACITY", "2000000"}, BadValue{"CHORUS_TIMELINE_MAX_MB", "0"},
+        BadValue{"CHORUS_TIMELINE_MAX_MB", "-1"}, BadValue{"CHORUS_TIMELINE_MAX_MB", "1G"},
+        BadValue{"CHORUS_TIMELINE_MAX_MB", "1048577"}));
 
 INSTANTIATE_TEST_SUITE_P(
     Numbers, ConfigBadEnvTest,
