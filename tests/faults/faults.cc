@@ -18,10 +18,13 @@
 #include <vector>
 
 #include "chorus/chorus.h"
+#include "common/files.h"
 
 namespace {
 
 using namespace chorus;
+using chorus::testing::flight_record_path;
+using chorus::testing::read_file;
 using namespace std::chrono_literals;
 
 // The rank before init(), from the launcher, so that a case can give ranks different
@@ -54,22 +57,6 @@ std::string scratch(const std::string& file) {
 
 void touch(const std::string& path) {
   if (std::FILE* f = std::fopen(path.c_str(), "w")) std::fclose(f);
-}
-
-// This rank's flight record under CHORUS_DEBUG_DIR (core/flight_recorder.h).
-std::string flight_record_path() {
-  const char* dir = std::getenv("CHORUS_DEBUG_DIR");
-  return std::string(dir ? dir : ".") + "/chorus-flight.rank" + std::to_string(rank()) + ".json";
-}
-
-std::string read_text(const std::string& path) {
-  std::string out;
-  if (std::FILE* f = std::fopen(path.c_str(), "rb")) {
-    char buf[4096];
-    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
-    std::fclose(f);
-  }
-  return out;
 }
 
 bool wait_for_file(const std::string& path, std::chrono::seconds limit) {
@@ -350,7 +337,7 @@ int peer_stops() {
     return fail(me,
                 "expected ABORTED naming rank " + std::to_string(stuck) + ", got " + s.to_string());
   // The failure stopped the runtime: its flight record says why, with the collective.
-  const std::string record = read_text(record_path);
+  const std::string record = read_file(record_path);
   if (record.find("\"reason\":\"the runtime stopped: ABORTED") == std::string::npos ||
       record.find("\"name\":\"after.stop\"") == std::string::npos)
     return fail(me, "no flight record of the failure at " + record_path + ": " + record);

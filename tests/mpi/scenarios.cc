@@ -15,10 +15,13 @@
 #include <vector>
 
 #include "chorus/chorus.h"
+#include "common/files.h"
 
 namespace {
 
 using namespace chorus;
+using chorus::testing::flight_record_path;
+using chorus::testing::read_file;
 using namespace std::chrono_literals;
 
 // Output goes to stderr, unbuffered: after MPI_Finalize the launcher may no longer forward
@@ -34,28 +37,11 @@ TensorRef ref(std::vector<float>& v) {
   return TensorRef{v.data(), DataType::kFloat32, {static_cast<int64_t>(v.size())}, Device::cpu()};
 }
 
-// This rank's flight record under CHORUS_DEBUG_DIR (core/flight_recorder.h), removed at the
-// start of a scenario that expects one, read after.
-std::string flight_path() {
-  const char* dir = std::getenv("CHORUS_DEBUG_DIR");
-  return std::string(dir ? dir : ".") + "/chorus-flight.rank" + std::to_string(rank()) + ".json";
-}
-
-std::string read_file(const std::string& path) {
-  std::string out;
-  if (FILE* f = std::fopen(path.c_str(), "rb")) {
-    char buf[4096];
-    for (std::size_t n; (n = std::fread(buf, 1, sizeof buf, f)) > 0;) out.append(buf, n);
-    std::fclose(f);
-  }
-  return out;
-}
-
 // Rank 0 submits a tensor the others submit 2.5 s later: with CHORUS_STALL_CHECK_SECONDS=1
 // the stall inspector warns, naming the tensor and the late ranks, every rank says the class
 // (the others stopped taking part) and writes its flight record; then the tensor completes.
 int stall_warning() {
-  std::remove(flight_path().c_str());
+  std::remove(flight_record_path().c_str());
   std::vector<float> v(16, 1.0f);
   if (rank() != 0) std::this_thread::sleep_for(2500ms);
   AllreduceOptions o;
@@ -63,10 +49,10 @@ int stall_warning() {
   Status s = allreduce("late.tensor", ref(v), ref(v), o).wait();
   if (!s.ok()) return fail(s.to_string());
   if (v[0] != static_cast<float>(size())) return fail("wrong sum");
-  const std::string record = read_file(flight_path());
+  const std::string record = read_file(flight_record_path());
   if (record.find("\"reason\":\"stall report (global)\"") == std::string::npos ||
       record.find("\"stall_lines\":[\n  \"ranks stopped taking part") == std::string::npos) {
-    return fail("no flight record of the stall at " + flight_path() + ": " + record);
+    return fail("no flight record of the stall at " + flight_record_path() + ": " + record);
   }
   // Rank 0 had the tensor outstanding when it wrote; the late ranks had nothing.
   const bool outstanding =
@@ -79,7 +65,7 @@ int stall_warning() {
 
 // SIGUSR1 makes each rank write its flight record, with the collectives it ran before.
 int flight_signal() {
-  std::remove(flight_path().c_str());
+  std::remove(flight_record_path().c_str());
   std::vector<float> v(16, 1.0f);
   if (Status s = allreduce("before.signal", ref(v), ref(v)).wait(); !s.ok())
     return fail(s.to_string());
@@ -87,11 +73,11 @@ int flight_signal() {
   std::string record;
   for (int i = 0; i < 500 && record.empty(); ++i) {
     std::this_thread::sleep_for(10ms);
-    record = read_file(flight_path());
+    record = read_file(flight_record_path());
   }
   if (record.find("\"reason\":\"SIGUSR1\"") == std::string::npos ||
       record.find("\"name\":\"before.signal\"") == std::string::npos) {
-    return fail("no flight record after SIGUSR1 at " + flight_path() + ": " + record);
+    return fail("no flight record after SIGUSR1 at " + flight_record_path() + ": " + record);
   }
   say("rank " + std::to_string(rank()) + ": flight record written on SIGUSR1");
   return barrier().wait(60s).ok() ? 0 : fail("barrier after the signal");
@@ -122,7 +108,7 @@ int stall_shutdown() {
 int shutdown_in_flight() {
   std::vector<float> v(16, 1.0f);
   const int me = rank();
-  const std::string record_path = flight_path();
+  const std::string record_path = flight_record_path();
   std::remove(record_path.c_str());
   Handle orphan;
   if (me == 0) orphan = allreduce("orphan", ref(v), ref(v));

@@ -7,10 +7,7 @@
 namespace chorus::trace {
 namespace {
 
-bool is_metadata(const JsonValue& e) {
-  const JsonValue* ph = e.find("ph");
-  return ph != nullptr && ph->is_string() && ph->as_string() == "M";
-}
+bool is_metadata(const JsonValue& e) { return string_member(e, "ph") == "M"; }
 
 }  // namespace
 
@@ -24,8 +21,7 @@ void merge_events(std::vector<JsonValue>& events) {
   // spans[i] is the i-th complete event of `events`.
   std::vector<JsonValue*> complete;
   for (JsonValue& e : events) {
-    const JsonValue* ph = e.find("ph");
-    if (ph != nullptr && ph->is_string() && ph->as_string() == "X") complete.push_back(&e);
+    if (string_member(e, "ph") == "X") complete.push_back(&e);
   }
   for (const std::vector<std::size_t>& group : negotiations(spans)) {
     if (group.size() < 2) continue;

@@ -27,10 +27,10 @@ struct RankRecord {
   std::map<int32_t, std::vector<Outstanding>> outstanding;  // by set
 };
 
-OpType op_named(const JsonValue* v) {
+OpType op_named(const std::string& name) {
   for (int i = 0; i < kNumOpTypes; ++i) {
     const auto op = static_cast<OpType>(i);
-    if (v != nullptr && v->is_string() && v->as_string() == op_type_name(op)) return op;
+    if (name == op_type_name(op)) return op;
   }
   return OpType::kAllreduce;
 }
@@ -64,9 +64,8 @@ StatusOr<RankRecord> read_record(const std::string& path) {
     r.last_submit_us = std::max(r.last_submit_us, integer_member(rec, "submitted_us"));
   }
   for (const JsonValue& o : outstanding->items()) {
-    const JsonValue* name = o.find("name");
-    Outstanding out{name != nullptr && name->is_string() ? name->as_string() : std::string(),
-                    op_named(o.find("op")), integer_member(o, "submitted_us")};
+    Outstanding out{string_member(o, "name"), op_named(string_member(o, "op")),
+                    integer_member(o, "submitted_us")};
     r.last_submit_us = std::max(r.last_submit_us, out.submitted_us);
     r.outstanding[static_cast<int32_t>(integer_member(o, "set"))].push_back(std::move(out));
   }

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <utility>
 
@@ -13,14 +14,9 @@
 namespace chorus::trace {
 namespace {
 
-std::string string_of(const JsonValue& event, std::string_view key) {
-  const JsonValue* v = event.find(key);
-  return v != nullptr && v->is_string() ? v->as_string() : std::string();
-}
-
 std::string arg_of(const JsonValue& event, std::string_view key) {
   const JsonValue* args = event.find("args");
-  return args != nullptr ? string_of(*args, key) : std::string();
+  return args != nullptr ? string_member(*args, key) : std::string();
 }
 
 }  // namespace
@@ -39,6 +35,11 @@ Status write_text(const std::string& path, const std::string& text) {
     return invalid_argument(path + ": cannot write: " + std::strerror(err));
   }
   return {};
+}
+
+std::string string_member(const JsonValue& object, std::string_view key) {
+  const JsonValue* v = object.find(key);
+  return v != nullptr && v->is_string() ? v->as_string() : std::string();
 }
 
 int64_t integer_member(const JsonValue& object, std::string_view key) {
@@ -84,18 +85,18 @@ StatusOr<std::vector<JsonValue>> load_events(const std::vector<std::string>& pat
 std::vector<Span> spans_of(const std::vector<JsonValue>& events) {
   std::map<std::pair<int, int64_t>, std::string> row_names;  // (pid, tid) -> tensor
   for (const JsonValue& e : events) {
-    if (string_of(e, "ph") == "M" && string_of(e, "name") == "thread_name") {
+    if (string_member(e, "ph") == "M" && string_member(e, "name") == "thread_name") {
       row_names[{pid_of(e), integer_member(e, "tid")}] = arg_of(e, "name");
     }
   }
   std::vector<Span> out;
   for (const JsonValue& e : events) {
-    if (string_of(e, "ph") != "X") continue;
+    if (string_member(e, "ph") != "X") continue;
     Span s;
     s.rank = pid_of(e);
     const int64_t tid = integer_member(e, "tid");
     if (tid != 0) s.row = row_names[{s.rank, tid}];
-    s.phase = string_of(e, "name");
+    s.phase = string_member(e, "name");
     s.begin_us = integer_member(e, "ts");
     s.end_us = s.begin_us + integer_member(e, "dur");
     s.detail = arg_of(e, "detail");

@@ -4,7 +4,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +43,8 @@ std::vector<std::vector<std::size_t>> negotiations(const std::vector<Span>& span
 /// Of one negotiation group, the span of the rank that submitted last (the latest begin).
 std::size_t last_submitted(const std::vector<Span>& spans, const std::vector<std::size_t>& group);
 
+/// An object's string member; empty where it has none.
+std::string string_member(const JsonValue& object, std::string_view key);
 /// An object's integer member (a number read as int64); 0 where it has none.
 int64_t integer_member(const JsonValue& object, std::string_view key);
 /// The pid of an event; -1 where it has none.
