@@ -6,24 +6,52 @@ option(CHORUS_BUILD_TESTS "Build the test suite" ${CHORUS_TOP_LEVEL})
 option(CHORUS_BUILD_BENCH "Build the benchmarks" ${CHORUS_TOP_LEVEL})
 option(CHORUS_BUILD_EXAMPLES "Build the examples" ${CHORUS_TOP_LEVEL})
 
-# CUDA: nvcc from CUDA 13 under /usr/local/cuda when present.
-if(NOT DEFINED CMAKE_CUDA_COMPILER AND EXISTS /usr/local/cuda/bin/nvcc)
-  set(CMAKE_CUDA_COMPILER /usr/local/cuda/bin/nvcc)
+# CUDA: the toolkit the user's environment points to (cmake/ChorusCuda.cmake says in which
+# order), unless CMAKE_CUDA_COMPILER is given. The source is kept for later configures, when
+# CMAKE_CUDA_COMPILER is already cached.
+include(ChorusCuda)
+if(NOT DEFINED CMAKE_CUDA_COMPILER)
+  chorus_pick_nvcc(_chorus_nvcc _chorus_nvcc_source _chorus_warnings FALLBACK /usr/local/cuda)
+  foreach(_text IN LISTS _chorus_warnings)
+    message(WARNING "Chorus: ${_text}")
+  endforeach()
+  if(_chorus_nvcc)
+    set(CMAKE_CUDA_COMPILER "${_chorus_nvcc}" CACHE FILEPATH "CUDA compiler")
+    set(CHORUS_NVCC_PICKED "${_chorus_nvcc}" CACHE INTERNAL "the nvcc Chorus picked")
+    set(CHORUS_NVCC_SOURCE "${_chorus_nvcc_source}" CACHE INTERNAL "where it came from")
+  endif()
+elseif(NOT CMAKE_CUDA_COMPILER STREQUAL "${CHORUS_NVCC_PICKED}")
+  set(CHORUS_NVCC_SOURCE "CMAKE_CUDA_COMPILER given" CACHE INTERNAL "where it came from")
 endif()
 check_language(CUDA)
+if(CMAKE_CUDA_COMPILER AND NOT CHORUS_NVCC_SOURCE)
+  set(CHORUS_NVCC_SOURCE "CMake's own search" CACHE INTERNAL "where it came from")
+endif()
 set(_chorus_cuda_default OFF)
 if(CMAKE_CUDA_COMPILER)
   set(_chorus_cuda_default ON)
 endif()
 option(CHORUS_WITH_CUDA "Compile the CUDA paths (device tensors, fusion kernels)" ${_chorus_cuda_default})
 
-find_library(CHORUS_NCCL_LIBRARY nccl HINTS /usr/local/cuda/lib64 /usr/local/cuda/lib)
-find_path(CHORUS_NCCL_INCLUDE_DIR nccl.h HINTS /usr/local/cuda/include)
-set(_chorus_nccl_default OFF)
-if(CHORUS_WITH_CUDA AND CHORUS_NCCL_LIBRARY AND CHORUS_NCCL_INCLUDE_DIR)
-  set(_chorus_nccl_default ON)
+# The GPUs to compile for, by the toolkit's version (CUDA 13 has no Volta), unless given. Set
+# before enable_language(CUDA), which otherwise caches nvcc's own default (sm_75 alone), and
+# before find_package(Torch), so that the block around it keeps this list.
+if(CHORUS_WITH_CUDA)
+  set(CHORUS_CUDA_VERSION "${CMAKE_CUDA_COMPILER_VERSION}")
+  if(NOT CHORUS_CUDA_VERSION)
+    chorus_nvcc_version(CHORUS_CUDA_VERSION "${CMAKE_CUDA_COMPILER}")
+  endif()
+  message(STATUS "Chorus: nvcc ${CMAKE_CUDA_COMPILER}, CUDA ${CHORUS_CUDA_VERSION} "
+                 "(from ${CHORUS_NVCC_SOURCE})")
+  chorus_choose_cuda_architectures(_chorus_archs _chorus_why "${CHORUS_CUDA_VERSION}"
+                                   "${CMAKE_CUDA_ARCHITECTURES}" "${CHORUS_CUDA_ARCHS_DEFAULT}")
+  if(NOT _chorus_why STREQUAL "CMAKE_CUDA_ARCHITECTURES given")
+    set(CMAKE_CUDA_ARCHITECTURES "${_chorus_archs}" CACHE STRING "CUDA targets" FORCE)
+    set(CHORUS_CUDA_ARCHS_DEFAULT "${_chorus_archs}" CACHE INTERNAL "the default last chosen")
+  endif()
+  list(JOIN CMAKE_CUDA_ARCHITECTURES " " _chorus_archs)
+  message(STATUS "Chorus: CUDA architectures ${_chorus_archs} (${_chorus_why})")
 endif()
-option(CHORUS_WITH_NCCL "Compile the NCCL backend" ${_chorus_nccl_default})
 
 # chorus_find_python(VAR MODULE DOC): caches in VAR the first interpreter that imports
 # MODULE, of Python_EXECUTABLE, python3 on PATH and /usr/bin/python3; VAR already set: kept.
@@ -57,6 +85,61 @@ if(CHORUS_PYTHON_EXECUTABLE)
     list(APPEND CMAKE_PREFIX_PATH "${_chorus_py_torch_prefix}")
   endif()
 endif()
+
+# NCCL: cmake/ChorusFindNccl.cmake says where it is looked for (searched before LibTorch's
+# config can leave NCCL variables of its own). CHORUS_NCCL_INCLUDE_DIR and
+# CHORUS_NCCL_LIBRARY, when the user gives them (scripts/gpu-check.sh does), are taken as they
+# are; when they hold what an earlier configure found, the search runs again, so that a changed
+# NCCL_HOME is seen.
+include(ChorusFindNccl)
+set(_chorus_nccl_given "")
+foreach(_part IN ITEMS INCLUDE_DIR LIBRARY)
+  set(_value "${CHORUS_NCCL_${_part}}")
+  if(_value AND NOT _value STREQUAL "${CHORUS_NCCL_FOUND_${_part}}")
+    list(APPEND _chorus_nccl_given ${_part} "${_value}")
+  endif()
+endforeach()
+set(_chorus_python "${CHORUS_PYTHON_EXECUTABLE}")
+if(NOT _chorus_python)
+  unset(_chorus_python)  # find_program does not search for a variable already set, even to ""
+  find_program(_chorus_python python3 NO_CACHE)
+endif()
+# The toolkit is <root> of <root>/bin/nvcc; where that nvcc is a link from elsewhere
+# (/usr/bin/nvcc to /opt/cuda/bin/nvcc), the root of the file it points to.
+set(_chorus_toolkit /usr/local/cuda)
+if(CMAKE_CUDA_COMPILER)
+  cmake_path(GET CMAKE_CUDA_COMPILER PARENT_PATH _chorus_toolkit)
+  cmake_path(GET _chorus_toolkit PARENT_PATH _chorus_toolkit)
+  if(NOT EXISTS "${_chorus_toolkit}/include/cuda.h")
+    file(REAL_PATH "${CMAKE_CUDA_COMPILER}" _chorus_toolkit)
+    cmake_path(GET _chorus_toolkit PARENT_PATH _chorus_toolkit)
+    cmake_path(GET _chorus_toolkit PARENT_PATH _chorus_toolkit)
+  endif()
+endif()
+chorus_find_nccl(_chorus_nccl ${_chorus_nccl_given} PYTHON "${_chorus_python}"
+                 TOOLKIT_ROOT "${_chorus_toolkit}" SYSTEM)
+foreach(_text IN LISTS _chorus_nccl_WARNINGS)
+  message(WARNING "Chorus: ${_text}")
+endforeach()
+foreach(_part IN ITEMS INCLUDE_DIR LIBRARY)
+  if(NOT _part IN_LIST _chorus_nccl_given)
+    set(_value "${_chorus_nccl_${_part}}")
+    if(NOT _chorus_nccl_FOUND)
+      set(_value "CHORUS_NCCL_${_part}-NOTFOUND")
+    endif()
+    set(CHORUS_NCCL_${_part} "${_value}" CACHE PATH "NCCL's header directory or library" FORCE)
+    set(CHORUS_NCCL_FOUND_${_part} "${_value}" CACHE INTERNAL "what configure found")
+  endif()
+endforeach()
+set(_chorus_nccl_default OFF)
+if(CHORUS_WITH_CUDA AND _chorus_nccl_FOUND)
+  set(_chorus_nccl_default ON)
+endif()
+option(CHORUS_WITH_NCCL "Compile the NCCL backend" ${_chorus_nccl_default})
+if(CHORUS_WITH_NCCL AND NOT _chorus_nccl_FOUND)
+  message(FATAL_ERROR "Chorus: CHORUS_WITH_NCCL=ON but ${_chorus_nccl_REPORT}")
+endif()
+message(STATUS "Chorus: ${_chorus_nccl_REPORT}")
 
 # LibTorch's CUDA setup may set CMAKE_CUDA_ARCHITECTURES in this scope (to OFF, for its own
 # flags); Chorus's kernels keep the targets chosen before it.
@@ -114,11 +197,6 @@ message(STATUS "Chorus: CHORUS_WITH_PYTHON=${CHORUS_WITH_PYTHON} (python: ${CHOR
                "torch ${CHORUS_PYTHON_TORCH_VERSION})")
 
 if(CHORUS_WITH_CUDA)
-  # Turing (the oldest target CUDA 13 accepts), Ampere, Hopper, plus PTX for what comes next.
-  # Set before enable_language(CUDA), which otherwise caches nvcc's own default (sm_75 only).
-  if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
-    set(CMAKE_CUDA_ARCHITECTURES 75 80 90-real 90-virtual CACHE STRING "CUDA targets")
-  endif()
   enable_language(CUDA)
   find_package(CUDAToolkit REQUIRED)
 endif()
