@@ -28,6 +28,7 @@ struct Options {
   std::optional<double> stall_check_seconds;      ///< CHORUS_STALL_CHECK_SECONDS
   std::optional<double> stall_shutdown_seconds;   ///< CHORUS_STALL_SHUTDOWN_SECONDS
   std::optional<double> liveness_seconds;         ///< CHORUS_LIVENESS_SECONDS
+  std::optional<double> gpu_timeout_seconds;      ///< CHORUS_GPU_TIMEOUT_SECONDS
   std::optional<bool> hierarchical_allreduce;     ///< CHORUS_HIERARCHICAL_ALLREDUCE
   std::optional<std::string> log_level;           ///< CHORUS_LOG_LEVEL
   std::optional<std::string> bind;                ///< CHORUS_BIND

@@ -195,6 +195,9 @@ std::vector<SettingRow> make_table() {
           "CHORUS_STALL_SHUTDOWN_SECONDS", "HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", seconds, true));
   t.push_back(number<double, &Config::liveness_seconds, &Options::liveness_seconds, kWeek>(
       "CHORUS_LIVENESS_SECONDS", nullptr, seconds, true));
+  t.push_back(
+      number<double, &Config::gpu_timeout_seconds, &Options::gpu_timeout_seconds, kWeek, true>(
+          "CHORUS_GPU_TIMEOUT_SECONDS", nullptr, "seconds, > 0 and <= 604800 (a week)", true));
   t.push_back({"CHORUS_HIERARCHICAL_ALLREDUCE", "HOROVOD_HIERARCHICAL_ALLREDUCE",
                "1 (on), 0 (off) or auto (also true/false, on/off; unset: auto)", true,
                [](const std::string& name, const std::string& v, const char* accepted,
@@ -225,6 +228,26 @@ std::vector<SettingRow> make_table() {
       "CHORUS_HOST_ALGORITHM", "auto, gather, direct, doubling or halving", true));
   t.push_back(word<BindMode, &Config::bind, &Options::bind, parse_bind_mode, bind_mode_name>(
       "CHORUS_BIND", "none, core or numa", false));
+  // The test-only settings have no Options field: a program sets them in its environment.
+  t.push_back({"CHORUS_TEST_SHARED_GPU", nullptr, "0 or 1 (tests only)", true,
+               [](const std::string& name, const std::string& v, const char* accepted,
+                  Config& c) -> Status {
+                 if (v != "0" && v != "1") return bad_value(name, v, accepted);
+                 c.test_shared_gpu = v == "1";
+                 return {};
+               },
+               [](const std::string&, const Options&, Config&) { return Status(); },
+               [](const Config&) { return true; },
+               [](const Config& c) { return std::string(c.test_shared_gpu ? "1" : "0"); },
+               nullptr});
+  t.push_back({"CHORUS_TEST_FAIL_COLLECTIVE", nullptr, "a collective's name (tests only)", false,
+               [](const std::string&, const std::string& raw, const char*, Config& c) -> Status {
+                 c.test_fail_collective = raw;
+                 return {};
+               },
+               [](const std::string&, const Options&, Config&) { return Status(); },
+               [](const Config&) { return true; },
+               [](const Config& c) { return c.test_fail_collective; }, nullptr});
   t.push_back({"CHORUS_LOG_LEVEL", "HOROVOD_LOG_LEVEL",
                "one of trace, debug, info, warn, error, critical, off", false,
                [](const std::string&, const std::string& raw, const char*, Config& c) -> Status {

@@ -99,8 +99,11 @@ struct Config {
   /// CHORUS_STALL_CHECK_SECONDS: warn about tensors some ranks submitted and others did not
   /// after this long; 0 turns the check off.
   double stall_check_seconds = 60.0;
-  /// CHORUS_STALL_SHUTDOWN_SECONDS: fail such tensors on every rank after this long; 0: never.
-  double stall_shutdown_seconds = 0.0;
+  /// CHORUS_STALL_SHUTDOWN_SECONDS: fail such tensors on every rank after this long, and end
+  /// the job with the stall's exit status; 0: never (warn for ever). Default 10 minutes, as
+  /// a DDP job's watchdog: a job whose ranks wait on different tensors never recovers, and
+  /// one that ends frees its allocation for a fixed run.
+  double stall_shutdown_seconds = 600.0;
   /// CHORUS_LIVENESS_SECONDS: how long a rank waits in a negotiation round for the others
   /// before it fails every pending and later collective, naming the ranks that did not
   /// arrive (dead, or with their background thread stuck); 0: wait for ever. Every rank's
@@ -108,6 +111,21 @@ struct Config {
   /// round waits this long only for a rank that stopped. Default 60 s: longer than any
   /// single collective of a training step, so that the deadline never fires on a slow one.
   double liveness_seconds = 60.0;
+  /// CHORUS_GPU_TIMEOUT_SECONDS: the longest wait for one GPU step: a NCCL communicator's
+  /// creation, or a batch's device work (its inputs' producers, the copies and the NCCL
+  /// call). Past it the set's NCCL communicators are aborted, which ends their kernels, and
+  /// the collective fails on this rank naming it and the set's ranks. NCCL does not report a
+  /// peer that never joins a collective, so without this bound such a wait never ends.
+  /// Default 300 s: a batch waits for its producers' kernels, which may queue far behind.
+  double gpu_timeout_seconds = 300.0;
+  /// CHORUS_TEST_SHARED_GPU: for tests only, unsupported for training. 1: ranks of a set that
+  /// share one GPU still use NCCL, each rank seen by NCCL as a host of its own (every rank
+  /// must set a different NCCL_HOSTID), so that NCCL at n > 1 runs on a machine with one GPU.
+  bool test_shared_gpu = false;
+  /// CHORUS_TEST_FAIL_COLLECTIVE: for tests only. The name of a collective whose backend
+  /// call fails on this rank as a failed NCCL or MPI call would, after the device work on
+  /// its buffers was queued; empty: none.
+  std::string test_fail_collective;
   /// CHORUS_HIERARCHICAL_ALLREDUCE: allreduces of the global set reduce inside each node,
   /// then across nodes. Unset (or "auto"): automatic, where the layout allows it: always on
   /// host memory, and on GPU memory when the GPU path is NCCL; 1: on wherever the layout

@@ -30,7 +30,7 @@ TEST(ConfigTest, DefaultsWithEmptyEnvironment) {
   EXPECT_EQ(c->timeline_path, "");
   EXPECT_EQ(c->timeline_max_mb, 64);
   EXPECT_EQ(c->stall_check_seconds, 60.0);
-  EXPECT_EQ(c->stall_shutdown_seconds, 0.0);
+  EXPECT_EQ(c->stall_shutdown_seconds, 600.0);
   EXPECT_EQ(c->hierarchical_allreduce, std::nullopt);  // automatic
   EXPECT_EQ(c->log_level, "warn");
 }
@@ -145,7 +145,7 @@ TEST(ConfigTest, EmptyValuesKeepDefaults) {
   EXPECT_EQ(c->cycle_time_ms, 5.0);
   EXPECT_EQ(c->cache_capacity, 1024);
   EXPECT_EQ(c->stall_check_seconds, 60.0);
-  EXPECT_EQ(c->stall_shutdown_seconds, 0.0);
+  EXPECT_EQ(c->stall_shutdown_seconds, 600.0);
   EXPECT_EQ(c->hierarchical_allreduce, std::nullopt);  // automatic
   EXPECT_EQ(c->log_level, "warn");
 }
@@ -202,6 +202,47 @@ TEST(ConfigTest, FusionThresholdBeyondFourGiBFailsWithTheRange) {
   Options o;
   o.fusion_threshold_bytes = int64_t{1} << 40;
   expect_invalid(load_env({}, o), "CHORUS_FUSION_THRESHOLD", "1099511627776");
+}
+
+// The bound of every GPU wait: positive (no wait may be unbounded), agreed across ranks.
+TEST(ConfigTest, GpuTimeoutSeconds) {
+  StatusOr<Config> c = load_env({});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->gpu_timeout_seconds, 300.0);
+  c = load_env({{"CHORUS_GPU_TIMEOUT_SECONDS", "2.5"}});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->gpu_timeout_seconds, 2.5);
+  bool agreed = false;
+  for (const auto& [name, value] : c->agreed()) {
+    agreed = agreed || (name == "CHORUS_GPU_TIMEOUT_SECONDS" && value == "2.5");
+  }
+  EXPECT_TRUE(agreed) << "the GPU timeout must be the same on every rank";
+  expect_invalid(load_env({{"CHORUS_GPU_TIMEOUT_SECONDS", "0"}}), "CHORUS_GPU_TIMEOUT_SECONDS",
+                 "0");
+  Options o;
+  o.gpu_timeout_seconds = 1e9;
+  expect_invalid(load_env({}, o), "CHORUS_GPU_TIMEOUT_SECONDS", "1000000000");
+}
+
+// The test-only settings: the shared-GPU NCCL mode (agreed: a rank on NCCL and one on MPI
+// could never meet) and the injected backend failure (this rank's own).
+TEST(ConfigTest, TestOnlySettings) {
+  StatusOr<Config> c = load_env({});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_FALSE(c->test_shared_gpu);
+  EXPECT_EQ(c->test_fail_collective, "");
+  c = load_env({{"CHORUS_TEST_SHARED_GPU", "1"}, {"CHORUS_TEST_FAIL_COLLECTIVE", "grad.w"}});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_TRUE(c->test_shared_gpu);
+  EXPECT_EQ(c->test_fail_collective, "grad.w");
+  bool shared_agreed = false, fail_agreed = false;
+  for (const auto& [name, value] : c->agreed()) {
+    shared_agreed = shared_agreed || name == "CHORUS_TEST_SHARED_GPU";
+    fail_agreed = fail_agreed || name == "CHORUS_TEST_FAIL_COLLECTIVE";
+  }
+  EXPECT_TRUE(shared_agreed);
+  EXPECT_FALSE(fail_agreed);
+  expect_invalid(load_env({{"CHORUS_TEST_SHARED_GPU", "yes"}}), "CHORUS_TEST_SHARED_GPU", "yes");
 }
 
 TEST(ConfigTest, LivenessSeconds) {
@@ -431,7 +472,8 @@ TEST(ConfigTest, DescribeNamesEverySetting) {
   for (const char* want :
        {"CHORUS_FUSION_THRESHOLD=4096", "CHORUS_CYCLE_TIME=5", "CHORUS_CACHE_CAPACITY=33",
         "CHORUS_TIMELINE=/tmp/t.json", "CHORUS_STALL_CHECK_SECONDS=60",
-        "CHORUS_STALL_SHUTDOWN_SECONDS=0", "CHORUS_LIVENESS_SECONDS=60",
+        "CHORUS_STALL_SHUTDOWN_SECONDS=600", "CHORUS_LIVENESS_SECONDS=60",
+        "CHORUS_GPU_TIMEOUT_SECONDS=300", "CHORUS_TEST_SHARED_GPU=0",
         "CHORUS_HIERARCHICAL_ALLREDUCE=1", "CHORUS_LOG_LEVEL=info", "CHORUS_BIND=none"}) {
     EXPECT_NE(d.find(want), std::string::npos) << "missing " << want << " in: " << d;
   }
