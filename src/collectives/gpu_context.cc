@@ -33,7 +33,9 @@ bool mpi_is_cuda_aware() {
 StatusOr<std::unique_ptr<GpuContext>> GpuContext::create(const GpuContextSetup& setup, int device) {
   std::unique_ptr<GpuContext> c(new GpuContext());
   c->device_ = device;
-  c->sync_timeout_ = setup.sync_timeout;
+  c->timeout_ = setup.timeout;
+  c->label_ = setup.label;
+  c->ranks_ = setup.ranks;
   c->fusion_capacity_ = setup.fusion_threshold;
   // This rank's own steps may fail here; choose_backend() still takes part in the set's
   // exchange, so that every member learns of it and fails too.
@@ -74,6 +76,7 @@ GpuContext::~GpuContext() {
     if (p) cudaFree(p);
   }
   if (done_) cudaEventDestroy(static_cast<cudaEvent_t>(done_));
+  for (void* e : marks_) cudaEventDestroy(static_cast<cudaEvent_t>(e));
   if (stream) cudaStreamDestroy(stream);
 }
 
@@ -146,6 +149,7 @@ Status GpuContext::choose_backend(const GpuContextSetup& setup, const Status& pr
   StatusOr<GpuBackendRequest> agreed = agree_gpu_backend(requested, setup.label);
   if (!agreed.ok()) return agreed.status();
   in.requested = *agreed;
+  in.shared_gpu_nccl = setup.shared_gpu_nccl;
   StatusOr<GpuPathChoice> chosen = choose_gpu_path(in);
   if (!chosen.ok()) {
     return Status(chosen.status().code(), setup.label + ": " + chosen.status().message());
@@ -164,7 +168,8 @@ Status GpuContext::choose_backend(const GpuContextSetup& setup, const Status& pr
 #ifdef CHORUS_WITH_NCCL
     if (choice.path == GpuPath::kNccl) {
       StatusOr<std::unique_ptr<NcclBackend>> b =
-          NcclBackend::create(group_host, device_, stream_, copy_.get(), label);
+          NcclBackend::create(group_host, device_, stream_, copy_.get(), label, timeout_,
+                              [this] { return await_producers(); });
       if (!b.ok()) return b.status();
       nccl_.push_back(b->get());
       return std::unique_ptr<Backend>(std::move(b).value());
@@ -173,7 +178,8 @@ Status GpuContext::choose_backend(const GpuContextSetup& setup, const Status& pr
     return std::unique_ptr<Backend>(std::make_unique<StagedGpuBackend>(
         group_host, stream_, choice.path == GpuPath::kMpiCudaAware, drain));
   };
-  StatusOr<std::unique_ptr<Backend>> flat = make(host, setup.label);
+  // NCCL's own failures name the set's ranks too: NCCL cannot say which one failed.
+  StatusOr<std::unique_ptr<Backend>> flat = make(host, set_name());
   if (!flat.ok()) return flat.status();
   flat_ = std::move(flat).value();
   backend_ = flat_.get();
@@ -211,7 +217,54 @@ Status GpuContext::wait_ready(void* event) {
   if (!event) return {};
   CHORUS_CUDA_CHECK(
       cudaStreamWaitEvent(static_cast<cudaStream_t>(stream_), static_cast<cudaEvent_t>(event), 0));
+  producers_.push_back(event);
   return {};
+}
+
+Status GpuContext::wait_allocated(void* stream, void* event) {
+  if (event) return wait_ready(event);
+  if (marks_used_ == marks_.size()) {
+    cudaEvent_t e = nullptr;
+    CHORUS_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    marks_.push_back(e);
+  }
+  // A mark is recorded again in a later batch only: a stream's wait takes the event's state
+  // when it is enqueued, and the host's await is over by then (end_batch).
+  void* mark = marks_[marks_used_++];
+  CHORUS_CUDA_CHECK(
+      cudaEventRecord(static_cast<cudaEvent_t>(mark), static_cast<cudaStream_t>(stream)));
+  return wait_ready(mark);
+}
+
+Status GpuContext::await_producers() {
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  auto pause = std::chrono::microseconds(1);
+  for (std::size_t i = 0; i < producers_.size();) {
+    const cudaError_t q = cudaEventQuery(static_cast<cudaEvent_t>(producers_[i]));
+    if (q == cudaSuccess) {
+      ++i;
+      continue;
+    }
+    if (q != cudaErrorNotReady)
+      return cuda_detail::cuda_status(q, "cudaEventQuery", __FILE__, __LINE__);
+    if (std::chrono::steady_clock::now() > deadline) {
+      return Status(
+          StatusCode::kAborted,
+          set_name() + ": the batch's inputs were not produced within " +
+              std::to_string(std::chrono::duration_cast<std::chrono::seconds>(timeout_).count()) +
+              " s (CHORUS_GPU_TIMEOUT_SECONDS): the streams that produce them are "
+              "stuck or far behind");
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(100));
+  }
+  producers_.clear();
+  return {};
+}
+
+void GpuContext::end_batch() {
+  producers_.clear();
+  marks_used_ = 0;
 }
 
 Status GpuContext::copy(const std::vector<gpu::CopyItem>& items, DataType dtype,
@@ -219,12 +272,15 @@ Status GpuContext::copy(const std::vector<gpu::CopyItem>& items, DataType dtype,
   return copy_->launch(items, dtype, scale, stream_);
 }
 
+// Stream-ordered: batches still in flight keep the old buffer until they are done, and
+// nothing waits for the device (cudaFree would, behind a collective a dead peer holds up).
 StatusOr<char*> GpuContext::grow(void** slot, std::size_t* have, std::size_t bytes) {
+  auto stream = static_cast<cudaStream_t>(stream_);
   if (bytes > *have || !*slot) {
-    if (*slot) CHORUS_CUDA_CHECK(cudaFree(*slot));
+    if (*slot) CHORUS_CUDA_CHECK(cudaFreeAsync(*slot, stream));
     *slot = nullptr;
     *have = 0;
-    CHORUS_CUDA_CHECK(cudaMalloc(slot, std::max<std::size_t>(bytes, 256)));
+    CHORUS_CUDA_CHECK(cudaMallocAsync(slot, std::max<std::size_t>(bytes, 256), stream));
     *have = std::max<std::size_t>(bytes, 256);
   }
   return static_cast<char*>(*slot);
@@ -246,19 +302,29 @@ StatusOr<char*> GpuContext::staging(std::size_t bytes) {
 }
 
 Status GpuContext::synchronize(const std::string& during) {
-  auto event = static_cast<cudaEvent_t>(done_);
-  const auto fail = [&](Status s) {
-    failed_ = true;
-    return s;
-  };
-  if (cudaError_t rc = cudaEventRecord(event, static_cast<cudaStream_t>(stream_));
+  if (Status s = record(done_); !s.ok()) return s;
+  return wait(done_, during);
+}
+
+Status GpuContext::record(void* event) {
+  if (cudaError_t rc =
+          cudaEventRecord(static_cast<cudaEvent_t>(event), static_cast<cudaStream_t>(stream_));
       rc != cudaSuccess) {
     return fail(cuda_detail::cuda_status(rc, "cudaEventRecord", __FILE__, __LINE__));
   }
+  return {};
+}
+
+Status GpuContext::wait(void* until, const std::string& during) {
+  if (failed_) {
+    return Status(StatusCode::kAborted, set_name() + ": GPU work of " + during +
+                                            " not run: an earlier GPU failure stopped the set");
+  }
+  auto event = static_cast<cudaEvent_t>(until);
   // Short work finishes within a few polls; longer work is polled with a doubling sleep
   // (up to 100 us), so the wait costs the background thread's core almost nothing and
   // never touches the trainer's streams.
-  const auto deadline = std::chrono::steady_clock::now() + sync_timeout_;
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
   auto pause = std::chrono::microseconds(0);
   for (int polls = 0;; ++polls) {
     const cudaError_t q = cudaEventQuery(event);
@@ -268,23 +334,18 @@ Status GpuContext::synchronize(const std::string& during) {
     }
 #ifdef CHORUS_WITH_NCCL
     for (NcclBackend* n : nccl_) {
-      if (Status s = n->poll_async(during); !s.ok()) {
-        abort_nccl();  // the set's other communicator (hierarchical) may wait on this one
-        return fail(s);
-      }
+      if (Status s = n->poll_async(during); !s.ok()) return fail(s);
     }
 #endif
     if (std::chrono::steady_clock::now() > deadline) {
       // NCCL does not report a peer that never joined or left: a bounded wait turns it
       // into a failure. Aborting ends the communicators' kernels, so the stream drains.
-      abort_nccl();
-      return fail(
-          Status(StatusCode::kAborted,
-                 "GPU work of " + during + " did not finish within " +
-                     std::to_string(
-                         std::chrono::duration_cast<std::chrono::seconds>(sync_timeout_).count()) +
-                     " s (a rank of the set left the collective or is stuck); the set's NCCL "
-                     "communicators were aborted"));
+      return fail(Status(
+          StatusCode::kAborted,
+          set_name() + ": GPU work of " + during + " did not finish within " +
+              std::to_string(std::chrono::duration_cast<std::chrono::seconds>(timeout_).count()) +
+              " s (CHORUS_GPU_TIMEOUT_SECONDS): a rank of the set left the collective, or is "
+              "stuck, or its inputs' producers are; the set's NCCL communicators were aborted"));
     }
     if (polls < 32) {
       std::this_thread::yield();
@@ -294,6 +355,45 @@ Status GpuContext::synchronize(const std::string& during) {
         std::min(std::max(pause * 2, std::chrono::microseconds(2)), std::chrono::microseconds(100));
     std::this_thread::sleep_for(pause);
   }
+}
+
+Status GpuContext::fail(Status failure) {
+  if (failed_) return failure;  // aborted and drained already
+  failed_ = true;
+  // Every communicator: the hierarchical allreduce's other level may wait on the failed one.
+  abort_nccl();
+  if (drain()) return failure;
+  log().error(
+      "{}: the GPU stream did not drain within the timeout after a failure; buffers of "
+      "the failed batch may still be written",
+      set_name());
+  return Status(
+      failure.code(),
+      failure.message() + " (the GPU stream did not drain within " +
+          std::to_string(std::chrono::duration_cast<std::chrono::seconds>(timeout_).count()) +
+          " s after it: its inputs' producers may be stuck)");
+}
+
+bool GpuContext::drain() {
+  auto stream = static_cast<cudaStream_t>(stream_);
+  if (!stream) return true;
+  // The communicators are aborted, so what is left are copies and waits on producers' events.
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  auto pause = std::chrono::microseconds(10);
+  while (true) {
+    const cudaError_t q = cudaStreamQuery(stream);
+    if (q != cudaErrorNotReady) return true;  // done, or the context is lost: nothing will run
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+}
+
+std::string GpuContext::set_name() const {
+  std::string out = label_ + " (ranks [";
+  for (std::size_t i = 0; i < ranks_.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(ranks_[i]);
+  return out + "])";
 }
 
 }  // namespace chorus

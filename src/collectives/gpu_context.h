@@ -9,9 +9,11 @@
 // Thread contract: background thread only. One GPU per rank (RankDevice), for every set.
 //
 // Failures: create() either succeeds on every member or fails on every member (each rank's
-// own steps are agreed on with one allgather before any collective setup). synchronize()
-// never waits forever: past `sync_timeout` it aborts the NCCL communicators, which ends
-// their kernels, and returns the failure.
+// own steps are agreed on with one allgather before any collective setup). No wait is
+// unbounded: NCCL's communicator creation and synchronize() end after `timeout`, aborting
+// the NCCL communicators, which ends their kernels. After any failure the stream is drained
+// before the failure is returned, so that the caller may complete the batch's handles: the
+// trainer may free or reuse their tensors at once (fail()).
 
 #include <atomic>
 #include <chrono>
@@ -66,9 +68,13 @@ struct GpuContextSetup {
   GpuBackendRequest requested_backend = GpuBackendRequest::kAuto;
   RankDevice* device = nullptr;  ///< the rank's GPU; owned by the runtime
   int local_rank = 0;            ///< for RankDevice's fallback
-  /// How long synchronize() waits for the stream before aborting the set's NCCL
-  /// communicators and failing.
-  std::chrono::milliseconds sync_timeout{std::chrono::minutes(5)};
+  /// CHORUS_GPU_TIMEOUT_SECONDS: how long NCCL's communicator creation, and synchronize()'s
+  /// wait for the stream, may take before the set's NCCL communicators are aborted.
+  std::chrono::milliseconds timeout{std::chrono::minutes(5)};
+  /// CHORUS_TEST_SHARED_GPU (GpuPathInputs::shared_gpu_nccl); the same on every rank.
+  bool shared_gpu_nccl = false;
+  /// The set's ranks in the world, for messages ("ranks [0, 1, 2]").
+  std::vector<int> ranks;
 };
 
 /// Whether the MPI library can take device pointers (Open MPI's MPIX_Query_cuda_support).
@@ -92,8 +98,22 @@ class GpuContext {
   /// "nccl", "mpi (staged ...)", with " + hierarchical allreduce" when on.
   const std::string& description() const { return description_; }
 
-  /// Orders the stream after `event` (a cudaEvent_t; null: nothing to wait for). No host wait.
+  /// Orders the stream after `event` (a cudaEvent_t; null: nothing to wait for), and notes it
+  /// as one of the batch's producers (await_producers). No host wait. `event` must live until
+  /// end_batch().
   Status wait_ready(void* event);
+  /// Orders the stream after the work queued so far on `stream` (a cudaStream_t; null: the
+  /// legacy default stream), where a buffer Chorus is about to write was allocated: a caching
+  /// allocator may hand out a block whose previous owner's kernels are still queued there.
+  /// `event`, when given, is waited instead. A producer of the batch too. No host wait.
+  Status wait_allocated(void* stream, void* event);
+  /// Waits on the host, asleep, until the batch's producers (above) have finished, at most
+  /// the timeout. The NCCL backend calls it before it enqueues a kernel: a NCCL kernel queued
+  /// behind a producer that never finishes could not be aborted (NCCL's abort waits for the
+  /// work queued before it), so no kernel is enqueued before its inputs exist.
+  Status await_producers();
+  /// The batch's steps have all been enqueued: forgets its producers.
+  void end_batch();
   /// One batched kernel on the stream (see cuda_fusion.h).
   Status copy(const std::vector<gpu::CopyItem>& items, DataType dtype, kernels::Scale scale);
   /// Zeros `bytes` bytes at `dst` (device) on the stream.
@@ -108,22 +128,42 @@ class GpuContext {
   StatusOr<char*> staging(std::size_t bytes);
   /// Waits until the stream's work is done, sleeping between polls (no spinning) and
   /// polling NCCL's asynchronous errors, which become the returned Status. Past the
-  /// setup's sync_timeout it aborts the NCCL communicators and fails. A failure here
-  /// leaves the set unusable (the runtime stops).
+  /// setup's timeout it aborts the NCCL communicators and fails. A failure here leaves the
+  /// set unusable (the runtime stops); the stream was drained first (fail()).
   Status synchronize(const std::string& during);
+  /// Records `event` (a cudaEvent_t of this device) after the work queued so far.
+  Status record(void* event);
+  /// synchronize()'s wait, for the work before `event` (recorded by record()) only: the
+  /// work queued after it goes on running.
+  Status wait(void* event, const std::string& during);
+  /// After `failure` (a backend call that failed, or memory this rank could not have),
+  /// before the batch's handles complete: aborts the NCCL communicators, whose peers are out
+  /// of step, then waits (bounded) until the rest of the stream's work, which reads and
+  /// writes the batch's buffers, has finished. Returns `failure`, with a note when the stream
+  /// could not be drained. Leaves the set unusable; once failed, returns `failure` at once.
+  Status fail(Status failure);
 
  private:
   GpuContext() = default;
   Status prepare(const GpuContextSetup& setup);
   Status choose_backend(const GpuContextSetup& setup, const Status& prepared);
   void abort_nccl();
+  // Waits (bounded) for the stream's queued work; false if it did not finish.
+  bool drain();
+  // "set 3 (ranks [0, 2])"
+  std::string set_name() const;
   StatusOr<char*> grow(void** slot, std::size_t* have, std::size_t bytes);
 
   int device_ = 0;
-  std::chrono::milliseconds sync_timeout_{0};
-  bool failed_ = false;     // a synchronize() failed: the stream may hold stuck work
-  void* stream_ = nullptr;  // cudaStream_t, non-blocking
-  void* done_ = nullptr;    // cudaEvent_t
+  std::chrono::milliseconds timeout_{0};
+  std::string label_;
+  std::vector<int> ranks_;
+  bool failed_ = false;           // a synchronize() failed: the stream may hold stuck work
+  void* stream_ = nullptr;        // cudaStream_t, non-blocking
+  void* done_ = nullptr;          // cudaEvent_t
+  std::vector<void*> producers_;  // cudaEvent_t: the batch's inputs' and outputs' (borrowed)
+  std::vector<void*> marks_;      // cudaEvent_t recorded on outputs' allocation streams
+  std::size_t marks_used_ = 0;    // of marks_, in the current batch
   std::unique_ptr<gpu::BatchedCopy> copy_;
   std::vector<NcclBackend*> nccl_;  // every NCCL communicator in use, for error polling
   std::unique_ptr<Backend> flat_;

@@ -33,6 +33,9 @@ StatusOr<GpuPathChoice> choose_gpu_path(const GpuPathInputs& in) {
                                                  : "; staged through pinned host buffers";
   const std::string shared =
       "ranks of the set share a GPU" + (in.shared_by.empty() ? "" : " (" + in.shared_by + ")");
+  const bool shared_refused = in.gpu_shared && !in.shared_gpu_nccl;
+  const std::string test_mode =
+      in.gpu_shared ? "; " + shared + ", allowed by CHORUS_TEST_SHARED_GPU=1 (tests only)" : "";
   GpuPathChoice c;
   switch (in.requested) {
     case GpuBackendRequest::kNccl:
@@ -40,13 +43,13 @@ StatusOr<GpuPathChoice> choose_gpu_path(const GpuPathInputs& in) {
         return failed_precondition(
             "CHORUS_GPU_BACKEND=nccl, but this build of Chorus has no NCCL; use auto or mpi");
       }
-      if (in.gpu_shared) {
+      if (shared_refused) {
         return failed_precondition("CHORUS_GPU_BACKEND=nccl, but " + shared +
                                    ", which NCCL refuses; give each rank its own GPU, or use "
                                    "auto or mpi");
       }
       c.path = GpuPath::kNccl;
-      c.reason = "NCCL, as CHORUS_GPU_BACKEND=nccl asks";
+      c.reason = "NCCL, as CHORUS_GPU_BACKEND=nccl asks" + test_mode;
       return c;
     case GpuBackendRequest::kMpi:
       c.path = in.mpi_cuda_aware ? GpuPath::kMpiCudaAware : GpuPath::kMpiStaged;
@@ -54,9 +57,10 @@ StatusOr<GpuPathChoice> choose_gpu_path(const GpuPathInputs& in) {
       return c;
     case GpuBackendRequest::kAuto: break;
   }
-  if (in.nccl_built && !in.gpu_shared) {
+  if (in.nccl_built && !shared_refused) {
     c.path = GpuPath::kNccl;
-    c.reason = "NCCL (CHORUS_GPU_BACKEND=auto): built in and every rank has its own GPU";
+    c.reason = "NCCL (CHORUS_GPU_BACKEND=auto): built in and " +
+               (in.gpu_shared ? test_mode.substr(2) : "every rank has its own GPU");
     return c;
   }
   c.path = in.mpi_cuda_aware ? GpuPath::kMpiCudaAware : GpuPath::kMpiStaged;

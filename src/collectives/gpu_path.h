@@ -49,6 +49,9 @@ struct GpuPathInputs {
   std::string shared_by;
   /// agreed: CHORUS_GPU_BACKEND, the same on every rank (agree_gpu_backend).
   GpuBackendRequest requested = GpuBackendRequest::kAuto;
+  /// agreed (init() checks CHORUS_TEST_SHARED_GPU): ranks sharing a GPU still use NCCL, each
+  /// rank a host of its own to NCCL (NCCL_HOSTID). For tests of NCCL at n > 1 on one GPU.
+  bool shared_gpu_nccl = false;
 };
 
 struct GpuPathChoice {
@@ -56,8 +59,8 @@ struct GpuPathChoice {
   std::string reason;  ///< one line for the debug log: why this path
 };
 
-/// auto: NCCL when built and no GPU is shared, otherwise MPI, CUDA-aware when every rank's
-/// MPI is, else staged. mpi: MPI, CUDA-aware or staged likewise. nccl: NCCL, or
+/// auto: NCCL when built and no GPU is shared (or shared_gpu_nccl), otherwise MPI, CUDA-aware when
+/// every rank's MPI is, else staged. mpi: MPI, CUDA-aware or staged likewise. nccl: NCCL, or
 /// kFailedPrecondition naming CHORUS_GPU_BACKEND and why NCCL cannot run (no NCCL in the
 /// build, ranks sharing a GPU): asking for NCCL never quietly runs MPI. The inputs are
 /// agreed, so every member gets the same answer, error included.

@@ -4,8 +4,10 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <chrono>
 #include <functional>
 #include <numeric>
+#include <thread>
 
 #include "collectives/gpu_agree.h"
 #include "collectives/nccl_status.h"
@@ -18,16 +20,41 @@ static_assert(static_cast<int>(NcclCode::kInvalidArgument) == ncclInvalidArgumen
 static_assert(static_cast<int>(NcclCode::kRemoteError) == ncclRemoteError);
 static_assert(static_cast<int>(NcclCode::kInProgress) == ncclInProgress);
 
-#define CHORUS_NCCL_CHECK(call)                                                                 \
-  do {                                                                                          \
-    ncclResult_t chorus_nccl_rc_ = (call);                                                      \
-    if (chorus_nccl_rc_ != ncclSuccess) {                                                       \
-      return ::chorus::nccl_status(chorus_nccl_rc_, #call, ncclGetLastError(nullptr), __FILE__, \
-                                   __LINE__);                                                   \
-    }                                                                                           \
+// Non-blocking communicators (ncclConfig_t, 2.14) bound every wait; NCCL_CONFIG_INITIALIZER
+// names the version that has them.
+#if !defined(NCCL_CONFIG_INITIALIZER)
+#error "Chorus needs NCCL 2.14 or newer (non-blocking communicators); point NCCL_HOME at one"
+#endif
+
+// A call on this backend's communicator, waited out (settle) and checked: returns its failure.
+#define CHORUS_NCCL_CHECK(call)                                                      \
+  do {                                                                               \
+    if (::chorus::Status chorus_nccl_s_ = settle((call), #call, __FILE__, __LINE__); \
+        !chorus_nccl_s_.ok()) {                                                      \
+      return chorus_nccl_s_;                                                         \
+    }                                                                                \
   } while (0)
 
 namespace {
+
+// Polls a non-blocking communicator until NCCL has finished its last call, asleep between
+// polls: that call's result, or ncclInProgress when `timeout` passed first.
+ncclResult_t wait_for_comm(ncclComm_t comm, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  auto pause = std::chrono::microseconds(5);
+  while (true) {
+    ncclResult_t state = ncclSuccess;
+    if (ncclResult_t rc = ncclCommGetAsyncError(comm, &state); rc != ncclSuccess) return rc;
+    if (state != ncclInProgress) return state;
+    if (std::chrono::steady_clock::now() > deadline) return ncclInProgress;
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(1000));
+  }
+}
+
+std::string seconds(std::chrono::milliseconds t) {
+  return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(t).count());
+}
 
 ncclDataType_t nccl_type(DataType dtype) {
   switch (dtype) {
@@ -75,8 +102,11 @@ std::string nccl_version_string() {
 
 StatusOr<std::unique_ptr<NcclBackend>> NcclBackend::create(Backend& host, int device, void* stream,
                                                            gpu::BatchedCopy* copy,
-                                                           const std::string& label) {
-  std::unique_ptr<NcclBackend> b(new NcclBackend(host, stream, copy, label));
+                                                           const std::string& label,
+                                                           std::chrono::milliseconds timeout,
+                                                           std::function<Status()> before_launch) {
+  std::unique_ptr<NcclBackend> b(
+      new NcclBackend(host, stream, copy, label, timeout, std::move(before_launch)));
   b->rank_ = host.rank();
   b->size_ = host.size();
   // The id travels over MPI in host memory, inside the set, with a flag saying whether rank
@@ -101,11 +131,15 @@ StatusOr<std::unique_ptr<NcclBackend>> NcclBackend::create(Backend& host, int de
     ready = cuda_detail::cuda_status(rc, "cudaSetDevice", __FILE__, __LINE__);
   }
   if (Status s = agree_on_success(host, ready, label + ": selecting the GPU"); !s.ok()) return s;
+  // Non-blocking: a peer that never joins leaves this rank polling, not blocked, and the
+  // timeout ends the wait with an abort.
   ncclComm_t comm = nullptr;
-  const ncclResult_t rc = ncclCommInitRank(&comm, b->size_, msg.id, b->rank_);
-  const Status joined =
-      nccl_status(rc, "ncclCommInitRank", ncclGetLastError(nullptr), __FILE__, __LINE__);
-  b->comm_ = joined.ok() ? comm : nullptr;
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  const ncclResult_t rc = ncclCommInitRankConfig(&comm, b->size_, msg.id, b->rank_, &config);
+  b->comm_ = comm;
+  Status joined = b->settle(rc, "ncclCommInitRankConfig", __FILE__, __LINE__);
+  if (!joined.ok() && b->failed_.ok()) b->abort(joined.message());
   if (Status s = agree_on_success(host, joined, label + ": ncclCommInitRank"); !s.ok()) {
     b->abort(s.message());
     return s;
@@ -114,17 +148,48 @@ StatusOr<std::unique_ptr<NcclBackend>> NcclBackend::create(Backend& host, int de
 }
 
 NcclBackend::~NcclBackend() {
-  if (comm_) ncclCommDestroy(static_cast<ncclComm_t>(comm_));
+  if (auto comm = static_cast<ncclComm_t>(comm_)) {
+    // Finalizing flushes what the communicator still has in flight; one that cannot within
+    // the timeout is aborted instead of waited for.
+    ncclResult_t rc = ncclCommFinalize(comm);
+    if (rc == ncclInProgress) rc = wait_for_comm(comm, timeout_);
+    if (rc == ncclSuccess) {
+      ncclCommDestroy(comm);
+    } else {
+      ncclCommAbort(comm);
+    }
+  }
   if (wide_) cudaFree(wide_);
+}
+
+Status NcclBackend::settle(int rc, const char* call, const char* file, int line) {
+  auto comm = static_cast<ncclComm_t>(comm_);
+  auto result = static_cast<ncclResult_t>(rc);
+  if (result == ncclInProgress && comm) result = wait_for_comm(comm, timeout_);
+  if (result == ncclInProgress) {
+    abort(std::string(call) + " did not finish within " + seconds(timeout_) +
+          " s (CHORUS_GPU_TIMEOUT_SECONDS; a rank of the set did not take part); the "
+          "communicator was aborted");
+    return failed_;
+  }
+  return nccl_status(result, call, ncclGetLastError(comm), file, line);
+}
+
+Status NcclBackend::ready_to_launch() {
+  if (!failed_.ok()) return failed_;
+  return before_launch_ ? before_launch_() : Status();
 }
 
 StatusOr<int32_t*> NcclBackend::wide(int64_t elements) {
   if (elements > wide_elements_) {
-    // cudaFree waits for the device, so work still queued on the old buffer finishes first.
-    if (wide_) CHORUS_CUDA_CHECK(cudaFree(wide_));
+    // Stream-ordered: work still queued on the old buffer finishes first, and the host does
+    // not wait for the device.
+    auto stream = static_cast<cudaStream_t>(stream_);
+    if (wide_) CHORUS_CUDA_CHECK(cudaFreeAsync(wide_, stream));
     wide_ = nullptr;
     wide_elements_ = 0;
-    CHORUS_CUDA_CHECK(cudaMalloc(&wide_, static_cast<std::size_t>(elements) * sizeof(int32_t)));
+    CHORUS_CUDA_CHECK(
+        cudaMallocAsync(&wide_, static_cast<std::size_t>(elements) * sizeof(int32_t), stream));
     wide_elements_ = elements;
   }
   return static_cast<int32_t*>(wide_);
@@ -156,7 +221,7 @@ Status NcclBackend::scale_result(void* data, int64_t count, DataType dtype, kern
 
 Status NcclBackend::allreduce(const void* send, void* recv, int64_t count, DataType dtype,
                               ReduceOp op, kernels::Scale scale) {
-  if (!failed_.ok()) return failed_;
+  if (Status s = ready_to_launch(); !s.ok()) return s;
   if (dtype == DataType::kInt16) {
     StatusOr<int32_t*> w = wide(count);
     if (!w.ok()) return w.status();
@@ -174,7 +239,7 @@ Status NcclBackend::allreduce(const void* send, void* recv, int64_t count, DataT
 
 Status NcclBackend::reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,
                                   DataType dtype, ReduceOp op, kernels::Scale scale) {
-  if (!failed_.ok()) return failed_;
+  if (Status s = ready_to_launch(); !s.ok()) return s;
   if (dtype == DataType::kInt16) {
     // The whole input widened, then this rank's block reduced after it in the same buffer.
     const int64_t total = std::accumulate(counts.begin(), counts.end(), int64_t{0});
@@ -216,7 +281,7 @@ Status NcclBackend::reducescatter(const void* send, void* recv, const std::vecto
 }
 
 Status NcclBackend::allgatherv(const void* send, void* recv, const std::vector<int64_t>& bytes) {
-  if (!failed_.ok()) return failed_;
+  if (Status s = ready_to_launch(); !s.ok()) return s;
   auto comm = static_cast<ncclComm_t>(comm_);
   auto stream = static_cast<cudaStream_t>(stream_);
   if (all_equal(bytes)) {
@@ -243,7 +308,7 @@ Status NcclBackend::allgatherv(const void* send, void* recv, const std::vector<i
 }
 
 Status NcclBackend::broadcast(void* data, int64_t bytes, int root) {
-  if (!failed_.ok()) return failed_;
+  if (Status s = ready_to_launch(); !s.ok()) return s;
   CHORUS_NCCL_CHECK(ncclBroadcast(data, data, static_cast<size_t>(bytes), ncclUint8, root,
                                   static_cast<ncclComm_t>(comm_),
                                   static_cast<cudaStream_t>(stream_)));
@@ -252,7 +317,7 @@ Status NcclBackend::broadcast(void* data, int64_t bytes, int root) {
 
 Status NcclBackend::alltoallv(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
                               const std::vector<int64_t>& recv_bytes) {
-  if (!failed_.ok()) return failed_;
+  if (Status s = ready_to_launch(); !s.ok()) return s;
   auto comm = static_cast<ncclComm_t>(comm_);
   auto stream = static_cast<cudaStream_t>(stream_);
   int64_t soff = 0, roff = 0;

@@ -9,7 +9,14 @@
 // aborts the communicator when the wait passes its deadline (NCCL does not report a peer
 // that never joined a collective). After an error or an abort every later call fails at
 // once with the same Status.
+//
+// No call blocks without a bound: the communicator is non-blocking (ncclConfig_t.blocking
+// = 0), so its creation and any call NCCL has not finished return ncclInProgress at once;
+// this backend then polls the communicator's state, asleep between polls, for at most
+// `timeout`, and aborts the communicator past it.
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -29,11 +36,18 @@ class NcclBackend final : public Backend {
   /// unique id, `host.broadcast` sends it, and every rank joins the communicator on
   /// `device`. Fails on every member when any member fails a step (agree_on_success). `stream`
   /// (cudaStream_t) and `copy` (for result scaling) belong to the caller and outlive this backend.
-  /// `label` names the set in messages ("global", "set 3", "global/local").
+  /// `label` names the set in messages ("global", "set 3", "global/local"). `timeout` bounds
+  /// the communicator's creation on each rank and every later wait for a NCCL call.
+  /// `before_launch` runs before each operation enqueues a NCCL kernel, and its failure is the
+  /// operation's (GpuContext::await_producers: a kernel queued behind an input that is never
+  /// produced would make the communicator impossible to abort within a bound).
   static StatusOr<std::unique_ptr<NcclBackend>> create(Backend& host, int device, void* stream,
                                                        gpu::BatchedCopy* copy,
-                                                       const std::string& label);
-  /// Destroys a healthy communicator; one that failed was aborted already.
+                                                       const std::string& label,
+                                                       std::chrono::milliseconds timeout,
+                                                       std::function<Status()> before_launch);
+  /// Finalizes and destroys a healthy communicator (aborting it if that passes the
+  /// timeout); one that failed was aborted already.
   ~NcclBackend() override;
 
   int rank() const override { return rank_; }
@@ -64,8 +78,19 @@ class NcclBackend final : public Backend {
   void abort(const std::string& why);
 
  private:
-  NcclBackend(Backend& host, void* stream, gpu::BatchedCopy* copy, std::string label)
-      : host_(host), stream_(stream), copy_(copy), label_(std::move(label)) {}
+  NcclBackend(Backend& host, void* stream, gpu::BatchedCopy* copy, std::string label,
+              std::chrono::milliseconds timeout, std::function<Status()> before_launch)
+      : host_(host),
+        stream_(stream),
+        copy_(copy),
+        label_(std::move(label)),
+        timeout_(timeout),
+        before_launch_(std::move(before_launch)) {}
+  /// The latched failure, else before_launch's.
+  Status ready_to_launch();
+  /// The end of NCCL call `call` that returned `rc`: ncclInProgress is waited out (bounded by
+  /// the timeout, then the communicator is aborted); a failure becomes a Status naming the call.
+  Status settle(int rc, const char* call, const char* file, int line);
   Status scale_result(void* data, int64_t count, DataType dtype, kernels::Scale scale);
   /// Device memory for the int32 copies of int16 reductions, grown to the largest need.
   StatusOr<int32_t*> wide(int64_t elements);
@@ -75,6 +100,8 @@ class NcclBackend final : public Backend {
   void* stream_;          // cudaStream_t
   gpu::BatchedCopy* copy_;
   std::string label_;
+  std::chrono::milliseconds timeout_;
+  std::function<Status()> before_launch_;
   int rank_ = 0;
   int size_ = 1;
   Status failed_;  // latched: the communicator was aborted

@@ -1,14 +1,30 @@
 #include "core/executor.h"
 
 #include <cstring>
+#include <optional>
 #include <string>
 #include <tuple>
 
+#include "core/injected_failure.h"
 #include "core/op_plan.h"
 #include "fusion/planner.h"
 #include "kernels/reduce_kernels.h"
 
 namespace chorus {
+namespace {
+
+// A batch's completion, `done` with its final Status: at once where the memory's steps are
+// done when they return (the host's, without a closure on the heap), else once its device
+// work is, in launch order (TensorMemory::deferred).
+template <class Done>
+Status complete_batch(TensorMemory& m, const Response& first, std::size_t tensors, Status s,
+                      Done&& done) {
+  DeferredBatches* later = m.deferred();
+  if (!later) return done(s);
+  return later->complete(first, tensors, std::move(s), std::forward<Done>(done));
+}
+
+}  // namespace
 
 Executor::Executor(Backend* backend, std::size_t fusion_threshold, Timeline* timeline)
     : host_(backend, fusion_threshold), timeline_(timeline) {
@@ -107,16 +123,35 @@ Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& res
       // together; its failure is every member's, so returning it leaves none waiting.
       StatusOr<TensorMemory*> device = device_memory();
       s = device.ok() ? run_batch(**device, members, agreed, finish) : device.status();
-    } else if (members.size() > 1 && front.response->op == OpType::kAllgather) {
-      s = run_grouped_allgather(members, finish);
-    } else if (members.size() > 1 && front.response->op == OpType::kReducescatter) {
-      s = run_grouped_reducescatter(members, finish);
     } else {
-      s = run_batch(host_, members, agreed, finish);
+      // Handles complete in response order: the device's batches before a host batch.
+      s = settle_device();
+      const bool grouped = s.ok() && members.size() > 1;
+      if (grouped && front.response->op == OpType::kAllgather) {
+        s = run_grouped_allgather(members, finish);
+      } else if (grouped && front.response->op == OpType::kReducescatter) {
+        s = run_grouped_reducescatter(members, finish);
+      } else if (s.ok()) {
+        s = run_batch(host_, members, agreed, finish);
+      }
     }
-    if (!s.ok()) return s;
+    if (!s.ok()) {
+      // The device's batches still in flight complete (or fail) before the runtime stops.
+      settle_device();
+      return s;
+    }
   }
-  return {};
+  // Every handle of the round completes before the next round: its entries leave the table.
+  return settle_device();
+}
+
+Status Executor::settle_device() {
+  DeferredBatches* later = device_ ? device_->deferred() : nullptr;
+  return later ? later->settle() : Status();
+}
+
+void Executor::abandon_device(const Status& why) {
+  if (DeferredBatches* later = device_ ? device_->deferred() : nullptr) later->abandon(why);
 }
 
 bool Executor::runs_without_mpi(
@@ -184,47 +219,67 @@ Status Executor::run_fused_allreduce(TensorMemory& m, const std::vector<Job>& ba
     }
   }
   keep(m.copy(in, first.dtype, kernels::Scale{1, first.prescale}));
-  const Clock::time_point t1 = Clock::now();
+  // Phases timed on the host (the host's steps are done when they return); on a device the
+  // batch's whole span is one phase, and t1 stays t0.
+  const Clock::time_point t1 = m.timed_on_host() ? Clock::now() : t0;
   // Padding between the slots is reduced with the rest and never read.
   const kernels::Scale result = result_scale(first, m.backend().size());
-  Status s = m.backend().allreduce(buffer, buffer, static_cast<int64_t>(total / esz), first.dtype,
-                                   wire_op(first.reduce_op),
-                                   m.scales_on_unpack() ? kernels::Scale{} : result);
-  const Clock::time_point t2 = Clock::now();
+  std::optional<InjectedFailureBackend> failing;
+  for (const Job& j : batch) {
+    if (!injected_failure_.empty() && j.response->name == injected_failure_)
+      failing.emplace(m.backend(), injected_failure_);
+  }
+  Backend& be = failing ? *failing : m.backend();
+  Status s =
+      be.allreduce(buffer, buffer, static_cast<int64_t>(total / esz), first.dtype,
+                   wire_op(first.reduce_op), m.scales_on_unpack() ? kernels::Scale{} : result);
+  const Clock::time_point t2 = m.timed_on_host() ? Clock::now() : t0;
   if (s.ok() && local.ok()) {
     keep(m.copy(out, first.dtype, m.scales_on_unpack() ? result : kernels::Scale{}));
   }
-  if (s.ok()) s = m.synchronize(first, batch.size());
-  // A joined rank has no handle to carry its own failure: its contribution may be wrong,
-  // so it stops (the collective itself completed on every member).
-  if (s.ok() && !local.ok() && in.empty()) s = local;
-  const Clock::time_point t3 = Clock::now();
-  // The fusion batch, on each of its tensors' collectives (chorus-trace summary counts them).
-  const std::string fused = timeline_ && batch.size() > 1
-                                ? "fused: " + std::to_string(batch.size()) + " tensors, " +
-                                      std::to_string(total) + " bytes"
-                                : std::string();
-  for (const Job& j : batch) {
-    Entry* e = j.entry;
-    if (!e) continue;
-    if (timeline_) {  // a clock read per tensor costs about as much as a small copy
-      const std::string& name = j.response->name;
-      trace(name, TimelinePhase::kQueue, agreed, t0);
-      if (m.timed_on_host()) {
-        trace(name, TimelinePhase::kMemcpyIn, t0, t1);
-        trace(name, TimelinePhase::kCollective, t1, t2, fused);
-        trace(name, TimelinePhase::kMemcpyOut, t2, t3);
-      } else {
-        trace(name, TimelinePhase::kCollective, t0, t3, fused);
-      }
-    }
-    finish(*e, s.ok() ? local : s);
-  }
-  return s;
+  // The handles complete when the batch's device work is done (or ended after a failure):
+  // at once on the host; on a device, while later batches are launched (complete_batch).
+  const bool joined_only = in.empty();
+  const bool timed = m.timed_on_host();
+  return complete_batch(
+      m, first, batch.size(), std::move(s),
+      [this, batch, local, joined_only, timed, agreed, t0, t1, t2, total,
+       &finish](const Status& done) {
+        // A joined rank has no handle to carry its own failure: its contribution may be
+        // wrong, so it stops (the collective itself completed on every member).
+        const Status s = done.ok() && !local.ok() && joined_only ? local : done;
+        const Clock::time_point t3 = Clock::now();
+        // The fusion batch, on each of its tensors' collectives (chorus-trace summary counts
+        // them).
+        const std::string fused = timeline_ && batch.size() > 1
+                                      ? "fused: " + std::to_string(batch.size()) + " tensors, " +
+                                            std::to_string(total) + " bytes"
+                                      : std::string();
+        for (const Job& j : batch) {
+          Entry* e = j.entry;
+          if (!e) continue;
+          if (timeline_) {  // a clock read per tensor costs about as much as a small copy
+            const std::string& name = j.response->name;
+            trace(name, TimelinePhase::kQueue, agreed, t0);
+            if (timed) {
+              trace(name, TimelinePhase::kMemcpyIn, t0, t1);
+              trace(name, TimelinePhase::kCollective, t1, t2, fused);
+              trace(name, TimelinePhase::kMemcpyOut, t2, t3);
+            } else {
+              trace(name, TimelinePhase::kCollective, t0, t3, fused);
+            }
+          }
+          finish(*e, s.ok() ? local : s);
+        }
+        return s;
+      });
 }
 
 Status Executor::run_single(TensorMemory& m, const Response& r, Entry* e, const Finish& finish) {
-  Backend& be = m.backend();
+  std::optional<InjectedFailureBackend> failing;
+  if (!injected_failure_.empty() && r.name == injected_failure_)
+    failing.emplace(m.backend(), r.name);
+  Backend& be = failing ? *failing : m.backend();
   const int n = be.size();
   const int me = be.rank();
   const std::size_t esz = dtype_size(r.dtype);
@@ -243,9 +298,14 @@ Status Executor::run_single(TensorMemory& m, const Response& r, Entry* e, const 
     return nullptr;
   };
   // An output this rank could not allocate: the call still needs a place to receive into.
+  // One it could is written only after its allocation (a block a caching allocator reuses
+  // may still be read or written by its previous owner's queued kernels).
   auto output = [&](Entry& entry, const std::vector<int64_t>& shape, std::size_t bytes) {
     StatusOr<TensorRef> out = output_for(entry, shape);
-    if (out.ok()) return out->data;
+    if (out.ok()) {
+      keep(m.wait_allocated(*out));
+      return out->data;
+    }
     keep(out.status());
     return static_cast<void*>(have(m.scratch(bytes)));
   };
@@ -321,14 +381,19 @@ Status Executor::run_single(TensorMemory& m, const Response& r, Entry* e, const 
     case OpType::kAddProcessSet:
     case OpType::kRemoveProcessSet: break;
   }
-  if (s.ok()) s = m.synchronize(r, 1);
-  const Clock::time_point t2 = Clock::now();
-  if (e) {
-    if (m.timed_on_host() && t1 > t0) trace(r.name, TimelinePhase::kMemcpyIn, t0, t1);
-    trace(r.name, TimelinePhase::kCollective, m.timed_on_host() ? t1 : t0, t2);
-    finish(*e, s.ok() ? local : s);
-  }
-  return s;
+  // The handle completes once the device work on its buffers is done, or ended after a
+  // failure (DeferredBatches::complete).
+  const bool timed = m.timed_on_host();
+  return complete_batch(m, r, 1, std::move(s),
+                        [this, &r, e, local, t0, t1, timed, &finish](const Status& done) {
+                          const Clock::time_point t2 = Clock::now();
+                          if (e) {
+                            if (timed && t1 > t0) trace(r.name, TimelinePhase::kMemcpyIn, t0, t1);
+                            trace(r.name, TimelinePhase::kCollective, timed ? t1 : t0, t2);
+                            finish(*e, done.ok() ? local : done);
+                          }
+                          return done;
+                        });
 }
 
 }  // namespace chorus

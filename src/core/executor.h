@@ -48,6 +48,9 @@ class Executor {
   /// Where the phases of later responses are recorded (null: nowhere). Between execute()
   /// calls: start_timeline/stop_timeline switch it there.
   void set_timeline(Timeline* timeline) { timeline_ = timeline; }
+  /// CHORUS_TEST_FAIL_COLLECTIVE (tests only): the backend call of the batch holding the
+  /// collective `name` fails on this rank (core/injected_failure.h); empty: none.
+  void set_injected_failure(std::string name) { injected_failure_ = std::move(name); }
 
   /// Executes `responses` in order. `entries` maps names to this rank's entries; `finish`
   /// is called once for every entry a response names (then the caller drops it).
@@ -59,10 +62,13 @@ class Executor {
   /// True if executing `responses` makes no MPI, NCCL or CUDA call: each one is on host
   /// memory and failed, or is an allreduce on a backend that reduces without MPI.
   bool runs_without_mpi(const std::vector<std::shared_ptr<const Response>>& responses) const;
+  /// After a failure that stops the runtime (`why`): the set's GPU communicators are aborted
+  /// and its stream drained, so that tearing the set down waits for no peer.
+  void abandon_device(const Status& why);
 
  private:
   // One batch of the plan on `m`: a fused allreduce, or one response alone. Synchronized
-  // before the entries finish.
+  // before the entries finish, or, after a failure, ended (TensorMemory::fail).
   Status run_batch(TensorMemory& m, const std::vector<Job>& batch, Clock::time_point agreed,
                    const Finish& finish);
   Status run_fused_allreduce(TensorMemory& m, const std::vector<Job>& batch,
@@ -72,6 +78,8 @@ class Executor {
   Status run_grouped_allgather(const std::vector<Job>& batch, const Finish& finish);
   Status run_grouped_reducescatter(const std::vector<Job>& batch, const Finish& finish);
   StatusOr<TensorRef> output_for(Entry& e, const std::vector<int64_t>& shape);
+  // Completes the device's batches still in flight, in order (TensorMemory::deferred).
+  Status settle_device();
   void trace(const std::string& name, TimelinePhase phase, Clock::time_point start,
              Clock::time_point end, std::string_view detail = {});
   // The set's GPU memory, made with its GPU context at the first CUDA response
@@ -86,6 +94,7 @@ class Executor {
   std::vector<gpu::CopyItem> copy_in_;   // a fused batch's packing
   std::vector<gpu::CopyItem> copy_out_;  // and unpacking
   GpuContextSetup gpu_setup_;
+  std::string injected_failure_;
   std::unique_ptr<TensorMemory> device_;
 };
 

@@ -4,24 +4,42 @@
 // Per batch: the communication stream waits on every input's ready event (no host wait),
 // one batched kernel packs the inputs into the device fusion buffer with the prescale
 // folded in, the backend reduces (NCCL enqueues on the stream; MPI stages), one batched
-// kernel unpacks with the average and postscale folded in, and the background thread then
-// waits for the stream (GpuContext::synchronize: sleeps, polls NCCL's async errors) before
-// the handles complete. The trainer's streams are never blocked.
+// kernel unpacks with the average and postscale folded in, and an event marks the batch's
+// end. The background thread goes on launching the round's next batches while the device
+// runs this one (up to kInFlight), and completes the handles of each batch, in order, once
+// its event has passed (seen between launches, or GpuContext::wait: sleeps, polls NCCL's
+// async errors, bounded). A NCCL kernel is enqueued only after the host saw the batch's
+// inputs produced (GpuContext::await_producers), so that an abort never waits behind them.
+// Every batch uses the one stream, so a batch's packing never overtakes the unpacking of
+// the one before it in the shared fusion buffer. The trainer's streams are never blocked.
+// An output that an allocator made is written only after the stream it was allocated for
+// reaches the allocation, and a failed batch's handles complete only after its device
+// work ended.
 
 #include <cuda_runtime_api.h>
 
+#include <deque>
+
 #include "base/logging.h"
 #include "core/executor.h"
+#include "kernels/cuda_check.h"
 
 namespace chorus {
 namespace {
 
-class CudaMemory final : public TensorMemory {
+class CudaMemory final : public TensorMemory, public DeferredBatches {
  public:
   explicit CudaMemory(std::unique_ptr<GpuContext> g) : g_(std::move(g)) {}
+  // Nothing is in flight here: Executor::execute settles every round before it returns.
+  ~CudaMemory() override {
+    for (void* e : events_) cudaEventDestroy(static_cast<cudaEvent_t>(e));
+  }
 
   Backend& backend() override { return g_->backend(); }
   Status wait_ready(const Entry& e) override { return g_->wait_ready(e.ready_event.get()); }
+  Status wait_allocated(const TensorRef& out) override {
+    return g_->wait_allocated(out.ready_stream, out.ready_event);
+  }
   Status copy(const std::vector<gpu::CopyItem>& items, DataType dtype,
               kernels::Scale scale) override {
     return g_->copy(items, dtype, scale);
@@ -36,14 +54,104 @@ class CudaMemory final : public TensorMemory {
   std::size_t fusion_alignment(std::size_t) const override { return 16; }
   bool scales_on_unpack() const override { return true; }
   bool timed_on_host() const override { return false; }
-  Status synchronize(const Response& first, std::size_t tensors) override {
+  DeferredBatches* deferred() override { return this; }
+
+  Status complete(const Response& first, std::size_t tensors, Status s, Done done) override {
+    g_->end_batch();
     std::string during = std::string(op_type_name(first.op)) + " '" + first.name + "'";
     if (tensors > 1) during += " and " + std::to_string(tensors - 1) + " more fused tensors";
-    return g_->synchronize(during);
+    if (!s.ok()) return fail_all(Status(s.code(), during + ": " + s.message()), &done);
+    StatusOr<void*> event = take_event();
+    if (!event.ok()) return fail_all(event.status(), &done);
+    if (Status r = g_->record(*event); !r.ok()) {
+      events_.push_back(*event);
+      return fail_all(r, &done);
+    }
+    in_flight_.push_back({*event, std::move(during), std::move(done)});
+    // A bounded queue: past kInFlight batches, the oldest completes before this returns.
+    Status first_failure = complete_finished();
+    if (in_flight_.size() > kInFlight) {
+      Status oldest = complete_oldest();
+      if (first_failure.ok()) first_failure = oldest;
+    }
+    return first_failure;
   }
 
+  Status settle() override {
+    Status first;
+    while (!in_flight_.empty()) {
+      Status s = complete_oldest();
+      if (first.ok()) first = s;
+    }
+    return first;
+  }
+
+  void abandon(const Status& why) override { g_->fail(why); }
+
  private:
+  // Batches launched and not yet completed, at most this many: enough to hide the host's
+  // work for one batch (negotiation is per round, packing and the NCCL call per batch)
+  // behind the device's for the ones before it. The copy kernels' descriptor ring holds
+  // two launches per batch for every batch in flight and the one being launched.
+  static constexpr std::size_t kInFlight = gpu::BatchedCopy::kSlots / 2 - 1;
+  struct InFlight {
+    void* event;  // cudaEvent_t recorded after the batch's work
+    std::string during;
+    Done done;
+  };
+
+  StatusOr<void*> take_event() {
+    if (!events_.empty()) {
+      void* e = events_.back();
+      events_.pop_back();
+      return e;
+    }
+    cudaEvent_t e = nullptr;
+    CHORUS_CUDA_CHECK(cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+    return static_cast<void*>(e);
+  }
+
+  // Pops the oldest batch and completes it with `s`.
+  Status pop_oldest(const Status& s) {
+    InFlight b = std::move(in_flight_.front());
+    in_flight_.pop_front();
+    events_.push_back(b.event);
+    return b.done(s);
+  }
+
+  // Completes the batches at the front whose work the device has finished, without waiting.
+  Status complete_finished() {
+    Status first;
+    while (!in_flight_.empty() &&
+           cudaEventQuery(static_cast<cudaEvent_t>(in_flight_.front().event)) == cudaSuccess) {
+      Status s = pop_oldest(Status());
+      if (first.ok()) first = s;
+    }
+    return first;
+  }
+
+  // Waits for the oldest batch's work and completes it; after a failure, ends the rest.
+  Status complete_oldest() {
+    Status s = g_->wait(in_flight_.front().event, in_flight_.front().during);
+    if (!s.ok()) return fail_all(std::move(s), nullptr);  // wait() ended the work
+    return pop_oldest(s);
+  }
+
+  // A failure `s`: the batches whose work had finished complete as they are; then the device
+  // work of the rest is ended (GpuContext::fail aborts the communicators and drains the
+  // stream, once) before they, in order, and `last` (the failing batch, if it was not
+  // launched yet) complete with `s`.
+  Status fail_all(Status s, Done* last) {
+    complete_finished();  // before the abort, after which every event passes
+    s = g_->fail(std::move(s));
+    while (!in_flight_.empty()) pop_oldest(s);
+    if (last) (*last)(s);
+    return s;
+  }
+
   std::unique_ptr<GpuContext> g_;
+  std::deque<InFlight> in_flight_;
+  std::vector<void*> events_;  // cudaEvent_t, free for the next batch
 };
 
 }  // namespace

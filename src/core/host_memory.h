@@ -20,6 +20,7 @@ class HostMemory final : public TensorMemory {
   /// The backend's allreduce makes no MPI call (Backend::allreduce_without_mpi).
   bool allreduce_without_mpi() const { return backend_->allreduce_without_mpi(); }
   Status wait_ready(const Entry&) override { return {}; }
+  Status wait_allocated(const TensorRef&) override { return {}; }
   Status copy(const std::vector<gpu::CopyItem>& items, DataType dtype,
               kernels::Scale scale) override;
   Status zero(void* dst, std::size_t bytes) override;
@@ -30,7 +31,7 @@ class HostMemory final : public TensorMemory {
   std::size_t fusion_alignment(std::size_t element) const override { return element; }
   bool scales_on_unpack() const override { return false; }
   bool timed_on_host() const override { return true; }
-  Status synchronize(const Response&, std::size_t) override { return {}; }
+  DeferredBatches* deferred() override { return nullptr; }
 
  private:
   Backend* backend_;

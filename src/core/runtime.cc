@@ -271,9 +271,16 @@ void Runtime::loop() {
   // must find Chorus stopped, not a queue that no one will take.
   std::vector<Entry> queued;
   submissions_.stop(ended, &queued);
+  // No entry failed here has device work queued: every round's batches completed before
+  // the round ended (Executor::execute).
   fail_all(ended);
   for (Entry& e : queued) release(e, ended);
   if (timeline_) timeline_->stop();
+  // After a failure the ranks are out of step: a set's GPU communicators are aborted, never
+  // finalized with peers that may not take part.
+  if (!mpi_usable) {
+    for (auto& [id, set] : sets_) set->executor->abandon_device(ended);
+  }
   sets_.clear();
   topology_groups_ = {};
   Status fin = mpi_usable ? world_->finalize() : ended;

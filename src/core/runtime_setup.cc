@@ -19,14 +19,6 @@
 #endif
 
 namespace chorus {
-namespace {
-
-// How long the background thread waits for a GPU collective's stream before aborting the
-// set's NCCL communicators: NCCL does not report a peer that never joined a collective, so
-// without a bound such a wait never ends. Generous: a peer's ready event may come late.
-constexpr auto kGpuSyncTimeout = std::chrono::minutes(5);
-
-}  // namespace
 
 // Each step's outcome is agreed (core/init_agreement.h), so that every rank fails together
 // where one does, instead of the others waiting in the next collective call. The steps that
@@ -182,8 +174,12 @@ StatusOr<std::unique_ptr<Runtime::SetState>> Runtime::make_set(int32_t id,
   gpu.map = &map_;
   gpu.device = &gpu_device_;
   gpu.local_rank = map_.local_rank;
-  gpu.sync_timeout = kGpuSyncTimeout;
+  gpu.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+      std::chrono::duration<double>(config_.gpu_timeout_seconds));
+  gpu.shared_gpu_nccl = config_.test_shared_gpu;
+  gpu.ranks = ranks;
   set->executor->set_gpu_setup(gpu);
+  set->executor->set_injected_failure(config_.test_fail_collective);
   return set;
 }
 

@@ -2,13 +2,14 @@
 // Where one batch's tensors live, for the executor's one routine per op (core/executor.cc):
 // the few steps that differ between host memory and a CUDA device. The host's steps run
 // on the calling thread and are done when they return; a device's are enqueued on the
-// set's stream (collectives/gpu_context.h) and done at synchronize().
+// set's stream (collectives/gpu_context.h) and done when DeferredBatches says so.
 //
 // Failures: a step's Status is this rank's own failure (the executor still makes the
 // backend call, so the other members never wait for this rank); a pointer that cannot be
 // had (device memory) is returned as a failure of the collective.
 
 #include <cstddef>
+#include <functional>
 #include <vector>
 
 #include "chorus/status.h"
@@ -20,6 +21,30 @@
 
 namespace chorus {
 
+/// The batches of a memory whose steps are only enqueued (a device's): each completes once
+/// its work is done, in launch order, while later batches are launched.
+class DeferredBatches {
+ public:
+  using Done = std::function<Status(const Status&)>;
+  virtual ~DeferredBatches() = default;
+
+  /// Called when a batch's steps have all been made, with `s`, the backend's result (or
+  /// memory that could not be had). With `s` ok the batch is left in flight; `done` is
+  /// called with its final Status once its work is done, and what `done` returns is the
+  /// batch's Status for the runtime (non-ok stops it). After a failure (`s`, or a failed
+  /// wait), every batch in flight whose work had not finished, this one included, gets the
+  /// failure only after the device work on its buffers has ended (the stream drained after
+  /// the communicators were aborted): a caller may free or reuse its tensors as soon as its
+  /// handle completes. `first` and `tensors` name the batch in messages. Returns the first
+  /// failure met, else OK.
+  virtual Status complete(const Response& first, std::size_t tensors, Status s, Done done) = 0;
+  /// Completes every batch in flight, in order; returns the first failure.
+  virtual Status settle() = 0;
+  /// After a failure elsewhere (`why`) that stops the runtime, nothing in flight: ends what
+  /// the backend may still wait for (communicators aborted, stream drained).
+  virtual void abandon(const Status& why) = 0;
+};
+
 class TensorMemory {
  public:
   virtual ~TensorMemory() = default;
@@ -29,6 +54,10 @@ class TensorMemory {
   /// Orders what follows after the producer's last write of `e`'s input (CUDA: the
   /// stream waits on the entry's ready event; host: nothing to wait for).
   virtual Status wait_ready(const Entry& e) = 0;
+  /// Orders what follows after the allocation of `out`, an output the caller's allocator
+  /// just made (CUDA: after out.ready_event, else after the work queued so far on
+  /// out.ready_stream, the stream the allocator handed the block out for; host: nothing).
+  virtual Status wait_allocated(const TensorRef& out) = 0;
   /// dst = scale(src) for every item (one batched kernel on a device).
   virtual Status copy(const std::vector<gpu::CopyItem>& items, DataType dtype,
                       kernels::Scale scale) = 0;
@@ -49,9 +78,9 @@ class TensorMemory {
   /// True if a step's time is known on the host when it returns; false where the work is
   /// only enqueued, and the timeline then records the batch's whole span as one phase.
   virtual bool timed_on_host() const = 0;
-  /// Waits until every step so far is done: the batch of `tensors` whose first is `first`,
-  /// which a failure names.
-  virtual Status synchronize(const Response& first, std::size_t tensors) = 0;
+  /// Where this memory's batches complete later (a device's: its steps are only enqueued);
+  /// null where a batch is done when its steps return (the host's): it completes at once.
+  virtual DeferredBatches* deferred() = 0;
 };
 
 }  // namespace chorus

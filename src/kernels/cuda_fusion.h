@@ -44,13 +44,18 @@ class BatchedCopy {
   /// Enqueues one kernel on `stream` (a cudaStream_t) that copies and scales every item.
   /// Returns once enqueued; the copies run in stream order, and `items` may be reused at
   /// once. Never waits for the GPU except, for a large batch, for the upload of the batch
-  /// that used the same slot several launches ago (a sleeping wait, not a spin).
+  /// that used the same slot kSlots launches ago (a sleeping wait, not a spin).
   Status launch(const std::vector<CopyItem>& items, DataType dtype, kernels::Scale scale,
                 void* stream);
 
+  /// Descriptor slots in the ring. A fused batch takes two launches (pack, unpack), so with
+  /// at most kSlots / 2 batches on a stream at once (the executor's batches in flight), the
+  /// upload a slot waits for belongs to a batch that has completed: that wait never sits
+  /// behind a collective that a dead peer holds up.
+  static constexpr std::size_t kSlots = 10;
+
  private:
   struct Slot;  // pinned and device descriptors with the event of their last upload
-  static constexpr std::size_t kSlots = 4;
 
   BatchedCopy() = default;
   StatusOr<Slot*> next_slot(std::size_t items);
@@ -58,6 +63,10 @@ class BatchedCopy {
   int device_ = 0;
   std::vector<Slot> slots_;
   std::size_t next_ = 0;
+  // Descriptors of slots that grew, freed with the object: freeing them while batches are in
+  // flight would wait for the device.
+  std::vector<void*> retired_host_;
+  std::vector<void*> retired_device_;
 };
 
 /// Fills `bytes` bytes at `dst` (device) with zeros on `stream`.

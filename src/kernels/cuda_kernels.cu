@@ -238,8 +238,9 @@ Status launch_kernel(const Items& items, int64_t blocks, bool plain, DataType dt
 // The slot ring: a batch too large for the parameters writes its descriptors into the next
 // slot's pinned memory, uploads them on the stream and records the slot's event. Before a
 // slot is rewritten its previous upload must have finished; with kSlots slots that upload
-// is kSlots batches old, so the wait is normally already over, and when it is not, the
-// event's blocking sync puts the background thread to sleep instead of spinning a core.
+// is kSlots launches old, of a batch that has completed (cuda_fusion.h), so the wait is
+// normally already over, and when it is not, the event's blocking sync puts the background
+// thread to sleep instead of spinning a core.
 struct BatchedCopy::Slot {
   Descriptor* host = nullptr;    // pinned
   Descriptor* device = nullptr;  // device copy the kernel reads
@@ -273,6 +274,8 @@ BatchedCopy::~BatchedCopy() {
     if (slot.host) cudaFreeHost(slot.host);
     if (slot.device) cudaFree(slot.device);
   }
+  for (void* p : retired_host_) cudaFreeHost(p);
+  for (void* p : retired_device_) cudaFree(p);
 }
 
 StatusOr<BatchedCopy::Slot*> BatchedCopy::next_slot(std::size_t items) {
@@ -283,8 +286,8 @@ StatusOr<BatchedCopy::Slot*> BatchedCopy::next_slot(std::size_t items) {
   if (items > slot.capacity) {
     std::size_t want = slot.capacity == 0 ? 2 * kInlineLarge : slot.capacity;
     while (want < items) want *= 2;
-    if (slot.host) CHORUS_CUDA_CHECK(cudaFreeHost(slot.host));
-    if (slot.device) CHORUS_CUDA_CHECK(cudaFree(slot.device));
+    if (slot.host) retired_host_.push_back(slot.host);
+    if (slot.device) retired_device_.push_back(slot.device);
     slot.host = nullptr;
     slot.device = nullptr;
     slot.capacity = 0;

@@ -5,6 +5,7 @@
 // CHORUS_TORCH_CUDA: CMake found a LibTorch built with CUDA (cmake/ChorusOptions.cmake).
 // The header alone would not tell: Debian's CPU-only LibTorch ships it too.
 #if CHORUS_TORCH_CUDA
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #endif
 
@@ -55,13 +56,35 @@ TensorRef to_ref(const ::torch::Tensor& tensor, const std::string& name) {
 #if CHORUS_TORCH_CUDA
   // Torch queues a tensor's producers on the current stream of its device, which need not
   // be the legacy default stream Chorus waits for otherwise (types.h). Read on the calling
-  // thread: for an input, the trainer's (or autograd's) thread submitting it. An output that
-  // the background thread allocates gets that thread's stream, which Chorus ignores.
+  // thread: for an input, the trainer's (or autograd's) thread submitting it; for an output
+  // that the background thread allocates, the submitter's stream (OutputMaker).
   if (tensor.is_cuda()) {
     ref.ready_stream = c10::cuda::getCurrentCUDAStream(tensor.device().index()).stream();
   }
 #endif
   return ref;
+}
+
+OutputMaker::OutputMaker(const ::torch::Tensor& like) : like_(like) {
+#if CHORUS_TORCH_CUDA
+  if (like.is_cuda()) stream_ = c10::cuda::getCurrentCUDAStream(like.device().index()).unwrap();
+#endif
+}
+
+std::pair<::torch::Tensor, TensorRef> OutputMaker::operator()(const std::vector<int64_t>& shape,
+                                                              const std::string& name) const {
+#if CHORUS_TORCH_CUDA
+  if (stream_) {
+    // Allocated and described with the caller's stream current: the block comes from its
+    // pool, and to_ref() names it as the output's ready_stream.
+    c10::cuda::CUDAStreamGuard guard(
+        c10::cuda::CUDAStream(c10::cuda::CUDAStream::UNCHECKED, *stream_));
+    ::torch::Tensor out = empty_like_with_shape(like_, shape);
+    return {out, to_ref(out, name)};
+  }
+#endif
+  ::torch::Tensor out = empty_like_with_shape(like_, shape);
+  return {out, to_ref(out, name)};
 }
 
 ::torch::Tensor empty_like_with_shape(const ::torch::Tensor& like,

@@ -54,16 +54,18 @@ Tensor in_place_buffer(State& s, const Tensor& tensor) {
 }
 
 // Gives the core an allocator that creates output `index` as a torch tensor like `like`,
-// kept in s.allocated[index].
+// kept in s.allocated[index]. Made on the submitting thread, whose current stream a CUDA
+// output is allocated for and ordered after (OutputMaker).
 OutputAllocator allocator_into(State& s, std::size_t index, const Tensor& like,
                                const std::string& name) {
   if (!s.allocated) s.allocated = std::make_shared<std::vector<Tensor>>();
   if (s.allocated->size() <= index) s.allocated->resize(index + 1);
-  return [slot = s.allocated, index, like,
+  return [slot = s.allocated, index, make = OutputMaker(like),
           name](const std::vector<int64_t>& shape) -> StatusOr<TensorRef> {
     try {
-      (*slot)[index] = empty_like_with_shape(like, shape);
-      return to_ref((*slot)[index], name);
+      auto [tensor, ref] = make(shape, name);
+      (*slot)[index] = std::move(tensor);
+      return ref;
     } catch (const std::exception& e) {
       return internal_error("allocating the output of '" + name + "': " + e.what());
     }

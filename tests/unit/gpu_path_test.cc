@@ -94,6 +94,28 @@ TEST(GpuPath, ForcedNcclThatCannotRunFailsInsteadOfFallingBack) {
       << unbuilt.status().message();
 }
 
+// CHORUS_TEST_SHARED_GPU=1: NCCL on a shared GPU, auto or forced, the reason naming the test
+// mode; MPI when asked for; still no NCCL in a build without it.
+TEST(GpuPath, TestModeRunsNcclOnASharedGpu) {
+  for (GpuBackendRequest requested : {kAutoPath, kNcclPath}) {
+    GpuPathInputs in = inputs(true, true, false, requested);
+    in.shared_gpu_nccl = true;
+    GpuPathChoice c = choose(in);
+    EXPECT_EQ(c.path, GpuPath::kNccl) << c.reason;
+    EXPECT_NE(c.reason.find("CHORUS_TEST_SHARED_GPU=1"), std::string::npos) << c.reason;
+    EXPECT_NE(c.reason.find("ranks 0 and 1"), std::string::npos) << c.reason;
+  }
+  GpuPathInputs mpi = inputs(true, true, false, kMpiPath);
+  mpi.shared_gpu_nccl = true;
+  EXPECT_EQ(choose(mpi).path, GpuPath::kMpiStaged);
+  GpuPathInputs unbuilt = inputs(false, true, false);
+  unbuilt.shared_gpu_nccl = true;
+  EXPECT_EQ(choose(unbuilt).path, GpuPath::kMpiStaged);
+  GpuPathInputs own = inputs(true, false, false);
+  own.shared_gpu_nccl = true;
+  EXPECT_EQ(choose(own).reason.find("TEST"), std::string::npos) << "no GPU is shared";
+}
+
 TEST(GpuPath, ParseAndNameTheSetting) {
   const std::pair<const char*, GpuBackendRequest> good[] = {
       {"", kAutoPath}, {"auto", kAutoPath}, {"nccl", kNcclPath}, {"mpi", kMpiPath}};
