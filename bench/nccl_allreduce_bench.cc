@@ -17,10 +17,18 @@
 // side reduces once from rank-specific values, and every element of the result is checked
 // against the exact sum (small integers, exact in float32): a wrong value exits 1.
 //
-// Run plainly on one rank, or under mpirun with one rank per GPU (device: local rank mod
-// device count). Without a CUDA device it prints "SKIPPED: no CUDA device" and exits 77.
+// With --tensors N, an iteration is N allreduces of the size on N slices of the buffer: raw,
+// N ncclAllReduce calls then one stream synchronization; Chorus, N handles submitted at once
+// (names .0 to .N-1), then every one waited for. Under a small CHORUS_FUSION_THRESHOLD each
+// tensor is a batch of its own, and the figure is Chorus's throughput of small batches,
+// whose launches overlap the device's work on the ones before (RESULT's batches_per_s).
 //
-//   nccl_allreduce_bench [--sizes 4,1M,64M] [--rounds N] [--iters N]
+// Run plainly on one rank, or under mpirun with one rank per GPU (device: local rank mod
+// device count), or with ranks sharing a GPU under CHORUS_TEST_SHARED_GPU=1 (every rank its
+// own NCCL_HOSTID: tests/gpu/multirank_rank.sh). Without a CUDA device it prints "SKIPPED: no
+// CUDA device" and exits 77.
+//
+//   nccl_allreduce_bench [--sizes 4,1M,64M] [--rounds N] [--iters N] [--tensors N]
 
 #include <cuda_runtime_api.h>
 #include <mpi.h>
@@ -51,12 +59,14 @@ constexpr char kUsage[] =
     "  --sizes LIST   float32 allreduce sizes in bytes, comma-separated, each a multiple of 4;\n"
     "                 suffixes K, M, G (KiB, MiB, GiB) allowed (default 4,1M,64M)\n"
     "  --rounds N     timed rounds per side and size (default 21)\n"
-    "  --iters N      iterations per round (default: 1 GiB / size, between 10 and 200)\n";
+    "  --iters N      iterations per round (default: 1 GiB / size, between 10 and 200)\n"
+    "  --tensors N    allreduces per iteration, each on its own slice (default 1)\n";
 
 struct Args {
   std::vector<int64_t> sizes = {4, kMiB, 64 * kMiB};
   int rounds = 21;
   int iters = 0;  // 0: per size, iterations_for()
+  int tensors = 1;
 };
 
 // Prints `what` with this rank and aborts every rank: a figure measured after a failed
@@ -128,10 +138,10 @@ bool parse_args(int argc, char** argv, Args* a) {
         a->sizes.push_back(bytes);
         at = comma + 1;
       }
-    } else if (flag == "--rounds" || flag == "--iters") {
+    } else if (flag == "--rounds" || flag == "--iters" || flag == "--tensors") {
       const int n = std::atoi(value.c_str());
       if (n < 1) return false;
-      (flag == "--rounds" ? a->rounds : a->iters) = n;
+      (flag == "--rounds" ? a->rounds : flag == "--iters" ? a->iters : a->tensors) = n;
     } else {
       return false;
     }
@@ -141,7 +151,7 @@ bool parse_args(int argc, char** argv, Args* a) {
 
 int iterations_for(int64_t bytes, const Args& args) {
   if (args.iters > 0) return args.iters;
-  return static_cast<int>(std::clamp<int64_t>(1024 * kMiB / bytes, 10, 200));
+  return static_cast<int>(std::clamp<int64_t>(1024 * kMiB / (bytes * args.tensors), 10, 200));
 }
 
 std::string fmt_bytes(int64_t bytes) {
@@ -172,14 +182,14 @@ std::vector<float> rank_values(int64_t n, const World& w) {
   return v;
 }
 
-// Whether every element of the device buffer holds the expected sum; prints the first
-// wrong one. Not collective.
-bool holds_sum(const float* dev, int64_t n, const World& w, const char* side) {
-  std::vector<float> got(n);
-  BENCH_CUDA(cudaMemcpy(got.data(), dev, n * sizeof(float), cudaMemcpyDeviceToHost));
+// Whether every element of the `tensors` slices of `n` floats holds the expected sum; prints
+// the first wrong one. Not collective.
+bool holds_sum(const float* dev, int64_t n, int tensors, const World& w, const char* side) {
+  std::vector<float> got(n * tensors);
+  BENCH_CUDA(cudaMemcpy(got.data(), dev, got.size() * sizeof(float), cudaMemcpyDeviceToHost));
   const float ranks_sum = static_cast<float>(w.size * (w.size + 1) / 2);
-  for (int64_t i = 0; i < n; ++i) {
-    const float want = static_cast<float>(1 + i % 8) * ranks_sum;
+  for (int64_t i = 0; i < n * tensors; ++i) {
+    const float want = static_cast<float>(1 + i % n % 8) * ranks_sum;
     if (got[i] != want) {
       std::fprintf(stderr, "rank %d: wrong %s result: element %lld of %lld is %g, expected %g\n",
                    w.rank, side, static_cast<long long>(i), static_cast<long long>(n),
@@ -197,21 +207,32 @@ struct Sides {
   float* buffer = nullptr;
   int device = 0;
 
+  int tensors = 1;  // slices of the buffer per iteration
+  mutable std::vector<chorus::Handle> handles;
+
   void raw(int64_t n) const {
-    BENCH_NCCL(ncclAllReduce(buffer, buffer, static_cast<std::size_t>(n), ncclFloat, ncclSum, comm,
-                             stream));
+    for (int k = 0; k < tensors; ++k) {
+      float* slice = buffer + k * n;
+      BENCH_NCCL(ncclAllReduce(slice, slice, static_cast<std::size_t>(n), ncclFloat, ncclSum, comm,
+                               stream));
+    }
     BENCH_CUDA(cudaStreamSynchronize(stream));
   }
   void chorus(int64_t n, const std::string& name) const {
     chorus::TensorRef t;
-    t.data = buffer;
     t.dtype = chorus::DataType::kFloat32;
     t.shape = {n};
     t.device = chorus::Device::cuda(device);
     t.ready_stream = stream;
     chorus::AllreduceOptions o;
     o.op = chorus::ReduceOp::kSum;
-    chorus_check(chorus::allreduce(name, t, t, o).wait(), "chorus::allreduce");
+    handles.clear();
+    for (int k = 0; k < tensors; ++k) {
+      t.data = buffer + k * n;
+      handles.push_back(
+          chorus::allreduce(tensors == 1 ? name : name + "." + std::to_string(k), t, t, o));
+    }
+    for (const chorus::Handle& h : handles) chorus_check(h.wait(), "chorus::allreduce");
   }
 };
 
@@ -243,22 +264,25 @@ bool bench_size(const Sides& s, const World& w, int64_t bytes, const Args& args,
   const std::vector<float> values = rank_values(n, w);
   // On the sides' stream, which does not wait for the legacy default stream.
   auto upload = [&] {
-    BENCH_CUDA(cudaMemcpyAsync(s.buffer, values.data(), bytes, cudaMemcpyHostToDevice, s.stream));
+    for (int k = 0; k < s.tensors; ++k) {
+      BENCH_CUDA(cudaMemcpyAsync(s.buffer + k * n, values.data(), bytes, cudaMemcpyHostToDevice,
+                                 s.stream));
+    }
     BENCH_CUDA(cudaStreamSynchronize(s.stream));
   };
   upload();
   s.raw(n);
-  bool ok = holds_sum(s.buffer, n, w, "ncclAllReduce");
+  bool ok = holds_sum(s.buffer, n, s.tensors, w, "ncclAllReduce");
   upload();
   s.chorus(n, name);
-  ok = holds_sum(s.buffer, n, w, "chorus::allreduce") && ok;
+  ok = holds_sum(s.buffer, n, s.tensors, w, "chorus::allreduce") && ok;
   int all_ok = ok ? 1 : 0;
   mpi_check(MPI_Allreduce(MPI_IN_PLACE, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD),
             "MPI_Allreduce(check)");
   if (!all_ok) return false;
 
   // Zeros: in-place sums stay zero however many rounds run.
-  BENCH_CUDA(cudaMemsetAsync(s.buffer, 0, bytes, s.stream));
+  BENCH_CUDA(cudaMemsetAsync(s.buffer, 0, bytes * s.tensors, s.stream));
   BENCH_CUDA(cudaStreamSynchronize(s.stream));
   const int iters = iterations_for(bytes, args);
   auto raw = [&] { s.raw(n); };
@@ -277,8 +301,8 @@ bool bench_size(const Sides& s, const World& w, int64_t bytes, const Args& args,
   }
   *row = {bytes, median(raw_t) * 1e6, median(chorus_t) * 1e6};
   if (w.rank == 0) {
-    std::printf("\n%s (%lld float32), %d rounds x %d iterations, medians over rounds\n",
-                fmt_bytes(bytes).c_str(), static_cast<long long>(n), args.rounds, iters);
+    std::printf("\n%d x %s (%lld float32), %d rounds x %d iterations, medians over rounds\n",
+                s.tensors, fmt_bytes(bytes).c_str(), static_cast<long long>(n), args.rounds, iters);
     std::printf(
         "| raw ncclAllReduce µs | chorus::allreduce µs | ratio raw/chorus | overhead µs |\n");
     std::printf("|---:|---:|---:|---:|\n");
@@ -304,8 +328,11 @@ World find_world() {
 }
 
 int run(const Args& args, World w, int devices) {
-  // NCCL needs one GPU per rank; say so instead of failing inside ncclCommInitRank.
-  int shared = w.local_size > devices ? 1 : 0;
+  // NCCL needs one GPU per rank; say so instead of failing inside ncclCommInitRank. Ranks
+  // that share one on purpose (a test of NCCL at n > 1 on one GPU) give their own host ids.
+  const char* test_mode = std::getenv("CHORUS_TEST_SHARED_GPU");
+  const bool sharing = test_mode && std::string(test_mode) == "1";
+  int shared = w.local_size > devices && !sharing ? 1 : 0;
   mpi_check(MPI_Allreduce(MPI_IN_PLACE, &shared, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD),
             "MPI_Allreduce(layout)");
   if (shared) {
@@ -325,13 +352,14 @@ int run(const Args& args, World w, int devices) {
 
   Sides s;
   s.device = w.device;
+  s.tensors = args.tensors;
   ncclUniqueId id;
   if (w.rank == 0) BENCH_NCCL(ncclGetUniqueId(&id));
   mpi_check(MPI_Bcast(&id, sizeof(id), MPI_BYTE, 0, MPI_COMM_WORLD), "MPI_Bcast(id)");
   BENCH_NCCL(ncclCommInitRank(&s.comm, w.size, id, w.rank));
   BENCH_CUDA(cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking));
   const int64_t largest = *std::max_element(args.sizes.begin(), args.sizes.end());
-  BENCH_CUDA(cudaMalloc(&s.buffer, largest));
+  BENCH_CUDA(cudaMalloc(&s.buffer, largest * args.tensors));
 
   if (w.rank == 0) {
     int nccl = 0;
@@ -340,8 +368,9 @@ int run(const Args& args, World w, int devices) {
     cudaGetDeviceProperties(&prop, w.device);
     std::printf(
         "nccl_allreduce_bench: %d rank(s), %d per host, %s; NCCL %d; "
-        "CHORUS_GPU_BACKEND=%s\n",
-        w.size, w.local_size, prop.name, nccl, std::getenv("CHORUS_GPU_BACKEND"));
+        "CHORUS_GPU_BACKEND=%s; CHORUS_FUSION_THRESHOLD=%s\n",
+        w.size, w.local_size, prop.name, nccl, std::getenv("CHORUS_GPU_BACKEND"),
+        std::getenv("CHORUS_FUSION_THRESHOLD") ? std::getenv("CHORUS_FUSION_THRESHOLD") : "auto");
   }
   std::vector<Row> rows;
   bool ok = true;
@@ -357,9 +386,12 @@ int run(const Args& args, World w, int devices) {
     std::printf("\n");
     const Row* target = nullptr;
     for (const Row& r : rows) {
-      std::printf("RESULT size_bytes=%lld raw_us=%.2f chorus_us=%.2f ratio=%.4f overhead_us=%.2f\n",
-                  static_cast<long long>(r.bytes), r.raw_us, r.chorus_us, r.raw_us / r.chorus_us,
-                  r.chorus_us - r.raw_us);
+      std::printf(
+          "RESULT size_bytes=%lld tensors=%d raw_us=%.2f chorus_us=%.2f ratio=%.4f "
+          "overhead_us=%.2f batches_per_s=%.0f raw_per_s=%.0f\n",
+          static_cast<long long>(r.bytes), args.tensors, r.raw_us, r.chorus_us,
+          r.raw_us / r.chorus_us, (r.chorus_us - r.raw_us) / args.tensors,
+          args.tensors / r.chorus_us * 1e6, args.tensors / r.raw_us * 1e6);
       if (r.bytes == kTargetBytes) target = &r;
     }
     if (!target) {

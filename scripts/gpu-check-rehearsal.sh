@@ -15,7 +15,7 @@
 #   4. runs scripts/gpu-check.sh under chroot in a mount namespace of its own.
 # It passes when the check does: set-up passed (every kit binary finds its libraries, the
 # kit's mpirun ran 2 ranks of a CPU test), each GPU check reported "no CUDA device" and was
-# skipped, the build against the kit passed, and the summary has all seven rows. The summary
+# skipped, the build against the kit passed, and the summary has all eleven rows. The summary
 # and logs are left in WORK/out (default WORK: DIR/gpu-rehearsal). Exits 77, CTest's skip,
 # with the reason when it cannot run here: not root, no mount namespace, no root and no way
 # to make one.
@@ -95,9 +95,10 @@ verdict() { echo "gpu-check-rehearsal: $*"; }
 [[ -f $summary ]] || { verdict "FAILED: no summary written"; exit 1; }
 problems=()
 [[ $rc == 0 ]] || problems+=("gpu-check.sh exited $rc")
-[[ $(grep -c '^| [0-6] |' "$summary") == 7 ]] || problems+=("the summary does not have rows 0-6")
+[[ $(grep -cE '^[|] ([0-9]|10) [|]' "$summary") == 11 ]] ||
+  problems+=("the summary does not have rows 0-10")
 grep -q '^| 0 | .* | passed |' "$summary" || problems+=("set-up did not pass")
-for n in 1 2 3 4 6; do
+for n in 1 2 3 4 6 7 8 9 10; do
   grep -q "^| $n | .* | skipped: no CUDA device" "$summary" ||
     problems+=("check $n did not skip for want of a device")
 done

@@ -17,24 +17,36 @@
 #   5. Chorus::torch and chorus.torch built against the machine's torch (started at once,
 #      in the background, while 1-4 use the GPU), then their CUDA tests on 1 and 2 ranks;
 #   6. the LibTorch and the Python synthetic trainers on CUDA against PyTorch DDP on NCCL,
-#      1 rank each, same model and batch.
+#      1 rank each, same model and batch;
+#   7. the GPU path's defect tests (gpu.defect.*: a failed collective's handle, the GPU
+#      timeout; the output-order test runs with 5's build);
+#   8. NCCL at n > 1 on the one GPU (gpu.multirank.*: ranks sharing it over NCCL's sockets,
+#      CHORUS_TEST_SHARED_GPU): the collectives suite and the comparison with the host path
+#      at 2-4 ranks, the hierarchical allreduce on two fake hosts, a rank killed mid-collective;
+#   9. many small batches (1,000 x 4 KiB allreduces, one per batch) against raw NCCL: batches
+#      per second and the cost per batch, 1 rank, and 2 ranks sharing the GPU;
+#  10. with N >= 2 GPUs (nvidia-smi), one rank per GPU at np = N: the collectives suite,
+#      nccl_allreduce_bench (64 MiB >= 0.95x raw), the hierarchical allreduce on two fake
+#      hosts (N >= 4), and the trainers against DDP on NCCL (>= 1.0x).
+# Checks 7-9 run while 5's build goes on; the summary lists rows in check order.
 # Without a CUDA device each GPU check says so and is skipped; what needs no device (0, and
 # the build of 5) still runs. It writes DIR/gpu-summary.md (default DIR: $OUT, else
-# ./gpu-check-out), one row per check, and one log per check beside it (7 at most). Exit
-# status: 0 when no check failed, 1 otherwise. Write nothing else into DIR on a machine that
-# returns at most 8 files.
+# ./gpu-check-out), one row per check, and 7 logs beside it: 0-setup, 1-gpu-tests (checks
+# 1, 7, 8), 2-memcheck, 3-benches (3, 4, 9), 5-torch, 6-trainers, 10-multi-gpu. Exit status:
+# 0 when no check failed, 1 otherwise. Write nothing else into DIR on a machine that returns
+# at most 8 files.
 set -uo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 kit=$repo/.gpu-kit
 out=${OUT:-$repo/gpu-check-out}
-budget=450
+budget=480
 while [[ $# -gt 0 ]]; do
   case $1 in
     --kit) kit=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,41p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -177,7 +189,8 @@ if [[ -n $setup_ok ]]; then
     # tests with LibTorch, the Python module when Python's headers and pybind11 are there.
     targets=(chorus)
     if configured CHORUS_WITH_TORCH; then
-      targets+=(gpu_probe chorus_torch torch_cuda_test synthetic_benchmark)
+      targets+=(gpu_probe chorus_torch torch_cuda_test torch_output_order_test
+                synthetic_benchmark)
     fi
     configured CHORUS_WITH_PYTHON && targets+=(chorus_python)
     run "$torch_log" 300 cmake --build "$torch_build" -j "$jobs" --target "${targets[@]}"
@@ -200,27 +213,38 @@ ctest_counts() {
   echo "$((${total:-0} - ${failed_n:-0} - skipped_n)) passed, ${failed_n:-0} failed," \
        "$skipped_n skipped"
 }
-if [[ -z $setup_ok ]]; then
-  row 1 "GPU tests (ctest -L ^gpu$)" "skipped: set-up failed" "" "all pass"
-else
-  # The torch and Python GPU tests belong to the build of check 5.
-  run "$tests_log" 240 ctest --test-dir "$build" -L '^gpu$' -LE 'torch|python' \
-      --output-on-failure --no-tests=error -j 3
+# ctest_check NUMBER CHECK TARGET SECONDS CTEST_ARGS...: runs the kit build's tests that
+# CTEST_ARGS select, appends their output to 1-gpu-tests.log, and adds the check's row:
+# without a device every test must skip; with one every test must pass and none skip.
+ctest_check() {
+  local n=$1 name=$2 target=$3 secs=$4 part rc counts
+  shift 4
+  if [[ -z $setup_ok ]]; then
+    row "$n" "$name" "skipped: set-up failed" "" "$target"
+    return
+  fi
+  part=$(mktemp)
+  run "$part" "$secs" ctest --test-dir "$build" --output-on-failure --no-tests=error "$@"
   rc=$?
-  counts=$(ctest_counts "$tests_log")
+  counts=$(ctest_counts "$part")
+  cat "$part" >>"$tests_log"
+  rm -f "$part"
   if [[ -z $device ]]; then
     if [[ $rc == 0 && $counts == "0 passed, 0 failed,"* ]]; then
-      row 1 "GPU tests (ctest -L ^gpu$)" "$no_device" "$counts" "all pass"
+      row "$n" "$name" "$no_device" "$counts" "$target"
     else
-      row 1 "GPU tests (ctest -L ^gpu$)" "failed: without a device every test must skip" \
-          "$counts" "all pass"
+      row "$n" "$name" "failed: without a device every test must skip" "$counts" "$target"
     fi
   elif [[ $rc == 0 && $counts == *" 0 failed, 0 skipped" && $counts != "0 passed"* ]]; then
-    row 1 "GPU tests (ctest -L ^gpu$)" "passed" "$counts" "all pass"
+    row "$n" "$name" "passed" "$counts" "$target"
   else
-    row 1 "GPU tests (ctest -L ^gpu$)" "failed (1-gpu-tests.log)" "$counts" "all pass"
+    row "$n" "$name" "failed (1-gpu-tests.log)" "$counts" "$target"
   fi
-fi
+}
+# The torch and Python GPU tests belong to the build of check 5; the defect and multi-rank
+# tests are checks 7 and 8.
+ctest_check 1 "GPU tests (ctest -L ^gpu$)" "all pass" 240 -L '^gpu$' -LE 'torch|python' \
+    -E '^gpu[.](defect|multirank)[.]' -j 3
 
 # --- 2. compute-sanitizer -------------------------------------------------------------------
 memcheck_log=$out/2-memcheck.log
@@ -243,7 +267,7 @@ else
 fi
 
 # --- 3. pack/unpack against a device copy ----------------------------------------------------
-pack_log=$out/3-pack-bench.log
+pack_log=$out/3-benches.log
 : >"$pack_log"
 if [[ -z $device ]]; then
   row 3 "gpu_pack_bench vs device copy" "$no_device" "" ">= 0.8x one copy of the same bytes"
@@ -252,7 +276,7 @@ else
   for shape in "160 100000" "1000 1000"; do
     read -r n floats <<<"$shape"
     if ! run "$pack_log" 60 "$build/bench/gpu_pack_bench" "$n" "$floats"; then
-      verdict="failed (3-pack-bench.log)"
+      verdict="failed (3-benches.log)"
       figures+=("${n} x ${floats}: did not finish")
       continue
     fi
@@ -263,21 +287,21 @@ else
                field ratio_back_to_back "$line")x, enqueue $(field chorus_host_us "$line") µs vs $(
                field span_host_us "$line") µs")
     if [[ $(field gated "$line") != 1 ]]; then
-      verdict="failed: the device time includes the host's enqueueing (3-pack-bench.log)"
+      verdict="failed: the device time includes the host's enqueueing (3-benches.log)"
     fi
     if [[ -z $ratio ]]; then
-      verdict="failed: no result (3-pack-bench.log)"
+      verdict="failed: no result (3-benches.log)"
     elif awk -v r="$ratio" 'BEGIN {exit !(r < 0.8)}'; then
       verdict="failed: below target"
     fi
   done
   row 3 "gpu_pack_bench vs device copy" "$verdict" "$(IFS=';'; echo "${figures[*]}")" \
       ">= 0.8x one copy of the same bytes"
+  sed -i 's/^RESULT /RESULT-seen /' "$pack_log"  # checks 4 and 9 read their own
 fi
 
 # --- 4. allreduce on NCCL against raw NCCL ----------------------------------------------------
-nccl_log=$out/4-nccl-bench.log
-: >"$nccl_log"
+nccl_log=$pack_log
 nccl_target="64 MiB >= 0.95x raw with 2+ GPUs; on 1 rank, overhead in µs"
 if [[ -z $device ]]; then
   row 4 "allreduce on NCCL vs raw NCCL, 1 rank" "$no_device" "" "$nccl_target"
@@ -286,10 +310,10 @@ elif run "$nccl_log" 90 mpirun --bind-to none -np 1 "$build/bench/nccl_allreduce
   # in-place allreduce moves no data, so raw is an empty stream round trip and the ratio
   # compares fixed costs: the figure that matters there is Chorus's overhead in µs. The
   # 0.95x target applies with one rank per GPU on two or more GPUs.
-  figures=$(grep '^RESULT ' "$nccl_log" | while read -r line; do
+  figures=$(grep '^RESULT ' "$nccl_log" | grep ' tensors=1 ' | while read -r line; do
     echo -n "$(field size_bytes "$line") B: $(field ratio "$line")x, +$(field overhead_us "$line") µs; "
   done)
-  big=$(grep '^RESULT ' "$nccl_log" | grep 'size_bytes=67108864 ' | head -1)
+  big=$(grep '^RESULT ' "$nccl_log" | grep 'size_bytes=67108864 tensors=1 ' | head -1)
   if [[ -z $big ]]; then
     row 4 "allreduce on NCCL vs raw NCCL, 1 rank" "failed: no 64 MiB result" "$figures" \
         "$nccl_target"
@@ -298,7 +322,40 @@ elif run "$nccl_log" 90 mpirun --bind-to none -np 1 "$build/bench/nccl_allreduce
         "$figures" "$nccl_target"
   fi
 else
-  row 4 "allreduce on NCCL vs raw NCCL, 1 rank" "failed (4-nccl-bench.log)" "" "$nccl_target"
+  row 4 "allreduce on NCCL vs raw NCCL, 1 rank" "failed (3-benches.log)" "" "$nccl_target"
+fi
+
+# --- 7. the defects' tests ---------------------------------------------------------------------
+ctest_check 7 "GPU defect tests (gpu.defect.*)" "all pass" 120 -R '^gpu[.]defect[.]' -LE torch
+
+# --- 8. NCCL at n > 1 on one GPU -----------------------------------------------------------------
+# Each test declares its ranks (PROCESSORS); sockets on loopback carry NCCL's traffic.
+ctest_check 8 "multi-rank NCCL on one GPU (gpu.multirank.*)" "all pass" 240 \
+    -R '^gpu[.]multirank[.]' -LE torch -j 4
+
+# --- 9. many small batches against raw NCCL -----------------------------------------------------
+overlap_target="<= 5 µs per batch over raw NCCL, 1 rank (aim; not judged)"
+if [[ -z $device ]]; then
+  row 9 "1,000 small batches vs raw NCCL" "$no_device" "" "$overlap_target"
+else
+  # One tensor per batch: a 4 KiB threshold holds one 4 KiB tensor.
+  small=(--sizes 4K --tensors 1000 --rounds 7 --iters 5)
+  overlap_figures="" verdict=passed
+  for np in 1 2; do
+    launcher=(mpirun --bind-to none -np "$np")
+    [[ $np == 2 ]] && launcher+=("$repo/tests/gpu/multirank_rank.sh")
+    if CHORUS_FUSION_THRESHOLD=4096 run "$pack_log" 120 "${launcher[@]}" \
+         "$build/bench/nccl_allreduce_bench" "${small[@]}"; then
+      line=$(grep '^RESULT .* tensors=1000 ' "$pack_log" | tail -1)
+      overlap_figures+="${np} rank(s): $(field batches_per_s "$line") batches/s, raw NCCL $(
+                 field raw_per_s "$line")/s, +$(field overhead_us "$line") µs per batch; "
+    else
+      verdict="failed (3-benches.log)"
+      overlap_figures+="${np} rank(s): did not finish; "
+    fi
+    sed -i 's/^RESULT /RESULT-seen /' "$pack_log"
+  done
+  row 9 "1,000 small batches vs raw NCCL" "$verdict" "$overlap_figures" "$overlap_target"
 fi
 
 # --- 5. Chorus::torch and chorus.torch on the machine's torch ----------------------------------
@@ -321,8 +378,10 @@ elif ! configured CHORUS_WITH_TORCH; then
   row 5 "Chorus::torch, chorus.torch on CUDA" "failed: CMake did not find $python's LibTorch" \
       "(5-torch.log)" "$torch_target"
 else
-  tests='^torch[.]cuda[.]'
-  configured CHORUS_WITH_PYTHON && tests='^(torch[.]cuda|gpu[.]python)[.]'
+  # This build's own GPU tests: those of the adapter, on torch's CUDA (label torch).
+  tests='^(torch[.]cuda|gpu[.]defect[.]output_order|gpu[.]multirank[.]torch)[.]'
+  configured CHORUS_WITH_PYTHON &&
+    tests='^(torch[.]cuda|gpu[.]defect[.]output_order|gpu[.]multirank[.]torch|gpu[.]python)[.]'
   run "$torch_log" 200 ctest --test-dir "$torch_build" -R "$tests" --output-on-failure \
       --no-tests=error
   rc=$?
@@ -404,6 +463,64 @@ else
   fi
 fi
 
+# --- 10. one rank per GPU, where there are several -------------------------------------------------
+multi_log=$out/10-multi-gpu.log
+: >"$multi_log"
+multi_target="collectives pass; 64 MiB >= 0.95x raw NCCL; hierarchical passes; trainers >= 1.0x DDP"
+gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+if [[ -z $device ]]; then
+  row 10 "np = N GPUs, one rank each" "$no_device" "" "$multi_target"
+elif ((gpus < 2)); then
+  row 10 "np = N GPUs, one rank each" "skipped: nvidia-smi lists $gpus GPU; runs with 2 or more" \
+      "" "$multi_target"
+elif out_of_time; then
+  row 10 "np = $gpus GPUs, one rank each" "failed: the budget ran out" "" "$multi_target"
+else
+  problems=() multi_figures=""
+  np=(mpirun --bind-to none -np "$gpus")
+  run "$multi_log" 120 "${np[@]}" "$build/tests/gpu/gpu_collectives_test" ||
+    problems+=("collectives suite")
+  if run "$multi_log" 120 "${np[@]}" "$build/bench/nccl_allreduce_bench"; then
+    big=$(grep '^RESULT size_bytes=67108864 ' "$multi_log" | tail -1)
+    ratio=$(field ratio "$big")
+    multi_figures+="64 MiB ${ratio:-?}x raw NCCL; "
+    awk -v r="${ratio:-0}" 'BEGIN {exit !(r >= 0.95)}' || problems+=("64 MiB below 0.95x")
+  else
+    problems+=("nccl_allreduce_bench")
+  fi
+  # Two fake hosts of N/2 ranks: NCCL inside each, MPI across.
+  if ((gpus >= 4 && gpus % 2 == 0)); then
+    if MULTIRANK_RANKS_PER_HOST=$((gpus / 2)) CHORUS_HIERARCHICAL_ALLREDUCE=1 \
+       CHORUS_LOG_LEVEL=debug run "$multi_log" 120 "${np[@]}" \
+         "$repo/tests/gpu/multirank_rank.sh" "$build/tests/gpu/gpu_multirank_test" &&
+       grep -q 'nccl + hierarchical allreduce' "$multi_log"; then
+      multi_figures+="hierarchical on 2 x $((gpus / 2)) passed; "
+    else
+      problems+=("hierarchical allreduce")
+    fi
+  fi
+  if [[ -n $built && -n $python ]] && configured CHORUS_WITH_TORCH; then
+    common=(--device cuda --model cnn --batch-size 64 --steps 100 --warmup 10 --threads 4)
+    run "$multi_log" 120 "${np[@]}" "$torch_build/examples/synthetic_benchmark" "${common[@]}"
+    cpp=$(field ips_total "$(grep '^RESULT ' "$multi_log" | tail -1)")
+    sed -i 's/^RESULT /RESULT-seen /' "$multi_log"
+    MASTER_PORT=29610 run "$multi_log" 120 "${np[@]}" "$python" "$repo/bench/ddp_synthetic.py" \
+      "${common[@]}"
+    ddp=$(field ips_total "$(grep '^RESULT ' "$multi_log" | tail -1)")
+    multi_figures+="images/s LibTorch ${cpp:-?}, DDP ${ddp:-?}"
+    awk -v c="${cpp:-0}" -v d="${ddp:-0}" 'BEGIN {exit !(d > 0 && c >= d)}' ||
+      problems+=("LibTorch trainer below DDP")
+  else
+    problems+=("no trainer built (check 5)")
+  fi
+  if [[ ${#problems[@]} == 0 ]]; then
+    row 10 "np = $gpus GPUs, one rank each" "passed" "$multi_figures" "$multi_target"
+  else
+    row 10 "np = $gpus GPUs, one rank each" \
+        "failed: $(IFS=','; echo "${problems[*]}") (10-multi-gpu.log)" "$multi_figures" "$multi_target"
+  fi
+fi
+
 # --- the summary -------------------------------------------------------------------------------
 {
   echo "# Chorus GPU check, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
@@ -412,7 +529,7 @@ fi
   echo
   echo "| # | check | result | figures | target |"
   echo "|---|---|---|---|---|"
-  printf '%s\n' "${rows[@]}"
+  printf '%s\n' "${rows[@]}" | sort -t '|' -k 2 -n
   echo
   echo "$passed passed, $failed failed, $skipped skipped in $((budget - deadline + $(date +%s))) s"
 } >"$summary"

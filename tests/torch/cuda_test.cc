@@ -148,6 +148,22 @@ TEST(TorchCudaReducescatter, BlocksOfTheSumAndTheAverage) {
                    ::torch::full({mine, 3}, n() + 1, ::torch::kFloat32)));
 }
 
+// Sparse gradients on the GPU: the layouts, indices and values gathered on the device (the
+// grouped allgather's outputs, allocated by the adapter), combined into one sparse tensor.
+TEST(TorchCudaSparse, SumOverRanksWithDifferentNonZeros) {
+  Tensor dense = ::torch::zeros({4, 2}, ::torch::kFloat32);
+  Tensor sparse = on_gpu(::torch::zeros({4, 2}, ::torch::kFloat32)).to_sparse();
+  if (me() > 0) {
+    dense[me() % 4] = me() + 1;
+    sparse = on_gpu(dense).to_sparse(1);
+  }
+  Tensor got = sparse_allreduce_async(sparse, "cu.sparse", {ReduceOp::kSum}).wait();
+  ASSERT_TRUE(got.is_sparse());
+  Tensor want = ::torch::zeros({4, 2}, ::torch::kFloat32);
+  for (int r = 1; r < n(); ++r) want[r % 4] += r + 1;
+  EXPECT_TRUE(same(got.to_dense(), want));
+}
+
 TEST(TorchCudaGroupedAllreduce, MixedShapesInPlaceAndNot) {
   std::vector<Tensor> ts = {ramp(3, ::torch::kFloat32, me()),
                             ramp(8, ::torch::kFloat32, me()).reshape({2, 4}).t()};
