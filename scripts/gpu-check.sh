@@ -380,8 +380,8 @@ elif ! configured CHORUS_WITH_TORCH; then
 else
   # This build's own GPU tests: those of the adapter, on torch's CUDA (label torch).
   tests='^(torch[.]cuda|gpu[.]defect[.]output_order|gpu[.]multirank[.]torch)[.]'
-  configured CHORUS_WITH_PYTHON &&
-    tests='^(torch[.]cuda|gpu[.]defect[.]output_order|gpu[.]multirank[.]torch|gpu[.]python)[.]'
+  configured CHORUS_WITH_PYTHON && tests='^(torch[.]cuda|gpu[.]defect[.]output_order|'\
+'gpu[.]multirank[.](torch|python)|gpu[.]python)[.]'
   run "$torch_log" 200 ctest --test-dir "$torch_build" -R "$tests" --output-on-failure \
       --no-tests=error
   rc=$?
@@ -492,7 +492,7 @@ else
   if ((gpus >= 4 && gpus % 2 == 0)); then
     if MULTIRANK_RANKS_PER_HOST=$((gpus / 2)) CHORUS_HIERARCHICAL_ALLREDUCE=1 \
        CHORUS_LOG_LEVEL=debug run "$multi_log" 120 "${np[@]}" \
-         "$repo/tests/gpu/multirank_rank.sh" "$build/tests/gpu/gpu_multirank_test" &&
+         "$repo/tests/gpu/multirank_rank.sh" "$build/tests/gpu/gpu_collectives_test" &&
        grep -q 'nccl + hierarchical allreduce' "$multi_log"; then
       multi_figures+="hierarchical on 2 x $((gpus / 2)) passed; "
     else

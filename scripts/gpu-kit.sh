@@ -36,7 +36,7 @@ arch=x86_64-linux-gnu
 # What the check runs from the build tree: the GPU tests and benchmarks, and one CPU test
 # that shows the kit's mpirun starting ranks.
 targets=(gpu_probe gpu_kernels_test gpu_collectives_test gpu_nccl_error_test gpu_defects
-         gpu_multirank_test gpu_pack_bench nccl_allreduce_bench collectives_test)
+         gpu_pack_bench nccl_allreduce_bench collectives_test)
 cache=$build/CMakeCache.txt
 if [[ ! -f $cache ]]; then
   echo "gpu-kit: $build is not a configured build tree (scripts/build.sh makes one)" >&2

@@ -1,8 +1,9 @@
-// NCCL between ranks, on a machine with one GPU: run through run_multirank.sh, every rank
-// shares the GPU and NCCL sees each as a host of its own (CHORUS_TEST_SHARED_GPU=1). Each
-// case runs an op on CUDA tensors and the same op on host tensors (the MPI path, Chorus's
-// reference), and requires the same bytes: every value is a small integer, so every op here
-// is exact in every dtype, and the two paths must agree bit for bit. Skips without a GPU.
+// Each case runs an op on CUDA tensors and the same op on host tensors (the MPI path,
+// Chorus's reference), and requires the same bytes: every value is a small integer, so every
+// op here is exact in every dtype, and the two paths must agree bit for bit. Part of
+// gpu_collectives_test: on the GPU path of ranks sharing one GPU (MPI), of one rank (NCCL),
+// and of 2-4 ranks sharing it over NCCL (run_multirank.sh, CHORUS_TEST_SHARED_GPU=1), where
+// NCCL moves data between ranks. Skips without a GPU.
 
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
@@ -76,7 +77,7 @@ std::string tag(const char* what, DataType t, bool on_gpu) {
   return std::string("multirank.") + what + "." + dtype_name(t) + (on_gpu ? ".gpu" : ".host");
 }
 
-TEST(MultirankNccl, AllreduceEveryOpAndDtypeMatchesTheHost) {
+TEST(GpuReference, AllreduceEveryOpAndDtypeMatchesTheHost) {
   CHORUS_REQUIRE_GPU();
   for (DataType t : all_dtypes()) {
     for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMin, ReduceOp::kMax, ReduceOp::kProduct}) {
@@ -95,7 +96,7 @@ TEST(MultirankNccl, AllreduceEveryOpAndDtypeMatchesTheHost) {
 
 // Average and scale factors: the float results are rounded, but by the same rule on both
 // paths (the scale in the unpack kernel and in the host's reduction), and integers truncate.
-TEST(MultirankNccl, AverageWithScaleFactorsMatchesTheHost) {
+TEST(GpuReference, AverageWithScaleFactorsMatchesTheHost) {
   CHORUS_REQUIRE_GPU();
   for (DataType t : {DataType::kInt32, DataType::kFloat32, DataType::kFloat64}) {
     AllreduceOptions o{ReduceOp::kAverage, 2.0, 0.5};
@@ -107,7 +108,7 @@ TEST(MultirankNccl, AverageWithScaleFactorsMatchesTheHost) {
   }
 }
 
-TEST(MultirankNccl, BroadcastFromEveryRoot) {
+TEST(GpuReference, BroadcastFromEveryRoot) {
   CHORUS_REQUIRE_GPU();
   for (int root = 0; root < size(); ++root) {
     OnGpu gpu(make_buffer(DataType::kFloat16, {33}, rank()));
@@ -119,7 +120,7 @@ TEST(MultirankNccl, BroadcastFromEveryRoot) {
 
 // Uneven first dimensions in one group, so NCCL's per-block path runs (equal blocks take
 // ncclAllGather / ncclReduceScatter, which the single ops below cover).
-TEST(MultirankNccl, GroupedUnevenAllgatherAndReducescatterMatchTheHost) {
+TEST(GpuReference, GroupedUnevenAllgatherAndReducescatterMatchTheHost) {
   CHORUS_REQUIRE_GPU();
   const int n = size(), me = rank();
   std::vector<std::vector<unsigned char>> results[2];
@@ -167,7 +168,7 @@ TEST(MultirankNccl, GroupedUnevenAllgatherAndReducescatterMatchTheHost) {
 }
 
 // Rank q sends (q + p) % 3 rows to rank p: uneven, some empty.
-TEST(MultirankNccl, AlltoallWithSplitsMatchesTheHost) {
+TEST(GpuReference, AlltoallWithSplitsMatchesTheHost) {
   CHORUS_REQUIRE_GPU();
   const int n = size(), me = rank();
   std::vector<int64_t> splits;
@@ -197,7 +198,7 @@ TEST(MultirankNccl, AlltoallWithSplitsMatchesTheHost) {
 
 // Two process sets, each with its own NCCL communicator, used in turn and interleaved with
 // the global set's.
-TEST(MultirankNccl, ProcessSetsHaveTheirOwnCommunicators) {
+TEST(GpuReference, ProcessSetsHaveTheirOwnCommunicators) {
   CHORUS_REQUIRE_GPU();
   const int n = size(), me = rank();
   if (n < 2) GTEST_SKIP() << "needs two ranks";
