@@ -244,6 +244,29 @@ int duplicate_name() {
   return 0;
 }
 
+// CHORUS_TEST_FAIL_COLLECTIVE=inject.me on every rank: that collective's backend call fails,
+// alone (`fused` false) or in a fused batch with two others, whose handles fail with it; the
+// runtime stops, and a later call fails for the same reason. The GPU tests use the same hook
+// (tests/gpu/defects_test.cc); this checks it where CI runs.
+int injected_failure(bool fused) {
+  const int me = rank();
+  std::vector<float> a(16, 1.0f), b(16, 2.0f), c(16, 3.0f);
+  if (Status s = allreduce("before.injection", ref(a), ref(a)).wait(60s); !s.ok())
+    return fail(me, s.to_string());
+  Status s = fused ? grouped_allreduce({"fused.a", "inject.me", "fused.c"},
+                                       {ref(a), ref(b), ref(c)}, {ref(a), ref(b), ref(c)})
+                         .wait(60s)
+                   : allreduce("inject.me", ref(b), ref(b)).wait(60s);
+  if (s.ok() || !has(s, "inject.me") || !has(s, "CHORUS_TEST_FAIL_COLLECTIVE"))
+    return fail(me, "expected the injected failure, got " + s.to_string());
+  // Submitted before or after the runtime stopped: either way it fails with the same reason.
+  Status later = allreduce("after.injection", ref(a), ref(a)).wait(10s);
+  if (later.ok() || !has(later, "CHORUS_TEST_FAIL_COLLECTIVE"))
+    return fail(me, "a later call should fail with the same reason, got " + later.to_string());
+  say(me, std::string(fused ? "injected_fused" : "injected_single") + " ok: " + s.to_string());
+  std::_Exit(0);  // the failed call left the ranks out of step: MPI is not finalized
+}
+
 // The last rank leaves the job while idle, under a launcher that keeps the others running
 // (mpirun --enable-recovery): the others' pending collective fails, naming it (on its host
 // at once, as exited; across hosts after CHORUS_LIVENESS_SECONDS, as taking no part), and a
@@ -407,6 +430,8 @@ int main(int argc, char** argv) {
       {"peer_killed_busy", peer_killed_busy, false},
       {"peer_stops", peer_stops, false},
       {"after_peer_shutdown", after_peer_shutdown, false},
+      {"injected_single", [] { return injected_failure(false); }, false},
+      {"injected_fused", [] { return injected_failure(true); }, false},
   };
   for (const Case& c : cases) {
     if (name != c.name) continue;
