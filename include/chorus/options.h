@@ -24,6 +24,7 @@ struct Options {
   std::optional<int64_t> cache_capacity;          ///< CHORUS_CACHE_CAPACITY
   std::optional<std::string> timeline_path;       ///< CHORUS_TIMELINE
   std::optional<int64_t> timeline_max_mb;         ///< CHORUS_TIMELINE_MAX_MB
+  std::optional<bool> timeline_mark_cycles;       ///< CHORUS_TIMELINE_MARK_CYCLES
   std::optional<std::string> debug_dir;           ///< CHORUS_DEBUG_DIR
   std::optional<double> stall_check_seconds;      ///< CHORUS_STALL_CHECK_SECONDS
   std::optional<double> stall_shutdown_seconds;   ///< CHORUS_STALL_SHUTDOWN_SECONDS

@@ -4,6 +4,8 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <tuple>
 #include <type_traits>
 
 namespace chorus {
@@ -118,8 +120,36 @@ SettingRow word(const char* var, const char* accepted, bool agreed) {
           nullptr};
 }
 
+// --- Horovod's readings of values -------------------------------------------------------
+
+// Horovod reads a flag or a count as the integer its value starts with (strtol), 0 where none.
+long horovod_integer(const std::string& raw) { return std::strtol(raw.c_str(), nullptr, 10); }
+
+// Horovod's switches are integers, on where > 0 (HOROVOD_HIERARCHICAL_ALLREDUCE=2 is on); words
+// go to the row's own parser, which takes true/false where the row does.
+std::string horovod_switch(const std::string& raw, std::string*) {
+  int64_t v = 0;
+  if (!whole_number(raw, &v)) return raw;
+  return v > 0 ? "1" : "0";
+}
+
+// Horovod's cycle time 0 (or less) is a loop that never pauses, so that work never waits for
+// the next cycle. Chorus never makes work wait: its cycle time only paces an idle rank's rounds,
+// and those rounds without a pause take the cores the trainer needs (about 40% of a 2-rank
+// trainer's throughput at 0.001 ms, docs/performance.md). So 0 keeps Chorus's default;
+// CHORUS_CYCLE_TIME=0 stays an error.
+std::string horovod_cycle_time(const std::string& raw, std::string* why) {
+  double v = 0;
+  if (!real_number(raw, &v) || !(v <= 0)) return raw;
+  *why =
+      "Horovod's 0 keeps its loop from pausing so that work never waits for a cycle; Chorus "
+      "never makes work wait (the cycle time only paces an idle rank's rounds), and idle rounds "
+      "without a pause take the trainer's cores (set CHORUS_CYCLE_TIME to choose another)";
+  return "";
+}
+
 // Horovod's log levels, any case, with its two names Chorus spells otherwise.
-std::string horovod_log_level(const std::string& raw) {
+std::string horovod_log_level(const std::string& raw, std::string*) {
   std::string v;
   for (char ch : raw) v += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
   if (v == "warning") return "warn";
@@ -157,8 +187,10 @@ std::vector<SettingRow> make_table() {
                                                  : std::string("auto");
                },
                nullptr});
-  t.push_back(number<double, &Config::cycle_time_ms, &Options::cycle_time_ms, 10000, true>(
-      "CHORUS_CYCLE_TIME", "HOROVOD_CYCLE_TIME", "milliseconds, > 0 and <= 10000", false));
+  SettingRow cycle = number<double, &Config::cycle_time_ms, &Options::cycle_time_ms, 10000, true>(
+      "CHORUS_CYCLE_TIME", "HOROVOD_CYCLE_TIME", "milliseconds, > 0 and <= 10000", false);
+  cycle.from_horovod = horovod_cycle_time;
+  t.push_back(cycle);
   t.push_back(number<int64_t, &Config::cache_capacity, &Options::cache_capacity, 1 << 20>(
       "CHORUS_CACHE_CAPACITY", "HOROVOD_CACHE_CAPACITY", "an integer between 0 and 1048576", true));
   t.push_back({"CHORUS_TIMELINE", "HOROVOD_TIMELINE", "a file path", false,
@@ -172,9 +204,25 @@ std::vector<SettingRow> make_table() {
                },
                [](const Config&) { return true; }, [](const Config& c) { return c.timeline_path; },
                // Horovod's "no file until start_timeline()" is Chorus's default.
-               [](const std::string& raw) { return raw == "DYNAMIC" ? std::string() : raw; }});
+               [](const std::string& raw, std::string*) {
+                 return raw == "DYNAMIC" ? std::string() : raw;
+               }});
   t.push_back(number<int64_t, &Config::timeline_max_mb, &Options::timeline_max_mb, 1 << 20, true>(
       "CHORUS_TIMELINE_MAX_MB", nullptr, "MiB, an integer between 1 and 1048576", false));
+  t.push_back({"CHORUS_TIMELINE_MARK_CYCLES", "HOROVOD_TIMELINE_MARK_CYCLES", "0 or 1", false,
+               [](const std::string& name, const std::string& v, const char* accepted,
+                  Config& c) -> Status {
+                 if (v != "0" && v != "1") return bad_value(name, v, accepted);
+                 c.timeline_mark_cycles = v == "1";
+                 return {};
+               },
+               [](const std::string&, const Options& o, Config& c) -> Status {
+                 if (o.timeline_mark_cycles) c.timeline_mark_cycles = *o.timeline_mark_cycles;
+                 return {};
+               },
+               [](const Config&) { return true; },
+               [](const Config& c) { return std::string(c.timeline_mark_cycles ? "1" : "0"); },
+               horovod_switch});
   t.push_back({"CHORUS_DEBUG_DIR", nullptr, "a directory", false,
                [](const std::string&, const std::string& raw, const char*, Config& c) -> Status {
                  c.debug_dir = raw;
@@ -219,7 +267,7 @@ std::vector<SettingRow> make_table() {
                },
                [](const Config&) { return true; },
                [](const Config& c) { return std::string(tristate_name(c.hierarchical_allreduce)); },
-               nullptr});
+               horovod_switch});
   t.push_back(
       word<GpuBackendRequest, &Config::gpu_backend, &Options::gpu_backend, parse_gpu_backend,
            gpu_backend_name>("CHORUS_GPU_BACKEND", "auto, nccl or mpi", true));
@@ -263,6 +311,129 @@ std::vector<SettingRow> make_table() {
   return t;
 }
 
+// The HOROVOD_* variables that are no row's Horovod name. From horovod/common (common.h's
+// names as operations.cc, utils/env_parser.cc, logging.cc, mpi/mpi_context.cc,
+// parameter_manager.cc, ops/ccl_operations.cc and gloo/gloo_context.cc read them), horovod/torch
+// and horovod/runner/elastic/worker.py (which horovod.torch.elastic imports), as of 0.28.1; then
+// the build-time choices that look like run-time ones.
+std::vector<HorovodVariable> make_horovod_variables() {
+  const char* autotuner = "a setting of Horovod's autotuner, which Chorus has not";
+  const char* gloo = "Chorus does not use Gloo";
+  const char* gloo_launch =
+      "set by horovodrun for a Gloo job; Chorus takes its ranks from MPI (mpirun, srun, "
+      "chorusrun)";
+  const char* built =
+      "chooses what a Horovod build compiles in, and a running Horovod job does not read it; "
+      "Chorus chooses the GPU transport at run time: CHORUS_GPU_BACKEND";
+  return {
+      {"HOROVOD_STALL_CHECK_DISABLE",
+       {{"CHORUS_STALL_CHECK_SECONDS", "0"}, {"CHORUS_STALL_SHUTDOWN_SECONDS", "0"}},
+       "no stall inspection: neither warnings nor the stall shutdown, as in Horovod"},
+      {"HOROVOD_AUTOTUNE",
+       {},
+       "Chorus has no autotuner; its defaults come from measurements (docs/performance.md), and "
+       "CHORUS_FUSION_THRESHOLD and CHORUS_CYCLE_TIME set them"},
+      {"HOROVOD_AUTOTUNE_LOG", {}, autotuner},
+      {"HOROVOD_AUTOTUNE_WARMUP_SAMPLES", {}, autotuner},
+      {"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", {}, autotuner},
+      {"HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", {}, autotuner},
+      {"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", {}, autotuner},
+      {"HOROVOD_HIERARCHICAL_ALLGATHER",
+       {},
+       "Chorus's allgather has no two-level form (CHORUS_HIERARCHICAL_ALLREDUCE is allreduce's)"},
+      {"HOROVOD_TORUS_ALLREDUCE",
+       {},
+       "Chorus has no torus allreduce; its two-level allreduce is CHORUS_HIERARCHICAL_ALLREDUCE"},
+      {"HOROVOD_ADASUM_MPI_CHUNK_SIZE", {}, "Chorus has no Adasum"},
+      {"HOROVOD_BATCH_D2D_MEMCOPIES",
+       {},
+       "Chorus always packs and unpacks GPU fusion buffers with its batched copy kernel"},
+      {"HOROVOD_NUM_NCCL_STREAMS",
+       {},
+       "Chorus runs each process set's GPU collectives on one stream of its own"},
+      {"HOROVOD_ENABLE_ASYNC_COMPLETION",
+       {},
+       "Chorus always keeps GPU batches in flight without a host wait, and completes each "
+       "handle when its device work has finished"},
+      {"HOROVOD_DISABLE_NVTX_RANGES",
+       {},
+       "Chorus marks no NVTX ranges (its trace of collectives is CHORUS_TIMELINE)"},
+      {"HOROVOD_DISABLE_GROUP_FUSION",
+       {},
+       "fusion never changes a result in Chorus, and a group's allreduces fuse by the same rule "
+       "as any other (CHORUS_FUSION_THRESHOLD=0 turns fusion off)"},
+      {"HOROVOD_ENABLE_XLA_OPS", {}, "TensorFlow's XLA ops; PyTorch has none"},
+      {"HOROVOD_CPU_OPERATIONS",
+       {},
+       "Chorus's host-memory collectives always run over MPI (and shared memory within a host)"},
+      {"HOROVOD_CONTROLLER", {}, "Chorus's ranks always negotiate over MPI"},
+      {"HOROVOD_CCL_CACHE", {}, "Chorus does not use oneCCL"},
+      {"HOROVOD_MPI_THREADS_DISABLE",
+       {},
+       "Chorus never asks MPI for MPI_THREAD_MULTIPLE, which is what this avoids in Horovod: it "
+       "initializes MPI with MPI_THREAD_FUNNELED"},
+      {"HOROVOD_THREAD_AFFINITY",
+       {},
+       "Chorus binds with CHORUS_BIND (core or numa: each rank and its background thread on CPUs "
+       "of their own), not to a list of cores"},
+      {"HOROVOD_DYNAMIC_PROCESS_SETS",
+       {},
+       "Chorus lets every job add and remove process sets after init()"},
+      {"HOROVOD_ELASTIC",
+       {},
+       "set by horovodrun's elastic mode; Chorus has no elastic mode (hvd.elastic raises "
+       "NotSupportedError)"},
+      {"HOROVOD_LOG_HIDE_TIME", {}, "Chorus's log lines carry no time"},
+      {"HOROVOD_GLOO_IFACE", {}, gloo},
+      {"HOROVOD_GLOO_TIMEOUT_SECONDS", {}, gloo},
+      {"HOROVOD_GLOO_RENDEZVOUS_ADDR", {}, gloo_launch},
+      {"HOROVOD_GLOO_RENDEZVOUS_PORT", {}, gloo_launch},
+      {"HOROVOD_HOSTNAME", {}, gloo_launch},
+      {"HOROVOD_RANK", {}, gloo_launch},
+      {"HOROVOD_SIZE", {}, gloo_launch},
+      {"HOROVOD_LOCAL_RANK", {}, gloo_launch},
+      {"HOROVOD_LOCAL_SIZE", {}, gloo_launch},
+      {"HOROVOD_CROSS_RANK", {}, gloo_launch},
+      {"HOROVOD_CROSS_SIZE", {}, gloo_launch},
+      {"HOROVOD_GPU_OPERATIONS", {}, built},
+      {"HOROVOD_GPU_ALLREDUCE", {}, built},
+      {"HOROVOD_GPU_ALLGATHER", {}, built},
+      {"HOROVOD_GPU_BROADCAST", {}, built},
+      {"HOROVOD_GPU_ALLTOALL", {}, built},
+      {"HOROVOD_GPU_REDUCESCATTER", {}, built},
+  };
+}
+
+// What the variables of horovod_variables() that `env` sets say: the settings they stand for
+// ({CHORUS_X: {HOROVOD_Y, value}}, where CHORUS_X itself is unset), and one note per variable.
+using HorovodReadings = std::map<std::string, std::pair<std::string, std::string>>;
+HorovodReadings read_horovod_variables(const Config::Getenv& env, std::vector<std::string>* notes) {
+  HorovodReadings readings;
+  for (const HorovodVariable& h : Config::horovod_variables()) {
+    const char* raw = env(h.variable);
+    if (raw == nullptr || *raw == '\0') continue;  // empty is unset, as for the settings
+    const std::string set = std::string(h.variable) + "=" + raw;
+    if (h.sets.empty()) {
+      notes->push_back(set + " has no effect in Chorus: " + h.why);
+      continue;
+    }
+    if (horovod_integer(raw) <= 0) {
+      notes->push_back(set + " has no effect: Horovod reads it as off (on is an integer > 0)");
+      continue;
+    }
+    std::string read_as;
+    for (const auto& [variable, value] : h.sets) {
+      if (const char* own = env(variable); own != nullptr && *own != '\0') continue;
+      readings[variable] = {h.variable, value};
+      read_as += std::string(read_as.empty() ? "" : " ") + variable + "=" + value;
+    }
+    notes->push_back(read_as.empty()
+                         ? set + " has no effect: the CHORUS_* variables it stands for are set"
+                         : set + ": read as " + read_as + ": " + h.why);
+  }
+  return readings;
+}
+
 }  // namespace
 
 BuildFeatures BuildFeatures::current() {
@@ -278,18 +449,34 @@ const std::vector<SettingRow>& Config::table() {
   return rows;
 }
 
+const std::vector<HorovodVariable>& Config::horovod_variables() {
+  static const std::vector<HorovodVariable> variables = make_horovod_variables();
+  return variables;
+}
+
 StatusOr<Config> Config::load(const Options& options, const Getenv& env,
                               const BuildFeatures& build) {
   Config c;
+  const HorovodReadings readings = read_horovod_variables(env, &c.horovod_notes);
   for (const SettingRow& row : table()) {
-    // The variable, else Horovod's name for it; empty is unset. Options win over both.
+    // The variable, else what a Horovod variable says of it, else its Horovod name; empty is
+    // unset. Options win over all.
     std::string name = row.variable;
     const char* raw = env(row.variable);
     std::string value = raw ? raw : "";
-    if (value.empty() && row.horovod) {
+    if (const auto it = readings.find(row.variable); value.empty() && it != readings.end()) {
+      std::tie(name, value) = it->second;
+    } else if (value.empty() && row.horovod) {
       if (const char* h = env(row.horovod); h != nullptr && *h != '\0') {
         name = row.horovod;
-        value = row.from_horovod ? row.from_horovod(h) : std::string(h);
+        std::string why;
+        value = row.from_horovod ? row.from_horovod(h, &why) : std::string(h);
+        if (!why.empty()) {
+          const std::string read_as = value.empty() ? std::string("unset (") + row.variable +
+                                                          "'s default, " + row.show(Config()) + ")"
+                                                    : std::string(row.variable) + "=" + value;
+          c.horovod_notes.push_back(name + "=" + h + ": read as " + read_as + ": " + why);
+        }
       }
     }
     if (!value.empty()) {

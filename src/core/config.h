@@ -48,8 +48,24 @@ struct SettingRow {
   /// The value as describe() and agreed() write it (doubles exactly, "%.17g").
   std::string (*show)(const Config& c);
   /// Turns a value of the Horovod variable into one `parse` reads ("" for unset); nullptr:
-  /// the same.
-  std::string (*from_horovod)(const std::string& raw);
+  /// the same. Where that is not the value itself read as Chorus reads it (HOROVOD_CYCLE_TIME=0),
+  /// it says why in `why`, and load() notes it (Config::horovod_notes).
+  std::string (*from_horovod)(const std::string& raw, std::string* why);
+};
+
+/// A HOROVOD_* variable that is no row's Horovod name: the others that horovod.torch 0.28.1
+/// reads at run time, and the build-time choices that Horovod's images leave set. Job scripts
+/// carry them, so none fails load(), whatever its value: each one set is noted
+/// (Config::horovod_notes). The list is Config::horovod_variables(); docs/python.md's table
+/// is checked against it (tests/unit/config_horovod_test.cc).
+struct HorovodVariable {
+  const char* variable;  ///< HOROVOD_X
+  /// Where its value is an integer > 0 (how Horovod reads a flag): the settings it stands
+  /// for, as {CHORUS_X, value}, each read where CHORUS_X is unset, before that row's own
+  /// Horovod name. Empty: it has no effect in Chorus.
+  std::vector<std::pair<const char*, const char*>> sets;
+  /// Why it has no effect, or what its settings mean: the note's text after the variable.
+  const char* why;
 };
 
 struct Config {
@@ -94,6 +110,10 @@ struct Config {
   /// CHORUS_TIMELINE_MAX_MB: the most a timeline file holds, in MiB; the oldest events go
   /// first.
   int64_t timeline_max_mb = 64;
+  /// CHORUS_TIMELINE_MARK_CYCLES: 1 marks each cycle that ran a collective in the timeline
+  /// that init() opens (CHORUS_TIMELINE), as start_timeline(path, true) does in the one it
+  /// opens.
+  bool timeline_mark_cycles = false;
   /// CHORUS_DEBUG_DIR: where each rank writes its flight record (core/flight_recorder.h).
   std::string debug_dir = ".";
   /// CHORUS_STALL_CHECK_SECONDS: warn about tensors some ranks submitted and others did not
@@ -148,10 +168,18 @@ struct Config {
   /// combines in the same order, so the choice never changes a result's bits.
   HostAlgorithm host_algorithm = HostAlgorithm::kAuto;
 
+  /// What load() read of the HOROVOD_* variables that is not the plain value of a setting's
+  /// Horovod name, one line each, naming the variable and its value: each variable of
+  /// horovod_variables() that is set (it has no effect, or the settings it stands for), and each
+  /// Horovod value read as another (HOROVOD_CYCLE_TIME=0). init() logs them on rank 0 at info
+  /// level: none changes a result, and a job's ranks share their environment.
+  std::vector<std::string> horovod_notes;
+
   /// Reads `options`, falling back to the environment (through `getenv_fn`: CHORUS_X, then
-  /// its Horovod name), then to the defaults. A malformed or out-of-range value, or one that
-  /// `build` cannot honour, fails with kInvalidArgument naming the variable, the value and the
-  /// accepted form.
+  /// what a variable of horovod_variables() says of it, then its Horovod name), then to the
+  /// defaults. A malformed or out-of-range value of a setting, or one that `build` cannot
+  /// honour, fails with kInvalidArgument naming the variable, the value and the accepted form;
+  /// a variable of horovod_variables() never fails.
   static StatusOr<Config> load(const Options& options, const Getenv& getenv_fn,
                                const BuildFeatures& build = BuildFeatures::current());
   /// load() with the process environment.
@@ -166,6 +194,8 @@ struct Config {
 
   /// Every setting, in the order describe() writes them.
   static const std::vector<SettingRow>& table();
+  /// The HOROVOD_* variables that are no row's Horovod name, in docs/python.md's order.
+  static const std::vector<HorovodVariable>& horovod_variables();
 };
 
 }  // namespace chorus

@@ -34,6 +34,12 @@ Status Runtime::setup(const WorldFactory& make_world) {
   flight_ = std::make_unique<FlightRecorder>(rank_, FlightRecorder::kCapacity);
   if (install_flight_signal()) log().debug("SIGUSR1 writes the flight record");
   log().debug("config: {}", config_.describe());
+  // The HOROVOD_* variables of a job script that Chorus reads otherwise than by their value,
+  // or not at all: once per job, at info level (none changes a result; the ranks share one
+  // environment).
+  if (rank_ == 0) {
+    for (const std::string& note : config_.horovod_notes) log().info("{}", note);
+  }
 #ifdef CHORUS_WITH_NCCL
   log().debug("built with {}", nccl_version_string());
 #endif
@@ -45,7 +51,7 @@ Status Runtime::setup(const WorldFactory& make_world) {
   if (!path.empty() && (rank_ == 0 || timeline_on_every_rank(path))) {
     StatusOr<std::shared_ptr<Timeline>> tl = open_timeline(path, {});
     if (tl.ok()) {
-      set_timeline(std::move(tl).value(), false);
+      set_timeline(std::move(tl).value(), config_.timeline_mark_cycles);
     } else {
       local = tl.status();
     }

@@ -71,7 +71,10 @@ INSTANTIATE_TEST_SUITE_P(Words, ConfigBadEnvTest,
                                            BadValue{"CHORUS_GPU_BACKEND", "gloo"},
                                            BadValue{"CHORUS_GPU_BACKEND", "mpi "},
                                            BadValue{"CHORUS_BIND", "socket"},
-                                           BadValue{"CHORUS_BIND", "Core"}));
+                                           BadValue{"CHORUS_BIND", "Core"},
+                                           BadValue{"CHORUS_TIMELINE_MARK_CYCLES", "yes"},
+                                           BadValue{"CHORUS_TIMELINE_MARK_CYCLES", "2"},
+                                           BadValue{"CHORUS_TIMELINE_MARK_CYCLES", "true"}));
 
 TEST(ConfigTest, MessageStatesTheAcceptedForm) {
   StatusOr<Config> c = load_env({{"CHORUS_HIERARCHICAL_ALLREDUCE", "maybe"}});
