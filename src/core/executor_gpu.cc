@@ -137,12 +137,13 @@ class CudaMemory final : public TensorMemory, public DeferredBatches {
     return pop_oldest(s);
   }
 
-  // A failure `s`: the batches whose work had finished complete as they are; then the device
-  // work of the rest is ended (GpuContext::fail aborts the communicators and drains the
-  // stream, once) before they, in order, and `last` (the failing batch, if it was not
-  // launched yet) complete with `s`.
+  // After a failure `s`, once the device work was ended (GpuContext::fail aborted the
+  // communicators and drained the stream, once): every batch in flight, in order, then `last`
+  // (the failing batch, if it was not launched yet) complete with `s`. A batch still in flight
+  // may have finished before the failure, but after an abort every event has passed, so none
+  // can be told apart: they fail too. Batches seen finished at an earlier launch completed
+  // then (complete_finished), with their own result.
   Status fail_all(Status s, Done* last) {
-    complete_finished();  // before the abort, after which every event passes
     s = g_->fail(std::move(s));
     while (!in_flight_.empty()) pop_oldest(s);
     if (last) (*last)(s);

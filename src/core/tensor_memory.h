@@ -32,11 +32,11 @@ class DeferredBatches {
   /// memory that could not be had). With `s` ok the batch is left in flight; `done` is
   /// called with its final Status once its work is done, and what `done` returns is the
   /// batch's Status for the runtime (non-ok stops it). After a failure (`s`, or a failed
-  /// wait), every batch in flight whose work had not finished, this one included, gets the
-  /// failure only after the device work on its buffers has ended (the stream drained after
-  /// the communicators were aborted): a caller may free or reuse its tensors as soon as its
-  /// handle completes. `first` and `tensors` name the batch in messages. Returns the first
-  /// failure met, else OK.
+  /// wait), every batch still in flight, this one included, gets the failure only after the
+  /// device work on its buffers has ended (the stream drained after the communicators were
+  /// aborted): a caller may free or reuse its tensors as soon as its handle completes.
+  /// `first` and `tensors` name the batch in messages. Returns the first failure met, else
+  /// OK.
   virtual Status complete(const Response& first, std::size_t tensors, Status s, Done done) = 0;
   /// Completes every batch in flight, in order; returns the first failure.
   virtual Status settle() = 0;
