@@ -150,12 +150,12 @@ if [[ ${#rows[@]} -eq 0 ]]; then
     row 0 "set-up: kit libraries, mpirun of a CPU test" \
         "failed: $(wc -l <<<"$missing") missing libraries (0-setup.log)" "" "none missing"
   elif run "$setup_log" 120 ctest --test-dir "$build" --output-on-failure \
-       -R '^mpi[.]collectives_test[.]np2$'; then
+       -R '^mpi[.]waiting_trainers[.]np2$'; then
     row 0 "set-up: kit libraries, mpirun of a CPU test" "passed" \
-        "every kit binary finds its libraries; mpi.collectives_test.np2 passed" "all"
+        "every kit binary finds its libraries; mpi.waiting_trainers.np2 passed" "all"
   else
     row 0 "set-up: kit libraries, mpirun of a CPU test" \
-        "failed: mpi.collectives_test.np2 under the kit's mpirun (0-setup.log)" "" "passes"
+        "failed: mpi.waiting_trainers.np2 under the kit's mpirun (0-setup.log)" "" "passes"
   fi
 fi
 setup_ok=$([[ ${rows[0]} == *"| passed |"* ]] && echo yes)
