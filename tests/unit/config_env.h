@@ -1,13 +1,16 @@
 #pragma once
-// What the configuration tests share: Config::load over an injected environment, and the
-// check of the error for a bad value.
+// What the configuration tests share: Config::load over an injected environment, the check
+// of the error for a bad value, and the reader of the docs' settings tables.
 
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <functional>
 #include <map>
+#include <sstream>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "core/config.h"
 
@@ -43,6 +46,26 @@ inline void expect_invalid(const StatusOr<Config>& got, const std::string& var,
       << "message does not name " << var << ": " << got.status().message();
   EXPECT_NE(got.status().message().find(value), std::string::npos)
       << "message does not quote the value '" << value << "': " << got.status().message();
+}
+
+// The cells, trimmed, of every row of a Markdown table in `path` whose line starts with
+// `prefix` ("| `CHORUS_"), in the file's order; fails the calling test when it cannot read it.
+inline std::vector<std::vector<std::string>> table_rows(const std::string& path,
+                                                        const std::string& prefix) {
+  std::ifstream file(path);
+  EXPECT_TRUE(file) << "cannot read " << path;
+  std::vector<std::vector<std::string>> rows;
+  for (std::string line; std::getline(file, line);) {
+    if (line.rfind(prefix, 0) != 0) continue;
+    std::vector<std::string> cells;
+    std::stringstream in(line.substr(1));
+    for (std::string cell; std::getline(in, cell, '|');) {
+      const auto b = cell.find_first_not_of(' '), e = cell.find_last_not_of(' ');
+      cells.push_back(b == std::string::npos ? "" : cell.substr(b, e - b + 1));
+    }
+    rows.push_back(cells);
+  }
+  return rows;
 }
 
 }  // namespace chorus

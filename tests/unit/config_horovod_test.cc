@@ -5,10 +5,8 @@
 // (config_env.h).
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <map>
 #include <set>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -251,19 +249,8 @@ TEST(ConfigHorovodTest, EachHorovodVariableIsDeclaredOnce) {
 // docs/python.md's table: the rows' Horovod names in the table's order, then the list's, each
 // with what Chorus does: its CHORUS_* variable, or "no effect: " and the note's reason.
 TEST(ConfigHorovodTest, DocsTableIsTheHorovodList) {
-  std::ifstream doc(CHORUS_TEST_SOURCE_DIR "/docs/python.md");
-  ASSERT_TRUE(doc) << "cannot read docs/python.md";
-  std::vector<std::vector<std::string>> rows;
-  for (std::string line; std::getline(doc, line);) {
-    if (line.rfind("| `HOROVOD_", 0) != 0) continue;
-    std::vector<std::string> cells;
-    std::stringstream in(line.substr(1));
-    for (std::string cell; std::getline(in, cell, '|');) {
-      const auto b = cell.find_first_not_of(' '), e = cell.find_last_not_of(' ');
-      cells.push_back(b == std::string::npos ? "" : cell.substr(b, e - b + 1));
-    }
-    rows.push_back(cells);
-  }
+  const std::vector<std::vector<std::string>> rows =
+      table_rows(CHORUS_TEST_SOURCE_DIR "/docs/python.md", "| `HOROVOD_");
   std::vector<std::string> want;
   for (const SettingRow& row : Config::table()) {
     if (row.horovod) want.push_back(row.horovod);

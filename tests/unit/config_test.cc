@@ -7,10 +7,8 @@
 
 #include <gtest/gtest.h>
 
-#include <fstream>
 #include <map>
 #include <optional>
-#include <sstream>
 #include <string>
 
 #include "chorus/chorus.h"
@@ -104,19 +102,8 @@ TEST(ConfigTest, FusionThresholdAutoIsItsOwnValue) {
 }
 
 TEST(ConfigTest, ReadmeTableIsTheSettingsTable) {
-  std::ifstream readme(CHORUS_TEST_SOURCE_DIR "/README.md");
-  ASSERT_TRUE(readme) << "cannot read README.md";
-  std::vector<std::vector<std::string>> rows;
-  for (std::string line; std::getline(readme, line);) {
-    if (line.rfind("| `CHORUS_", 0) != 0) continue;
-    std::vector<std::string> cells;
-    std::stringstream in(line.substr(1));
-    for (std::string cell; std::getline(in, cell, '|');) {
-      const auto b = cell.find_first_not_of(' '), e = cell.find_last_not_of(' ');
-      cells.push_back(b == std::string::npos ? "" : cell.substr(b, e - b + 1));
-    }
-    rows.push_back(cells);
-  }
+  const std::vector<std::vector<std::string>> rows =
+      table_rows(CHORUS_TEST_SOURCE_DIR "/README.md", "| `CHORUS_");
   const Config defaults;
   const std::vector<SettingRow>& table = Config::table();
   ASSERT_EQ(rows.size(), table.size());
