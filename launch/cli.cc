@@ -23,9 +23,15 @@ SGE/ABCI PE_HOSTFILE, PBS_NODEFILE), else this host.
   --oversubscribe         allow more ranks than slots
   --explain               print host -> rank -> local_rank -> CPUs before running
   --dry-run               print the command instead of running it
+  --check-build           what this build has (MPI, CUDA, NCCL, LibTorch, Python) and
+                          whether its libraries load here, then exit
+  --version               print the version and exit
   -h, --help              this text
 
-CHORUS_* and NCCL_* variables are passed to the ranks (mpirun -x; srun passes all).
+The environment reaches the ranks: srun passes it all; mpirun gets -x for each variable
+but the shell's and the host's own (PWD, HOSTNAME, TMPDIR...) and the launchers' (OMPI_*,
+PMIX_*, SLURM_*...). srun's --mpi is pmix, else pmi2, as `srun --mpi=list` offers, unless
+CHORUS_SRUN_MPI says which.
 )";
 }
 
@@ -99,6 +105,12 @@ StatusOr<Cli> parse_cli(const std::vector<std::string>& args) {
       cli.explain = true;
     } else if ((arg == "-h" || arg == "--help") && !inline_value) {
       cli.help = true;
+      return cli;
+    } else if (arg == "--version" && !inline_value) {
+      cli.version = true;
+      return cli;
+    } else if (arg == "--check-build" && !inline_value) {
+      cli.check_build = true;
       return cli;
     } else {
       s = invalid_argument("unknown option '" + args[i] + "' (chorusrun --help lists them)");

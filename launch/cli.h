@@ -22,6 +22,8 @@ struct Cli {
   bool dry_run = false;
   bool explain = false;
   bool help = false;
+  bool version = false;
+  bool check_build = false;
   std::vector<std::string> program;
 };
 

@@ -1,10 +1,42 @@
 #include "command.h"
 
 #include <cctype>
+#include <set>
+#include <sstream>
 
 namespace chorus::launch {
 
 const char* launcher_name(Launcher l) { return l == Launcher::kSrun ? "srun" : "mpirun"; }
+
+bool forwarded_to_ranks(const std::string& name) {
+  if (name.empty() || std::isdigit(static_cast<unsigned char>(name[0]))) return false;
+  for (char c : name) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;  // BASH_FUNC_f%%
+  }
+  static const std::set<std::string> kHostOwn = {
+      "_",      "PWD",     "OLDPWD",     "SHLVL",          "PS1",     "HOSTNAME",     "HOST",
+      "TMPDIR", "DISPLAY", "SSH_CLIENT", "SSH_CONNECTION", "SSH_TTY", "SSH_AUTH_SOCK"};
+  if (kHostOwn.count(name)) return false;
+  static const std::set<std::string> kGridEngineOwn = {"PE_HOSTFILE", "JOB_ID", "JOB_NAME",
+                                                       "NHOSTS",      "NSLOTS", "NQUEUES"};
+  if (kGridEngineOwn.count(name)) return false;
+  for (const char* prefix :
+       {"OMPI_", "PMIX_", "PMI_", "PRTE_", "SLURM_", "SLURMD_", "PBS_", "SGE_"}) {
+    if (name.rfind(prefix, 0) == 0) return false;
+  }
+  return true;
+}
+
+std::string choose_srun_mpi(const std::string& mpi_list) {
+  bool pmix = false;
+  bool pmi2 = false;
+  std::istringstream lines(mpi_list);
+  for (std::string word; lines >> word;) {
+    pmix = pmix || word == "pmix" || word.rfind("pmix_v", 0) == 0;
+    pmi2 = pmi2 || word == "pmi2";
+  }
+  return pmix ? "pmix" : pmi2 ? "pmi2" : "";
+}
 
 StatusOr<std::vector<std::string>> build_command(const Plan& plan, const CommandOptions& o) {
   std::vector<std::string> argv;
@@ -28,7 +60,8 @@ StatusOr<std::vector<std::string>> build_command(const Plan& plan, const Command
     // Different counts per host that are the job's own layout (sbatch -n 7 over 4 nodes:
     // SLURM_TASKS_PER_NODE=2(x3),1): srun lays out that many tasks exactly so, as a plain
     // srun in the job script would, while --ntasks-per-node cannot say it.
-    argv = {"srun", "--ntasks=" + np, "--mpi=pmix"};
+    argv = {"srun", "--ntasks=" + np};
+    if (!o.srun_mpi.empty()) argv.push_back("--mpi=" + o.srun_mpi);
     if (o.chorus_binds) argv.push_back("--cpu-bind=none");
   } else {
     if (plan.ppr == 0) {
@@ -43,12 +76,9 @@ StatusOr<std::vector<std::string>> build_command(const Plan& plan, const Command
     }
     std::string nodes;
     for (const Placement& p : plan.hosts) nodes += (nodes.empty() ? "" : ",") + p.host;
-    argv = {"srun",
-            "--nodes=" + std::to_string(plan.hosts.size()),
-            "--ntasks=" + np,
-            "--ntasks-per-node=" + std::to_string(plan.ppr),
-            "--nodelist=" + nodes,
-            "--mpi=pmix"};
+    argv = {"srun", "--nodes=" + std::to_string(plan.hosts.size()), "--ntasks=" + np,
+            "--ntasks-per-node=" + std::to_string(plan.ppr), "--nodelist=" + nodes};
+    if (!o.srun_mpi.empty()) argv.push_back("--mpi=" + o.srun_mpi);
     if (o.oversubscribe) argv.push_back("--overcommit");
     if (o.chorus_binds) argv.push_back("--cpu-bind=none");
   }

@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "allocation.h"
+#include "build_facts.h"
+#include "check_build.h"
 #include "cli.h"
 #include "command.h"
 #include "explain.h"
@@ -51,11 +53,43 @@ std::string local_host_name() {
   return name;
 }
 
+// mpirun from PATH, else the MPI's launcher that Chorus was built with, so that a job that
+// loaded only the chorus module runs (an absolute path also tells Open MPI its prefix).
+std::string mpirun_program(const Env& env) {
+  auto path = env.find("PATH");
+  std::istringstream dirs(path == env.end() ? "" : path->second);
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    if (!dir.empty() && access((dir + "/mpirun").c_str(), X_OK) == 0) return "mpirun";
+  }
+  return access(build::kMpiexec, X_OK) == 0 ? build::kMpiexec : "mpirun";
+}
+
+// CHORUS_SRUN_MPI when set (pmix, pmi2, none...), else what this Slurm offers.
+std::string srun_mpi(const Env& env) {
+  auto given = env.find("CHORUS_SRUN_MPI");
+  if (given != env.end()) return given->second;
+  std::string list;
+  if (FILE* p = popen("srun --mpi=list 2>&1", "r")) {
+    char chunk[256];
+    while (std::fgets(chunk, sizeof(chunk), p)) list += chunk;
+    if (pclose(p) != 0) return "pmix";  // no srun here (a --dry-run outside Slurm)
+  }
+  return choose_srun_mpi(list);
+}
+
 int run(const std::vector<std::string>& args) {
   StatusOr<Cli> cli = parse_cli(args);
   if (!cli.ok()) return error(cli.status());
   if (cli->help) {
     std::fputs(usage(), stdout);
+    return 0;
+  }
+  if (cli->version) {
+    std::printf("%s\n", version_line().c_str());
+    return 0;
+  }
+  if (cli->check_build) {
+    std::fputs(check_build().c_str(), stdout);
     return 0;
   }
   Env env = read_environment();
@@ -80,16 +114,16 @@ int run(const std::vector<std::string>& args) {
                          : Launcher::kMpirun;
   options.launcher_args = cli->launcher_args;
   for (const auto& [name, value] : env) {
-    if (name.rfind("CHORUS_", 0) == 0 || name.rfind("NCCL_", 0) == 0) {
-      options.forward_env.push_back(name);
-    }
+    if (forwarded_to_ranks(name)) options.forward_env.push_back(name);
   }
+  if (options.launcher == Launcher::kSrun) options.srun_mpi = srun_mpi(env);
   options.chorus_binds = *mode != BindMode::kNone;
   options.oversubscribe = cli->oversubscribe;
   options.slurm_task_layout = allocation->slurm_tasks;
   options.program = cli->program;
   StatusOr<std::vector<std::string>> argv = build_command(*plan, options);
   if (!argv.ok()) return error(argv.status());
+  if (options.launcher == Launcher::kMpirun) (*argv)[0] = mpirun_program(env);
 
   if (cli->explain) {
     std::optional<CpuLayout> layout;

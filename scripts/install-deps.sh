@@ -8,7 +8,7 @@ packages=(
   libspdlog-dev libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
   clang clang-format libclang-rt-14-dev python3
   dataset-fashion-mnist
-  libtorch-dev python3-torch pybind11-dev python3-torchvision python3-matplotlib python3-pytest python3-pip python3-venv
+  libtorch-dev python3-torch pybind11-dev python3-torchvision python3-matplotlib python3-pytest python3-pip python3-venv lmod
   slurm-wlm munge iproute2
   mmdebstrap
 )

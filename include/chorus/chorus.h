@@ -20,6 +20,7 @@
 #include "chorus/options.h"
 #include "chorus/status.h"
 #include "chorus/types.h"
+#include "chorus/version.h"
 
 namespace chorus {
 

@@ -247,6 +247,39 @@ TEST(CommandTest, SrunRunsTheSlurmJobsOwnUnevenLayout) {
   EXPECT_FALSE(build_command(*make_plan(*cpus, {}), o).ok());
 }
 
+TEST(CommandTest, TheRanksGetTheJobScriptsEnvironment) {
+  for (const char* name :
+       {"PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "HOROVOD_FUSION_THRESHOLD",
+        "CHORUS_BIND", "NCCL_DEBUG", "CUDA_VISIBLE_DEVICES", "OPAL_PREFIX", "MY_DATA"}) {
+    EXPECT_TRUE(forwarded_to_ranks(name)) << name;
+  }
+  for (const char* name :
+       {"PWD", "OLDPWD", "SHLVL", "_", "HOSTNAME", "TMPDIR", "SSH_CONNECTION",
+        "OMPI_COMM_WORLD_RANK", "PMIX_RANK", "SLURM_PROCID", "SLURMD_NODENAME", "PBS_NODEFILE",
+        "SGE_TASK_ID", "PE_HOSTFILE", "NHOSTS", "JOB_ID", "BASH_FUNC_module%%", "1X", ""}) {
+    EXPECT_FALSE(forwarded_to_ranks(name)) << name;
+  }
+}
+
+TEST(CommandTest, SrunMpiFromWhatSlurmOffers) {
+  EXPECT_EQ(choose_srun_mpi("MPI plugin types are...\n\tnone\n\tcray_shasta\n\tpmi2\n\tpmix\n"
+                            "specific pmix plugin versions available: pmix_v4\n"),
+            "pmix");
+  EXPECT_EQ(choose_srun_mpi("MPI plugin types are...\n\tnone\n\tpmi2\n\tcray_shasta\n"), "pmi2");
+  EXPECT_EQ(choose_srun_mpi("srun: MPI types are...\nnone\npmix_v3\n"), "pmix");
+  EXPECT_EQ(choose_srun_mpi("MPI plugin types are...\n\tnone\n"), "");
+  Plan plan = *make_plan(two_by_four(), {4, 2, false});
+  CommandOptions o;
+  o.launcher = Launcher::kSrun;
+  o.program = {"./train"};
+  o.srun_mpi = "pmi2";
+  EXPECT_EQ(format_command(*build_command(plan, o)),
+            "srun --nodes=2 --ntasks=4 --ntasks-per-node=2 --nodelist=a,b --mpi=pmi2 ./train");
+  o.srun_mpi = "";
+  EXPECT_EQ(format_command(*build_command(plan, o)),
+            "srun --nodes=2 --ntasks=4 --ntasks-per-node=2 --nodelist=a,b ./train");
+}
+
 TEST(CommandTest, ShellQuote) {
   EXPECT_EQ(shell_quote("plain-arg_1.0=x,y:z/@%+"), "plain-arg_1.0=x,y:z/@%+");
   EXPECT_EQ(shell_quote(""), "''");
@@ -265,6 +298,17 @@ TEST(CliTest, OptionsThenProgram) {
   EXPECT_TRUE(c->dry_run);
   EXPECT_EQ(c->launcher_args, (Names{"-mca", "pml", "ob1", "--tag-output", "-x", "A B"}));
   EXPECT_EQ(c->program, (Names{"./train", "-np", "3"}));
+}
+
+TEST(CliTest, VersionAndCheckBuildNeedNoProgram) {
+  StatusOr<Cli> version = parse_cli({"--version"});
+  ASSERT_TRUE(version.ok()) << error_of(version);
+  EXPECT_TRUE(version->version);
+  StatusOr<Cli> check = parse_cli({"--check-build"});
+  ASSERT_TRUE(check.ok()) << error_of(check);
+  EXPECT_TRUE(check->check_build);
+  EXPECT_EQ(error_of(parse_cli({"--version=1"})),
+            "unknown option '--version=1' (chorusrun --help lists them)");
 }
 
 TEST(CliTest, Errors) {

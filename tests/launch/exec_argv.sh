@@ -2,6 +2,7 @@
 # chorusrun really executes the launcher with an argv vector: a stand-in `mpirun` first on
 # PATH records the arguments it received, one per line, and they must be exactly the
 # ones given, spaces, quotes and shell syntax included (nothing was re-parsed by a shell).
+# The job's variables reach the ranks (-x), but not the launcher's own (OMPI_*, SLURM_*).
 #   exec_argv.sh CHORUSRUN
 set -u
 chorusrun=$1
@@ -12,8 +13,8 @@ cat >"$dir/mpirun" <<'SCRIPT'
 for a in "$@"; do printf '[%s]\n' "$a"; done
 SCRIPT
 chmod +x "$dir/mpirun"
-actual=$(cd "$dir" && PATH="$dir:/usr/bin:/bin" CHORUS_LOG_LEVEL=debug timeout 20 \
-  "$chorusrun" -H 'node-a:1' --mpi-args "--tag-output -mca 'key with space' v" \
+actual=$(cd "$dir" && timeout 20 env -i PATH="$dir:/usr/bin:/bin" CHORUS_LOG_LEVEL=debug \
+  MY_DATA=/scratch/data OMPI_MCA_pml=ob1 SLURM_PROCID=3 "$chorusrun" -H 'node-a:1' --mpi-args "--tag-output -mca 'key with space' v" \
   ./train 'two words' '$(touch pwned)' "it's" '*' '' 2>&1)
 rc=$?
 expected='[-np]
@@ -24,6 +25,10 @@ expected='[-np]
 [ppr:1:node]
 [-x]
 [CHORUS_LOG_LEVEL]
+[-x]
+[MY_DATA]
+[-x]
+[PATH]
 [--tag-output]
 [-mca]
 [key with space]

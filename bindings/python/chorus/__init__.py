@@ -3,4 +3,4 @@
 Use ``import chorus.torch as hvd`` in a script written for ``horovod.torch``.
 """
 
-__version__ = "0.1.0"
+from chorus._build_info import CHORUS_VERSION as __version__  # noqa: F401

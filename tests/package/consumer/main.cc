@@ -19,6 +19,6 @@ int main() {
     std::fprintf(stderr, "consumer: got %g (%s)\n", x, s.to_string().c_str());
     return 1;
   }
-  std::printf("consumer: sum over %d ranks = %g\n", n, x);
+  std::printf("consumer: Chorus %s, sum over %d ranks = %g\n", CHORUS_VERSION_STRING, n, x);
   return 0;
 }
