@@ -21,7 +21,7 @@ if(CHORUS_WITH_TORCH)
 endif()
 # The launcher and the job-script templates it goes with.
 install(TARGETS chorusrun RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(FILES launch/abci_qsub.sh launch/slurm_sbatch.sh
+install(PROGRAMS launch/abci_qsub.sh launch/slurm_sbatch.sh launch/computecanada_sbatch.sh
         DESTINATION ${CMAKE_INSTALL_DATADIR}/chorus/launch)
 # The Python examples (horovod.torch scripts run with chorus.torch) and the license.
 install(DIRECTORY examples/python/ DESTINATION ${CMAKE_INSTALL_DATADIR}/chorus/examples

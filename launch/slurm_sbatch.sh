@@ -22,10 +22,10 @@
 ##SBATCH --gres=gpu:4
 set -euo pipefail
 
-# 1. Software. Load the same compiler and MPI that Chorus was built with; module names
-#    differ per site (`module avail openmpi` lists them). Without modules, skip this.
-#    Module scripts read variables that may be unset, so load them with -u off.
-# set +u; module load gcc openmpi hwloc; set -u
+# 1. Software: the chorus module (which loads what Chorus was built with) or, without
+#    modules, chorusrun on PATH. Module scripts read variables that may be unset, so load
+#    them with -u off.
+# set +u; module load chorus; set -u
 
 # 2. The program: the arguments given to sbatch after the script, else the Fashion-MNIST
 #    example. CHORUS_EXAMPLE points at its binary: examples/fashion_mnist_mlp (plain C++,
@@ -37,22 +37,15 @@ else
   program=("${CHORUS_EXAMPLE:-$HOME/chorus/build/examples/fashion_mnist_mlp}" --epochs 2)
 fi
 
-# 3. Chorus settings travel to every rank; CHORUS_LOG_LEVEL=info prints the host -> ranks
-#    table from rank 0, so the output shows where each rank ran.
+# 3. Chorus settings reach every rank (srun passes the environment); CHORUS_LOG_LEVEL=info
+#    prints the host -> ranks table from rank 0, so the output shows where each rank ran.
 export CHORUS_LOG_LEVEL=${CHORUS_LOG_LEVEL:-info}
-forward=()
-for var in $(compgen -e | grep -E '^(CHORUS|NCCL)_' || true); do forward+=(-x "$var"); done
 
-# 4. Launch. Slurm sets SLURM_NTASKS and SLURM_NTASKS_PER_NODE from the options above;
-#    ppr:K:node puts K consecutive ranks on each node, which is what Chorus's local ranks
-#    assume for GPU selection. --bind-to none leaves CPU binding to CHORUS_BIND (off by
-#    default). The alternative without mpirun is Slurm's own launcher:
-#      srun --mpi=pmix "${program[@]}"
-#    or `chorusrun --explain "${program[@]}"`, which reads this allocation and prints
-#    which rank runs where before starting.
-ppr=${SLURM_NTASKS_PER_NODE:-4}
-ppr=${ppr%%(*}  # a plain count; "4(x2)" is SLURM_TASKS_PER_NODE's form, stripped just in case
-echo "job $SLURM_JOB_ID on $SLURM_JOB_NODELIST: $SLURM_NTASKS ranks, $ppr per node"
+# 4. Launch. Inside the job chorusrun reads the allocation (SLURM_NTASKS_PER_NODE and the
+#    node list) and runs srun with one rank per task, ppr:K:node, which is what Chorus's
+#    local ranks assume for GPU selection; srun's --mpi is pmix where this Slurm has it, else
+#    pmi2 (CHORUS_SRUN_MPI=<plugin> chooses). --explain prints which rank runs where first;
+#    --launcher mpirun runs the same layout with mpirun instead.
+echo "job $SLURM_JOB_ID on $SLURM_JOB_NODELIST: $SLURM_NTASKS ranks"
 echo "running: ${program[*]}"
-mpirun -np "$SLURM_NTASKS" -map-by "ppr:${ppr}:node" --bind-to none "${forward[@]}" \
-  "${program[@]}"
+chorusrun --explain "${program[@]}"

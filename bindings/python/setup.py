@@ -3,7 +3,7 @@
 `pip install --no-build-isolation ./bindings/python` configures the whole Chorus project with
 CMake for the Python running pip (so against the torch it imports), builds the core, the
 LibTorch adapter, the module chorus._ext, chorusrun and chorus-trace, and installs one
-self-contained package: the libraries inside it (found through RUNPATH $ORIGIN) and the two
+self-contained package: the libraries inside it (found through RPATH $ORIGIN) and the two
 programs under chorus/bin/, which the commands `chorusrun` and `chorus-trace` run.
 Environment:
   CHORUS_CMAKE_ARGS   extra configure arguments, e.g. "-DCHORUS_WITH_CUDA=OFF"

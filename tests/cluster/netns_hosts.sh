@@ -5,11 +5,13 @@
 # through plm_rsh_agent (a small script standing in for ssh), so ranks on different fake
 # hosts see different host names and talk over TCP across the bridge.
 #
-#   netns_hosts.sh MAP_PROBE CHORUSRUN FAULTS
+#   netns_hosts.sh MAP_PROBE CHORUSRUN FAULTS ABCI_JOB_SCRIPT
 #
 # Runs, each under a hard timeout:
 #   1. mpirun -np 4 -H h1:2,h2:2 -map-by ppr:2:node map_probe
 #   2. chorusrun -np 3 --ppr 1 -H h1:2,h2:2,h3:2 map_probe   (the launcher end to end)
+#   2b. launch/abci_qsub.sh map_probe as Grid Engine runs it on a job's first node, with
+#      PE_HOSTFILE naming h1 and h2 and RANKS_PER_NODE=2 (chorusrun reads the allocation)
 #   3. mpirun --enable-recovery -np 3 -H h1:1,h2:1,h3:1 faults peer_exits_idle
 # and checks the map every rank printed (host, local and cross ranks), that rank 0 printed
 # the host table, that no launcher variable disagreed, and that map_probe's allreduce
@@ -22,6 +24,7 @@ set -u
 probe=$1
 chorusrun=$2
 faults=$3
+abci_script=$4
 SKIP=77
 skip() { echo "netns_hosts.sh: SKIPPED: $*"; exit $SKIP; }
 fail() { echo "netns_hosts.sh: FAIL: $*"; exit 1; }
@@ -65,6 +68,17 @@ cat "$state/run2"
 [ $rc = 0 ] || fail "chorusrun exited $rc"
 grep -q "^h3    2     0 " "$state/run2" || fail "chorusrun --explain did not list rank 2 on h3"
 check_run "$state/run2" 3 1 3
+
+echo "== $(basename "$abci_script") map_probe, as Grid Engine starts it on h1 (PE_HOSTFILE h1, h2)"
+printf 'h1 2 all.q@h1 UNDEFINED\nh2 2 all.q@h2 UNDEFINED\n' >"$state/pe_hostfile"
+PATH=$(dirname "$chorusrun"):$PATH PE_HOSTFILE=$state/pe_hostfile NHOSTS=2 NSLOTS=4 JOB_ID=4242 \
+  RANKS_PER_NODE=2 timeout -k 5 90 bash "$abci_script" "$probe" >"$state/run2b" 2>&1
+rc=$?
+cat "$state/run2b"
+[ $rc = 124 ] && fail "the ABCI job script hung (hard timeout)"
+[ $rc = 0 ] || fail "the ABCI job script exited $rc"
+check_run "$state/run2b" 4 2 2
+grep -q "binding: CHORUS_BIND=core" "$state/run2b" || fail "the ABCI job script's ranks did not bind"
 echo "== mpirun --enable-recovery -np 3 -H h1:1,h2:1,h3:1 faults peer_exits_idle"
 run3_start=$(date +%s)
 timeout -k 5 60 mpirun -np 3 -H h1:1,h2:1,h3:1 --bind-to none --enable-recovery \

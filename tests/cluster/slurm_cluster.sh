@@ -6,24 +6,28 @@
 #   1. srun -N 2 --ntasks-per-node 2 --mpi=pmix map_probe    (PMIx direct launch; the
 #      SLURM_* variables of the step are compared with the map and must agree)
 #   2. sbatch -N 2 --ntasks-per-node 2 launch/slurm_sbatch.sh map_probe
-#      (mpirun -map-by ppr:2:node inside the allocation)
+#      (chorusrun inside the allocation: srun with the --mpi that srun --mpi=list offers)
 #   3. sbatch of the same script running the Fashion-MNIST example briefly
 # and checks the map each rank computed. Every daemon is stopped on exit, failure or
 # interruption; daemons of runs killed outright are stopped at the next start.
 #
-#   4. (with PYTHON PYTHONPATH SCRIPT) srun -N 2 --ntasks-per-node 2 of a chorus.torch example
-#      script, checking that it ran on 4 ranks and reached its accuracy floor
+#   4. (with PYTHON BUILD_DIR PY_EXAMPLE) sbatch of launch/computecanada_sbatch.sh: a venv
+#      made on each node in the job, chorus installed from a wheel (built here first from
+#      BUILD_DIR with pip wheel), and `srun python` of a chorus.torch example script,
+#      checking that it ran on 4 ranks from the nodes' venvs and reached its accuracy floor
 #
-#   slurm_cluster.sh MAP_PROBE JOB_SCRIPT EXAMPLE [PYTHON PYTHONPATH PY_EXAMPLE]
+#   slurm_cluster.sh MAP_PROBE JOB_SCRIPT EXAMPLE CHORUSRUN [PYTHON BUILD_DIR PY_EXAMPLE]
 #
 # Exit 77 (skipped) only when this machine cannot do it (not root, no UTS namespaces).
 set -u
 probe=$(readlink -f "$1")
 job_script=$(readlink -f "$2")
 example=$(readlink -f "$3")
-py_interp=${4:-}
-py_path=${5:-}
-py_example=${6:+$(readlink -f "$6")}
+chorusrun=$(readlink -f "$4")
+py_interp=${5:-}
+py_build=${6:-}
+py_example=${7:+$(readlink -f "$7")}
+venv_script=$(dirname "$job_script")/computecanada_sbatch.sh
 SKIP=77
 skip() { echo "slurm_cluster.sh: SKIPPED: $*"; exit $SKIP; }
 fail() {
@@ -164,6 +168,8 @@ echo "cluster up: $(sinfo -h -o '%D nodes %T, partition %P')"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_oob_tcp_if_include=lo OMPI_MCA_btl_tcp_if_include=lo
 export CHORUS_LOG_LEVEL=info
+# The job scripts find chorusrun on PATH, as after `module load chorus`.
+export PATH=$(dirname "$chorusrun"):$PATH
 
 check_map() {  # OUTPUT: 4 ranks, ppr:2:node on cn1, cn2
   local out=$1 r
@@ -212,19 +218,36 @@ grep -q "rank map: 4 ranks on 2 hosts, layout ppr:2:node" "$state/example-$examp
 grep -qE "final test accuracy: [0-9.]+%" "$state/example-$example_job.out" ||
   fail "the example job did not finish training"
 if [ -n "$py_example" ]; then
-  echo "== srun -N 2 --ntasks-per-node 2 --mpi=pmix python3 $(basename "$py_example")"
+  echo "== sbatch $(basename "$venv_script") $(basename "$py_example"): a venv per node, srun python"
+  wheels=$state/wheels
+  CHORUS_BUILD_DIR=$py_build timeout 300 "$py_interp" -m pip wheel --no-build-isolation --no-deps \
+    --no-index --quiet -w "$wheels" "$(dirname "$job_script")/../bindings/python" ||
+    fail "pip wheel of the Python package"
   mkdir -p "$state/py-data"
-  PYTHONPATH=$py_path CHORUS_LOG_LEVEL=info timeout -k 5 150 srun -N 2 --ntasks-per-node 2 \
-    --mpi=pmix -t 5 "$py_interp" "$py_example" --epochs 1 --limit 8000 --lr 0.025 --momentum 0.9 \
-    --min-accuracy 50 \
-    --data-dir "$state/py-data" >"$state/py.out" 2>&1
-  rc=$?
-  cat "$state/py.out"
-  [ $rc = 124 ] && fail "srun of the Python example hung (hard timeout)"
-  [ $rc = 0 ] || fail "srun of the Python example exited $rc"
-  grep -q "rank map: 4 ranks on 2 hosts, layout ppr:2:node" "$state/py.out" ||
+  # The Python the wheel was built for comes first on PATH, as after `module load python`;
+  # torch comes from its system site-packages here (no package index), which the venvs see.
+  mkdir -p "$state/python/bin"
+  ln -s "$py_interp" "$state/python/bin/python3"
+  venv_job=$(PATH=$state/python/bin:$PATH CHORUS_WHEELHOUSE=$wheels CHORUS_VENV_OPTIONS=--system-site-packages \
+    sbatch --parsable -N 2 --ntasks-per-node 2 -t 5 -o "$state/venv-%j.out" "$venv_script" \
+    "$py_example" --epochs 1 --limit 8000 --lr 0.025 --momentum 0.9 --min-accuracy 50 \
+    --data-dir "$state/py-data") || fail "sbatch refused $(basename "$venv_script")"
+  for i in $(seq 1 750); do
+    [ -z "$(squeue -h -j "$venv_job" 2>/dev/null)" ] && break
+    [ "$i" = 750 ] && { scancel "$venv_job"; fail "the venv job still running after 150 s"; }
+    sleep 0.2
+  done
+  out=$state/venv-$venv_job.out
+  cat "$out"
+  scontrol show job "$venv_job" | grep -q "JobState=COMPLETED" ||
+    fail "the venv job did not complete: $(scontrol show job "$venv_job" | grep -o 'JobState=[A-Z_]* Reason=[^ ]*')"
+  for n in cn1 cn2; do
+    grep -q "^$n: chorus [0-9.]* torch" "$out" || fail "node $n did not make its venv with chorus"
+  done
+  grep -q "srun --mpi=pmix" "$out" || fail "the venv job did not choose srun --mpi=pmix"
+  grep -q "rank map: 4 ranks on 2 hosts, layout ppr:2:node" "$out" ||
     fail "the Python example did not run on 4 ranks over 2 hosts"
-  grep -qE "final test accuracy: [0-9.]+% \(4 ranks\)" "$state/py.out" ||
+  grep -qE "final test accuracy: [0-9.]+% \(4 ranks\)" "$out" ||
     fail "the Python example did not finish training on 4 ranks"
 fi
 echo "slurm_cluster.sh: ok in $(( $(date +%s) - start )) s (after the cluster started)"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the build into a fresh prefix and uses it as a site's users would: the installed
-# programs and libraries carry a RUNPATH (a job with only the chorus module loaded finds what
-# they were linked against), chorusrun says the package's version, a C++-only consumer builds
+# programs and libraries carry an RPATH (a job with only the chorus module loaded finds what
+# they were linked against, and what those link), chorusrun says the package's version, a C++-only consumer builds
 # with find_package(Chorus) without loading LibTorch and runs on 2 ranks, and, with `torch`,
 # a LibTorch consumer asks for the component torch and runs on 2 ranks.
 #   check.sh BUILD_DIR SOURCE_DIR RUN_MPI [torch]
@@ -14,10 +14,11 @@ cmake --install "$build" --prefix "$prefix" >/dev/null
 libdir=$(dirname "$(find "$prefix" -name 'libchorus.so.*' -type f | head -1)")
 
 for file in "$prefix/bin/chorusrun" "$prefix/bin/chorus-trace" "$libdir"/libchorus*.so.*.*; do
-  runpath=$(readelf -d "$file" | sed -n 's/.*(RUNPATH).*\[\(.*\)\]/\1/p')
-  case "$runpath" in
+  rpath=$(readelf -d "$file" | sed -n 's/.*(RPATH).*\[\(.*\)\]/\1/p')
+  case "$rpath" in
     *'$ORIGIN'*) ;;
-    *) echo "FAIL: $file has no RUNPATH with \$ORIGIN (RUNPATH: '$runpath')"; exit 1 ;;
+    *) echo "FAIL: $file has no RPATH with \$ORIGIN (RPATH: '$rpath'; readelf -d says:"
+       readelf -d "$file" | grep -E 'R(UN)?PATH'; exit 1 ;;
   esac
 done
 
