@@ -4,7 +4,6 @@
 #
 #   qsub -g GROUP launch/abci_qsub.sh python3 train.py --epochs 2   # a horovod.torch script
 #   qsub -g GROUP launch/abci_qsub.sh ./my_trainer --lr 0.1         # a C++ trainer
-#   qsub -g GROUP launch/abci_qsub.sh                               # the Fashion-MNIST example
 #
 # train.py is a script written for horovod.torch with `import chorus.torch as hvd`.
 # `qstat` shows the job, `qdel JOBID` stops it. Output (stdout and stderr together, -j y)
@@ -24,14 +23,12 @@
 # module load chorus                         # or a site install of Chorus
 set -euo pipefail
 
-# 2. The program: the arguments given to qsub after the script, else the Fashion-MNIST
-#    example. CHORUS_EXAMPLE points at its binary: examples/fashion_mnist_mlp (plain C++)
-#    or examples/mnist (the LibTorch CNN, when LibTorch was found at build time).
-if [ $# -gt 0 ]; then
-  program=("$@")
-else
-  program=("${CHORUS_EXAMPLE:-$HOME/chorus/build/examples/fashion_mnist_mlp}" --epochs 2)
+# 2. The program: the arguments given after the script.
+if [ $# -eq 0 ]; then
+  echo "usage: qsub -g GROUP abci_qsub.sh PROGRAM [ARGS...]" >&2
+  exit 2
 fi
+program=("$@")
 
 # 3. Layout: RANKS_PER_NODE ranks on each node of the job ($PE_HOSTFILE, which chorusrun
 #    reads), 4 = the GPUs of an rt_F node. CHORUS_BIND (default core) gives each rank and

@@ -25,6 +25,9 @@ SGE/ABCI PE_HOSTFILE, PBS_NODEFILE), else this host.
   --dry-run               print the command instead of running it
   --check-build           what this build has (MPI, CUDA, NCCL, LibTorch, Python) and
                           whether its libraries load here, then exit
+  --check-job             instead of a program, start the ranks of this layout and report
+                          host -> rank -> CPUs, NUMA nodes, GPU; the MPI and NCCL versions;
+                          and a 1 MiB allreduce's time on each path the job will use
   --version               print the version and exit
   -h, --help              this text
 
@@ -112,13 +115,21 @@ StatusOr<Cli> parse_cli(const std::vector<std::string>& args) {
     } else if (arg == "--check-build" && !inline_value) {
       cli.check_build = true;
       return cli;
+    } else if (arg == "--check-job" && !inline_value) {
+      cli.check_job = true;
     } else {
       s = invalid_argument("unknown option '" + args[i] + "' (chorusrun --help lists them)");
     }
     if (!s.ok()) return s;
   }
   cli.program.assign(args.begin() + static_cast<std::ptrdiff_t>(i), args.end());
-  if (cli.program.empty()) return invalid_argument("no program given (chorusrun --help)");
+  if (cli.check_job && !cli.program.empty()) {
+    return invalid_argument("--check-job runs its own program; '" + cli.program[0] +
+                            "' was given too");
+  }
+  if (cli.program.empty() && !cli.check_job) {
+    return invalid_argument("no program given (chorusrun --help)");
+  }
   if (!cli.host_list.empty() && !cli.hostfile.empty()) {
     return invalid_argument("give -H or --hostfile, not both");
   }

@@ -24,6 +24,7 @@ struct Cli {
   bool help = false;
   bool version = false;
   bool check_build = false;
+  bool check_job = false;  ///< run chorus-check-job on the layout instead of a program
   std::vector<std::string> program;
 };
 

@@ -29,7 +29,7 @@ set -euo pipefail
 
 # 2. The script and its arguments: what was given to sbatch after this file.
 if [ $# -eq 0 ]; then
-  echo "usage: sbatch $0 TRAIN.py [ARGS...]" >&2
+  echo "usage: sbatch computecanada_sbatch.sh TRAIN.py [ARGS...]" >&2
   exit 2
 fi
 

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -62,6 +63,16 @@ std::string mpirun_program(const Env& env) {
     if (!dir.empty() && access((dir + "/mpirun").c_str(), X_OK) == 0) return "mpirun";
   }
   return access(build::kMpiexec, X_OK) == 0 ? build::kMpiexec : "mpirun";
+}
+
+// chorus-check-job beside this chorusrun (installed, or in the pip package), else where the
+// build made it.
+std::string check_job_program() {
+  std::error_code ec;
+  std::filesystem::path beside =
+      std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "chorus-check-job";
+  if (!ec && access(beside.c_str(), X_OK) == 0) return beside.string();
+  return build::kBuiltCheckJob;
 }
 
 // CHORUS_SRUN_MPI when set (pmix, pmi2, none...), else what this Slurm offers.
@@ -121,6 +132,7 @@ int run(const std::vector<std::string>& args) {
   options.oversubscribe = cli->oversubscribe;
   options.slurm_task_layout = allocation->slurm_tasks;
   options.program = cli->program;
+  if (cli->check_job) options.program = {check_job_program()};
   StatusOr<std::vector<std::string>> argv = build_command(*plan, options);
   if (!argv.ok()) return error(argv.status());
   if (options.launcher == Launcher::kMpirun) (*argv)[0] = mpirun_program(env);

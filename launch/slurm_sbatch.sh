@@ -1,10 +1,10 @@
 #!/bin/bash
-# Chorus on a Slurm cluster: data-parallel training of the Fashion-MNIST example on
-# 2 nodes x 4 ranks. Submit from the directory where the output should go:
+# Chorus on a Slurm cluster: data-parallel training with a C++ or LibTorch trainer (or any
+# program) on 2 nodes x 4 ranks. Submit from the directory where the output should go:
 #
-#   sbatch launch/slurm_sbatch.sh                       # the example, 2 epochs
-#   sbatch -N 4 --ntasks-per-node=2 launch/slurm_sbatch.sh   # another layout, same script
-#   sbatch launch/slurm_sbatch.sh ./my_trainer --lr 0.1 # your own program and arguments
+#   sbatch launch/slurm_sbatch.sh ./my_trainer --lr 0.1          # 2 nodes x 4 ranks
+#   sbatch -N 4 --ntasks-per-node=2 launch/slurm_sbatch.sh ./my_trainer   # another layout
+#   sbatch launch/slurm_sbatch.sh ~/chorus/build/examples/mnist --epochs 2   # a source build's LibTorch example
 #
 # Watch it with `squeue -u $USER`, stop it with `scancel JOBID`; everything the ranks
 # print lands in chorus-JOBID.out (stdout and stderr together).
@@ -27,15 +27,12 @@ set -euo pipefail
 #    them with -u off.
 # set +u; module load chorus; set -u
 
-# 2. The program: the arguments given to sbatch after the script, else the Fashion-MNIST
-#    example. CHORUS_EXAMPLE points at its binary: examples/fashion_mnist_mlp (plain C++,
-#    always built) or examples/mnist (the LibTorch CNN, built when LibTorch is found; it
-#    takes the same --epochs flag).
-if [ $# -gt 0 ]; then
-  program=("$@")
-else
-  program=("${CHORUS_EXAMPLE:-$HOME/chorus/build/examples/fashion_mnist_mlp}" --epochs 2)
+# 2. The program: the arguments given after the script.
+if [ $# -eq 0 ]; then
+  echo "usage: sbatch slurm_sbatch.sh PROGRAM [ARGS...]" >&2
+  exit 2
 fi
+program=("$@")
 
 # 3. Chorus settings reach every rank (srun passes the environment); CHORUS_LOG_LEVEL=info
 #    prints the host -> ranks table from rank 0, so the output shows where each rank ran.

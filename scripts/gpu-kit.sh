@@ -147,6 +147,9 @@ while :; do
     done | sort -u | grep -v "^$kit/")
   new=()
   for path in "${outside[@]}"; do
+    # The binaries' RPATH names the build tree, which the loader tries before
+    # LD_LIBRARY_PATH: a library found there is one the kit carries a copy of.
+    [[ $path == "$build/"* && -e $kit/build/${path#"$build"/} ]] && continue
     case $path in
       /usr/local/cuda*/libcudart.so*) cp -L "$path" "$kit/cuda/" ; continue ;;
       /usr/local/cuda*) continue ;;

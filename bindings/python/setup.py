@@ -56,7 +56,8 @@ class CMakeBuild(build_ext):
         if configure:
             subprocess.check_call(configure)
         subprocess.check_call(["cmake", "--build", build, "--target", "chorus_python", "chorusrun",
-                               "chorus-trace", "-j", os.environ.get("CHORUS_BUILD_JOBS", "2")])
+                               "chorus-trace", "chorus-check-job",
+                               "-j", os.environ.get("CHORUS_BUILD_JOBS", "2")])
         subprocess.check_call(["cmake", "--install", build, "--component", "chorus_wheel",
                                "--prefix", stage])
         # Copy the staged package; shared libraries under their SONAME only (libchorus.so.0).

@@ -6,7 +6,8 @@
 #      from its module;
 #   2. build and install into ~/opt/chorus (with an Lmod modulefile);
 #   3. with only `module load chorus`: chorusrun --check-build (libchorus loads), a C++
-#      consumer built with find_package(Chorus) and no LibTorch, run on 2 ranks;
+#      consumer built with find_package(Chorus) and no LibTorch, run on 2 ranks, and
+#      chorusrun --check-job on 2 ranks;
 #   4. with the torch module too: every library loads, and a LibTorch consumer (COMPONENTS
 #      torch) runs on 2 ranks;
 #   5. pip install of the Python package into a venv, and a horovod.torch-style script on 2
@@ -73,6 +74,10 @@ cmake --build consumer >/dev/null
 run=$(timeout -k 5 120 chorusrun -np 2 ./consumer/consumer 2>&1) || { echo "$run"; fail "C++ consumer"; }
 echo "$run"
 expect "$run" "sum over 2 ranks = 3"
+run=$(timeout -k 5 120 chorusrun --check-job -np 2 2>&1) || { echo "$run"; fail "chorusrun --check-job"; }
+echo "$run" | tee "$out/check-job.txt"
+expect "$run" "job check: 2 ranks on 1 host(s)"
+expect "$run" "host memory    median"
 
 step "a LibTorch consumer (module load torch)"
 module load torch

@@ -7,7 +7,9 @@
 #      SLURM_* variables of the step are compared with the map and must agree)
 #   2. sbatch -N 2 --ntasks-per-node 2 launch/slurm_sbatch.sh map_probe
 #      (chorusrun inside the allocation: srun with the --mpi that srun --mpi=list offers)
-#   3. sbatch of the same script running the Fashion-MNIST example briefly
+#   3. sbatch of the same script running EXAMPLE (a Fashion-MNIST trainer: the LibTorch CNN
+#      where LibTorch is built) briefly
+#   3b. chorusrun --check-job under salloc: a row per rank on cn1 and cn2, a timed allreduce
 # and checks the map each rank computed. Every daemon is stopped on exit, failure or
 # interruption; daemons of runs killed outright are stopped at the next start.
 #
@@ -215,8 +217,19 @@ done
 check_map "$state/probe-$probe_job.out"
 grep -q "rank map: 4 ranks on 2 hosts, layout ppr:2:node" "$state/example-$example_job.out" ||
   fail "the example job did not run on 4 ranks over 2 hosts"
-grep -qE "final test accuracy: [0-9.]+%" "$state/example-$example_job.out" ||
+grep -qE "test accuracy:? [0-9.]+%" "$state/example-$example_job.out" ||
   fail "the example job did not finish training"
+
+echo "== chorusrun --check-job in an allocation (salloc -N 2 --ntasks-per-node 2)"
+timeout -k 5 90 salloc -N 2 --ntasks-per-node 2 -t 5 chorusrun --check-job >"$state/check-job.out" 2>&1 ||
+  { cat "$state/check-job.out"; fail "chorusrun --check-job in the allocation"; }
+grep -v '^\[chorus' "$state/check-job.out"
+grep -q "job check: 4 ranks on 2 host(s); MPI: Open MPI" "$state/check-job.out" ||
+  fail "--check-job did not report 4 ranks on 2 hosts"
+for r in 0 1 2 3; do
+  grep -qE "^cn$((r / 2 + 1)) +$r +$((r % 2)) " "$state/check-job.out" || fail "--check-job has no row for rank $r on cn$((r / 2 + 1))"
+done
+grep -qE "host memory +median [0-9.]+ ms" "$state/check-job.out" || fail "--check-job timed no allreduce"
 if [ -n "$py_example" ]; then
   echo "== sbatch $(basename "$venv_script") $(basename "$py_example"): a venv per node, srun python"
   wheels=$state/wheels

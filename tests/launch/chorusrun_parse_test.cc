@@ -309,6 +309,13 @@ TEST(CliTest, VersionAndCheckBuildNeedNoProgram) {
   EXPECT_TRUE(check->check_build);
   EXPECT_EQ(error_of(parse_cli({"--version=1"})),
             "unknown option '--version=1' (chorusrun --help lists them)");
+  StatusOr<Cli> job = parse_cli({"--check-job", "-np", "4", "--ppr", "2"});
+  ASSERT_TRUE(job.ok()) << error_of(job);
+  EXPECT_TRUE(job->check_job);
+  EXPECT_EQ(*job->np, 4);
+  EXPECT_TRUE(job->program.empty());
+  EXPECT_EQ(error_of(parse_cli({"--check-job", "./train"})),
+            "--check-job runs its own program; './train' was given too");
 }
 
 TEST(CliTest, Errors) {

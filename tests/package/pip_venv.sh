@@ -4,7 +4,7 @@
 # compiled again), and then, with only the venv on PATH:
 #   - `chorusrun --version` and `chorus.__version__` say the project's version;
 #   - `chorusrun --check-build` finds the libraries inside the venv's package, and they load;
-#   - `chorus-trace` runs;
+#   - `chorus-trace` runs, and `chorusrun --check-job` runs the package's chorus-check-job;
 #   - `chorusrun -np 2 python` runs a horovod.torch-style script on 2 ranks, each rank in the
 #     venv (chorusrun passes PATH and VIRTUAL_ENV to mpirun's ranks).
 #   pip_venv.sh BUILD_DIR SOURCE_DIR PYTHON VERSION
@@ -36,6 +36,10 @@ case "$package" in "$work/venv/"*) ;; *) fail "chorus imported from $package, no
 grep -qF "$package/libchorus.so.0: loads" <<<"$report" || fail "libchorus does not load from the venv"
 grep -qF "imports chorus $version from $package" <<<"$report" || fail "python3 does not import the venv's chorus"
 chorus-trace --help >/dev/null || fail "chorus-trace --help"
+out=$(timeout -k 5 120 chorusrun --check-job -np 2 --oversubscribe --mpi-args "--bind-to none" 2>&1) \
+  || { echo "$out"; fail "chorusrun --check-job"; }
+echo "$out"
+grep -q "job check: 2 ranks on 1 host(s)" <<<"$out" || fail "the venv's chorusrun --check-job"
 
 cat >"$work/train.py" <<'PY'
 import sys
