@@ -2,7 +2,8 @@
 # Rehearses the GPU check here, on a machine without a GPU, as it will run on a bare GPU
 # machine:
 #
-#   scripts/gpu-check-rehearsal.sh [--build DIR] [--work DIR]
+#   scripts/gpu-check-rehearsal.sh [--build DIR] [--work DIR] [--root-only]
+#   (--root-only: step 2 alone, so that CTest makes the root while other tests run)
 #
 #   1. makes the kit from the build tree DIR (scripts/gpu-kit.sh; default: build);
 #   2. makes a bare Debian root with what the GPU machine has and nothing of what the kit
@@ -24,10 +25,12 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 build=$repo/build
 work=""
+root_only=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --build) build=$(cd "$2" && pwd); shift 2 ;;
     --work) work=$2; shift 2 ;;
+    --root-only) root_only=1; shift ;;
     -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "gpu-check-rehearsal: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -53,6 +56,7 @@ if [[ ! -f $root_tar ]]; then
   fi
   mv "$part" "$root_tar"
 fi
+if [[ $root_only == 1 ]]; then echo "gpu-check-rehearsal: the root is ready: $root_tar"; exit 0; fi
 
 rm -rf "$work"
 mkdir -p "$work/out"

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Rehearses an install on a cluster, as its users have it, on this machine:
 #
-#   scripts/site-rehearsal.sh [--work DIR]
+#   scripts/site-rehearsal.sh [--work DIR] [--root-only]
+#   (--root-only: step 1 alone, so that CTest makes the root while other tests run)
 #
 #   1. makes a bare Debian root (mmdebstrap; cached in CHORUS_REHEARSAL_CACHE, default
 #      /var/cache/chorus): a compiler, CMake, Python and Lmod, and none of Chorus's
@@ -23,9 +24,11 @@ set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
 work=$repo/build/site-rehearsal
+root_only=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --work) work=$2; shift 2 ;;
+    --root-only) root_only=1; shift ;;
     -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "site-rehearsal: unknown argument $1" >&2; exit 2 ;;
   esac
@@ -50,6 +53,7 @@ if [[ ! -f $root_tar ]]; then
   fi
   mv "$part" "$root_tar"
 fi
+if [[ $root_only == 1 ]]; then echo "site-rehearsal: the root is ready: $root_tar"; exit 0; fi
 
 rm -rf "$work"
 mkdir -p "$work/out"
