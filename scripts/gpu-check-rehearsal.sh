@@ -42,20 +42,9 @@ skip() { echo "SKIPPED: $*"; exit 77; }
 unshare -m true 2>/dev/null || skip "no mount namespace can be made here (unshare -m)"
 
 includes=python3,cmake,ninja-build,g++
-cache=${CHORUS_REHEARSAL_CACHE:-/var/cache/chorus}
-root_tar=$cache/gpu-rehearsal-bookworm-$(echo "$includes" | md5sum | cut -c1-8).tar
-if [[ ! -f $root_tar ]]; then
-  command -v mmdebstrap >/dev/null || skip "no mmdebstrap (Debian package mmdebstrap) to make the root"
-  mkdir -p "$cache"
-  echo "gpu-check-rehearsal: making the bare root $root_tar (once)"
-  # mmdebstrap writes a tarball when the name ends in .tar.
-  part=${root_tar%.tar}.part.tar
-  if ! mmdebstrap --quiet --variant=apt --include="$includes" bookworm "$part"; then
-    rm -rf "$part"
-    skip "mmdebstrap could not make the root (is a Debian mirror reachable?)"
-  fi
-  mv "$part" "$root_tar"
-fi
+# shellcheck source=scripts/bare-root.sh
+source "$repo/scripts/bare-root.sh"
+bare_root gpu-rehearsal "$includes"
 if [[ $root_only == 1 ]]; then echo "gpu-check-rehearsal: the root is ready: $root_tar"; exit 0; fi
 
 rm -rf "$work"

@@ -40,19 +40,9 @@ fail() { echo "site-rehearsal: FAILED: $*"; exit 1; }
 unshare -m true 2>/dev/null || skip "no mount namespace can be made here (unshare -m)"
 
 includes=python3,python3-dev,python3-venv,python3-pip,python3-wheel,python3-setuptools,cmake,ninja-build,g++,make,pkg-config,lmod,passwd
-cache=${CHORUS_REHEARSAL_CACHE:-/var/cache/chorus}
-root_tar=$cache/site-rehearsal-bookworm-$(echo "$includes" | md5sum | cut -c1-8).tar
-if [[ ! -f $root_tar ]]; then
-  command -v mmdebstrap >/dev/null || skip "no mmdebstrap (Debian package mmdebstrap) to make the root"
-  mkdir -p "$cache"
-  echo "site-rehearsal: making the bare root $root_tar (once)"
-  part=${root_tar%.tar}.part.tar
-  if ! mmdebstrap --quiet --variant=apt --include="$includes" bookworm "$part"; then
-    rm -f "$part"
-    skip "mmdebstrap could not make the root (is a Debian mirror reachable?)"
-  fi
-  mv "$part" "$root_tar"
-fi
+# shellcheck source=scripts/bare-root.sh
+source "$repo/scripts/bare-root.sh"
+bare_root site-rehearsal "$includes"
 if [[ $root_only == 1 ]]; then echo "site-rehearsal: the root is ready: $root_tar"; exit 0; fi
 
 rm -rf "$work"
