@@ -2,7 +2,7 @@
 # The GPU check: runs Chorus's whole GPU path on a GPU machine that has no Open MPI, from the
 # kit that scripts/gpu-kit.sh made here (sent along as .gpu-kit). One command:
 #
-#   scripts/gpu-check.sh [--kit DIR] [--out DIR] [--budget SECONDS]
+#   scripts/gpu-check.sh [--kit DIR] [--out DIR] [--budget SECONDS] [--checks LIST]
 #
 # It prints the device, driver, CUDA, NCCL and torch versions, then runs each check under
 # its own time limit (and all of them within --budget, default 450 s), so that one hang
@@ -23,12 +23,14 @@
 #   8. NCCL at n > 1 on the one GPU (gpu.multirank.*: ranks sharing it over NCCL's sockets,
 #      CHORUS_TEST_SHARED_GPU): the collectives suite and the comparison with the host path
 #      at 2-4 ranks, the hierarchical allreduce on two fake hosts, a rank killed mid-collective;
-#   9. many small batches (1,000 x 4 KiB allreduces, one per batch) against raw NCCL: batches
-#      per second and the cost per batch, 1 rank, and 2 ranks sharing the GPU;
+#   9. many small batches (4 KiB allreduces, one per batch) against raw NCCL: batches per
+#      second and the cost per batch, 1,000 on 1 rank, 100 on 2 ranks sharing the GPU;
 #  10. with N >= 2 GPUs (nvidia-smi), one rank per GPU at np = N: the collectives suite,
 #      nccl_allreduce_bench (64 MiB >= 0.95x raw), the hierarchical allreduce on two fake
 #      hosts (N >= 4), and the trainers against DDP on NCCL (>= 1.0x).
-# Checks 7-9 run while 5's build goes on; the summary lists rows in check order.
+# Checks 7-9 run while 5's build goes on; the summary lists rows in check order. --checks
+# (say 7,8,9) runs those alone, with the set-up (0) always, for a second run on what
+# changed; check 6 needs 5's build, which runs when either is asked for.
 # Without a CUDA device each GPU check says so and is skipped; what needs no device (0, and
 # the build of 5) still runs. It writes DIR/gpu-summary.md (default DIR: $OUT, else
 # ./gpu-check-out), one row per check, and 7 logs beside it: 0-setup, 1-gpu-tests (checks
@@ -41,12 +43,14 @@ repo=$(cd "$(dirname "$0")/.." && pwd)
 kit=$repo/.gpu-kit
 out=${OUT:-$repo/gpu-check-out}
 budget=480
+checks=all
 while [[ $# -gt 0 ]]; do
   case $1 in
     --kit) kit=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --budget) budget=$2; shift 2 ;;
-    -h|--help) sed -n '2,41p' "$0"; exit 0 ;;
+    --checks) checks=,$2,; shift 2 ;;
+    -h|--help) sed -n '2,44p' "$0"; exit 0 ;;
     *) echo "gpu-check: unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -57,6 +61,8 @@ summary=$out/gpu-summary.md
 rows=()
 failed=0 passed=0 skipped=0
 
+# wanted NUMBER: --checks asks for check NUMBER (all do without --checks).
+wanted() { [[ $checks == all || $checks == *",$1,"* ]]; }
 # row NUMBER CHECK RESULT FIGURES TARGET: one line of the summary, echoed as it comes.
 row() {
   rows+=("| $1 | $2 | $3 | $4 | $5 |")
@@ -169,7 +175,7 @@ torch_log=$out/5-torch.log
 : >"$torch_log"
 torch_build=${TMPDIR:-/tmp}/chorus-gpu-check-torch
 build_pid=""
-if [[ -n $setup_ok ]]; then
+if [[ -n $setup_ok ]] && { wanted 5 || wanted 6; }; then
   nccl_dir=$(dirname "${GPU_KIT_NCCL_LIB:-/none/lib/x}")
   # zlib (the examples): the kit's header, the machine's library.
   zlib=$(ldconfig -p 2>/dev/null | awk '/libz[.]so[.]1 .*x86-64/ {print $NF; exit}')
@@ -243,7 +249,7 @@ ctest_check() {
 }
 # The torch and Python GPU tests belong to the build of check 5; the defect and multi-rank
 # tests are checks 7 and 8.
-ctest_check 1 "GPU tests (ctest -L ^gpu$)" "all pass" 240 -L '^gpu$' -LE 'torch|python' \
+wanted 1 && ctest_check 1 "GPU tests (ctest -L ^gpu$)" "all pass" 240 -L '^gpu$' -LE 'torch|python' \
     -E '^gpu[.](defect|multirank)[.]' -j 3
 
 # --- 2. compute-sanitizer -------------------------------------------------------------------
@@ -252,7 +258,9 @@ memcheck_log=$out/2-memcheck.log
 sanitizer=$(command -v compute-sanitizer ||
             ls /usr/local/cuda/bin/compute-sanitizer /usr/local/cuda-*/bin/compute-sanitizer \
                /opt/nvidia/*/compute-sanitizer 2>/dev/null | head -1)
-if [[ -z $device ]]; then
+if ! wanted 2; then
+  :
+elif [[ -z $device ]]; then
   row 2 "compute-sanitizer memcheck, kernel tests" "$no_device" "" "0 errors"
 elif [[ -z $sanitizer ]]; then
   row 2 "compute-sanitizer memcheck, kernel tests" "failed: no compute-sanitizer found" "" \
@@ -269,7 +277,9 @@ fi
 # --- 3. pack/unpack against a device copy ----------------------------------------------------
 pack_log=$out/3-benches.log
 : >"$pack_log"
-if [[ -z $device ]]; then
+if ! wanted 3; then
+  :
+elif [[ -z $device ]]; then
   row 3 "gpu_pack_bench vs device copy" "$no_device" "" ">= 0.8x one copy of the same bytes"
 else
   figures=() verdict=passed
@@ -303,7 +313,9 @@ fi
 # --- 4. allreduce on NCCL against raw NCCL ----------------------------------------------------
 nccl_log=$pack_log
 nccl_target="64 MiB >= 0.95x raw with 2+ GPUs; on 1 rank, overhead in µs"
-if [[ -z $device ]]; then
+if ! wanted 4; then
+  :
+elif [[ -z $device ]]; then
   row 4 "allreduce on NCCL vs raw NCCL, 1 rank" "$no_device" "" "$nccl_target"
 elif run "$nccl_log" 90 mpirun --bind-to none -np 1 "$build/bench/nccl_allreduce_bench"; then
   # The bench exits 0 only when every element of every size was right. On one rank NCCL's
@@ -326,36 +338,46 @@ else
 fi
 
 # --- 7. the defects' tests ---------------------------------------------------------------------
-ctest_check 7 "GPU defect tests (gpu.defect.*)" "all pass" 120 -R '^gpu[.]defect[.]' -LE torch
+wanted 7 && ctest_check 7 "GPU defect tests (gpu.defect.*)" "all pass" 150 \
+    -R '^gpu[.]defect[.]' -LE 'torch|python'
 
 # --- 8. NCCL at n > 1 on one GPU -----------------------------------------------------------------
-# Each test declares its ranks (PROCESSORS); sockets on loopback carry NCCL's traffic.
-ctest_check 8 "multi-rank NCCL on one GPU (gpu.multirank.*)" "all pass" 240 \
-    -R '^gpu[.]multirank[.]' -LE torch -j 4
+# Each test declares its ranks (PROCESSORS); sockets on loopback carry NCCL's traffic. The
+# torch and Python ones run in check 5, with the machine's torch.
+wanted 8 && ctest_check 8 "multi-rank NCCL on one GPU (gpu.multirank.*)" "all pass" 240 \
+    -R '^gpu[.]multirank[.]' -LE 'torch|python' -j 4
 
 # --- 9. many small batches against raw NCCL -----------------------------------------------------
 overlap_target="<= 5 µs per batch over raw NCCL, 1 rank (aim; not judged)"
-if [[ -z $device ]]; then
-  row 9 "1,000 small batches vs raw NCCL" "$no_device" "" "$overlap_target"
+if ! wanted 9; then
+  :
+elif [[ -z $device ]]; then
+  row 9 "small batches vs raw NCCL" "$no_device" "" "$overlap_target"
 else
-  # One tensor per batch: a 4 KiB threshold holds one 4 KiB tensor.
-  small=(--sizes 4K --tensors 1000 --rounds 7 --iters 5)
+  # One tensor per batch: a 4 KiB threshold holds one 4 KiB tensor. Two processes on one
+  # GPU take turns on it, so each of their NCCL allreduces waits for the other's turn: they
+  # run a tenth of the batches, or the run outlasts its limit.
   overlap_figures="" verdict=passed
   for np in 1 2; do
     launcher=(mpirun --bind-to none -np "$np")
-    [[ $np == 2 ]] && launcher+=("$repo/tests/gpu/multirank_rank.sh")
+    small=(--sizes 4K --tensors 1000 --rounds 7 --iters 5)
+    if [[ $np == 2 ]]; then
+      launcher+=("$repo/tests/gpu/multirank_rank.sh")
+      small=(--sizes 4K --tensors 100 --rounds 3 --iters 2)
+    fi
     if CHORUS_FUSION_THRESHOLD=4096 run "$pack_log" 120 "${launcher[@]}" \
          "$build/bench/nccl_allreduce_bench" "${small[@]}"; then
-      line=$(grep '^RESULT .* tensors=1000 ' "$pack_log" | tail -1)
-      overlap_figures+="${np} rank(s): $(field batches_per_s "$line") batches/s, raw NCCL $(
-                 field raw_per_s "$line")/s, +$(field overhead_us "$line") µs per batch; "
+      line=$(grep '^RESULT size_bytes=4096 ' "$pack_log" | tail -1)
+      overlap_figures+="${np} rank(s), $(field tensors "$line") batches: $(
+                 field batches_per_s "$line") batches/s, raw NCCL $(field raw_per_s "$line")/s, +$(
+                 field overhead_us "$line") µs per batch; "
     else
       verdict="failed (3-benches.log)"
       overlap_figures+="${np} rank(s): did not finish; "
     fi
     sed -i 's/^RESULT /RESULT-seen /' "$pack_log"
   done
-  row 9 "1,000 small batches vs raw NCCL" "$verdict" "$overlap_figures" "$overlap_target"
+  row 9 "small batches vs raw NCCL" "$verdict" "$overlap_figures" "$overlap_target"
 fi
 
 # --- 5. Chorus::torch and chorus.torch on the machine's torch ----------------------------------
@@ -364,7 +386,9 @@ if [[ -n $build_pid ]]; then
   wait "$build_pid" && built=yes
 fi
 torch_target="builds against this torch; CUDA tests pass on 1 and 2 ranks"
-if [[ -z $setup_ok ]]; then
+if ! wanted 5; then
+  :
+elif [[ -z $setup_ok ]]; then
   row 5 "Chorus::torch, chorus.torch on CUDA" "skipped: set-up failed" "" "$torch_target"
 elif out_of_time; then
   row 5 "Chorus::torch, chorus.torch on CUDA" "failed: the budget ran out (5-torch.log)" "" \
@@ -412,7 +436,9 @@ fi
 trainers_log=$out/6-trainers.log
 : >"$trainers_log"
 trainer_target="overhead <= 3% vs DDP (NCCL), 1 rank"
-if [[ -z $device ]]; then
+if ! wanted 6; then
+  :
+elif [[ -z $device ]]; then
   row 6 "synthetic trainers vs PyTorch DDP" "$no_device" "" "$trainer_target"
 elif [[ -z $built || -z $python ]]; then
   row 6 "synthetic trainers vs PyTorch DDP" "skipped: check 5 built nothing to run" "" \
@@ -421,11 +447,13 @@ elif out_of_time; then
   row 6 "synthetic trainers vs PyTorch DDP" "failed: the budget ran out" "" "$trainer_target"
 else
   # Same model, batch and thread count for all three; mpirun does not bind (DDP runs
-  # without it), and the order rotates from round to round.
+  # without it), and the order rotates from round to round. One rank has nothing to
+  # exchange, and one round differs from the next by up to a fifth: five rounds each, and
+  # the figures give each trainer's range beside its median.
   common=(--device cuda --model cnn --batch-size 64 --steps 100 --warmup 10 --threads 4)
   declare -A ips=()
   order=(cpp py ddp)
-  for round in 0 1 2; do
+  for round in 0 1 2 3 4; do
     for i in 0 1 2; do
       impl=${order[(i + round) % 3]}
       case $impl in
@@ -445,14 +473,18 @@ else
     done
   done
   median() { tr ' ' '\n' <<<"$1" | sed '/^$/d' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}'; }
+  range() { tr ' ' '\n' <<<"$1" | sed '/^$/d' | sort -g | awk 'NR == 1 {lo = $1} {hi = $1}
+    END {printf "%.0f-%.0f, %d rounds", lo, hi, NR}'; }
   cpp=$(median "${ips[cpp]:-}") py=$(median "${ips[py]:-}") ddp=$(median "${ips[ddp]:-}")
   if [[ -z $cpp || -z $py || -z $ddp ]]; then
     row 6 "synthetic trainers vs PyTorch DDP" "failed: a trainer gave no result (6-trainers.log)" \
         "images/s: LibTorch ${cpp:-?}, Python ${py:-?}, DDP ${ddp:-?}" "$trainer_target"
   else
-    figures=$(awk -v c="$cpp" -v p="$py" -v d="$ddp" 'BEGIN {
-      printf "images/s, median of 3: DDP %.0f; LibTorch %.0f, overhead %+.1f%%; " \
-             "Python %.0f, overhead %+.1f%%", d, c, 100 * (d - c) / d, p, 100 * (d - p) / d }')
+    figures=$(awk -v c="$cpp" -v p="$py" -v d="$ddp" -v cr="$(range "${ips[cpp]}")" \
+      -v pr="$(range "${ips[py]}")" -v dr="$(range "${ips[ddp]}")" 'BEGIN {
+      printf "images/s, medians: DDP %.0f (%s); LibTorch %.0f (%s), overhead %+.1f%%; " \
+             "Python %.0f (%s), overhead %+.1f%%", d, dr, c, cr, 100 * (d - c) / d, p, pr,
+             100 * (d - p) / d }')
     if awk -v c="$cpp" -v p="$py" -v d="$ddp" 'BEGIN {exit !(c >= 0.97 * d && p >= 0.97 * d)}'
     then
       row 6 "synthetic trainers vs PyTorch DDP" "passed" "$figures" "$trainer_target"
@@ -468,7 +500,9 @@ multi_log=$out/10-multi-gpu.log
 : >"$multi_log"
 multi_target="collectives pass; 64 MiB >= 0.95x raw NCCL; hierarchical passes; trainers >= 1.0x DDP"
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
-if [[ -z $device ]]; then
+if ! wanted 10; then
+  :
+elif [[ -z $device ]]; then
   row 10 "np = N GPUs, one rank each" "$no_device" "" "$multi_target"
 elif ((gpus < 2)); then
   row 10 "np = N GPUs, one rank each" "skipped: nvidia-smi lists $gpus GPU; runs with 2 or more" \

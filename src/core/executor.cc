@@ -26,6 +26,12 @@ Status complete_batch(TensorMemory& m, const Response& first, std::size_t tensor
 
 }  // namespace
 
+std::string describe_batch(const Response& first, std::size_t tensors) {
+  std::string named = std::string(op_type_name(first.op)) + " '" + first.name + "'";
+  if (tensors > 1) named += " and " + std::to_string(tensors - 1) + " more fused tensors";
+  return named;
+}
+
 Executor::Executor(Backend* backend, std::size_t fusion_threshold, Timeline* timeline)
     : host_(backend, fusion_threshold), timeline_(timeline) {
   gpu_setup_.host = backend;
@@ -120,9 +126,14 @@ Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& res
     Status s;
     if (front.response->device.kind == Device::Kind::kCUDA) {
       // The device memory is made at the set's first CUDA response, on every member
-      // together; its failure is every member's, so returning it leaves none waiting.
+      // together; its failure is every member's, so returning it leaves none waiting. It
+      // names the batch that asked for it: a communicator that could not be made fails
+      // that collective.
       StatusOr<TensorMemory*> device = device_memory();
-      s = device.ok() ? run_batch(**device, members, agreed, finish) : device.status();
+      s = device.ok()
+              ? run_batch(**device, members, agreed, finish)
+              : Status(device.status().code(), describe_batch(*front.response, members.size()) +
+                                                   ": " + device.status().message());
     } else {
       // Handles complete in response order: the device's batches before a host batch.
       s = settle_device();

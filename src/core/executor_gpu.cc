@@ -58,8 +58,7 @@ class CudaMemory final : public TensorMemory, public DeferredBatches {
 
   Status complete(const Response& first, std::size_t tensors, Status s, Done done) override {
     g_->end_batch();
-    std::string during = std::string(op_type_name(first.op)) + " '" + first.name + "'";
-    if (tensors > 1) during += " and " + std::to_string(tensors - 1) + " more fused tensors";
+    std::string during = describe_batch(first, tensors);
     if (!s.ok()) return fail_all(Status(s.code(), during + ": " + s.message()), &done);
     StatusOr<void*> event = take_event();
     if (!event.ok()) return fail_all(event.status(), &done);

@@ -10,6 +10,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "chorus/status.h"
@@ -20,6 +21,10 @@
 #include "kernels/reduce_kernels.h"
 
 namespace chorus {
+
+/// How a batch is named in its failures: "allreduce 'grad.w'", followed by "and N more fused
+/// tensors" when `tensors` > 1.
+std::string describe_batch(const Response& first, std::size_t tensors);
 
 /// The batches of a memory whose steps are only enqueued (a device's): each completes once
 /// its work is done, in launch order, while later batches are launched.

@@ -6,9 +6,14 @@
 //     producer's stream). The handle must complete only after that kernel ran: the tensor
 //     read at once after wait() returned must equal the tensor once the device is idle.
 //   gpu_defects gpu_timeout     (2 ranks sharing the GPU over NCCL; CHORUS_GPU_TIMEOUT_SECONDS=2)
-//     Rank 1's input is produced 8 s late, so rank 0's NCCL allreduce waits for it inside
-//     NCCL. Both ranks must fail within the timeout (plus the drain), naming the collective,
-//     the set's ranks and the setting, instead of waiting for the producer.
+//     After one allreduce that made the communicator, rank 1's input is produced 8 s late, so
+//     rank 0's NCCL allreduce waits for it inside NCCL. Both ranks must fail within the
+//     timeout (plus the drain), naming the collective, the set's ranks and the setting,
+//     instead of waiting for the producer.
+//   gpu_defects first_timeout   (the same, without the first allreduce)
+//     The late input belongs to the set's first GPU collective, whose round also makes the
+//     communicator: whichever wait runs out, the communicator's making or the collective's,
+//     both ranks must fail the same way, naming the collective that asked for it.
 //   gpu_defects peer_killed     (3 ranks sharing the GPU over NCCL, mpirun --enable-recovery)
 //     The last rank is killed while its peers wait for it inside a NCCL allreduce: they must
 //     fail, naming the collective and the set's ranks, within the bound.
@@ -134,10 +139,17 @@ int failed_handle() {
   return 0;
 }
 
-int gpu_timeout() {
+// gpu_timeout (`warm`: the communicator made first) and first_timeout.
+int gpu_timeout(bool warm) {
   const int me = rank();
   if (size() != 2) return fail(me, "runs on 2 ranks");
   Produced x(1 << 16);
+  if (warm) {
+    x.fill();
+    const Status made = allreduce("defect.warm", x.ref(), x.ref(), {ReduceOp::kSum}).wait(60s);
+    if (!made.ok())
+      return fail(me, "the allreduce before the late input failed: " + made.to_string());
+  }
   if (me == 1) stall(x.stream, 8000);
   x.fill();
   const Clock::time_point start = Clock::now();
@@ -153,7 +165,8 @@ int gpu_timeout() {
   }
   // Timeout 2 s, then at most 2 s more to drain the stream.
   if (took > 7.5) return fail(me, "failed after " + std::to_string(took) + " s");
-  say(me, "gpu_timeout ok after " + std::to_string(took) + " s: " + s.to_string());
+  say(me, std::string(warm ? "gpu_timeout" : "first_timeout") + " ok after " +
+              std::to_string(took) + " s: " + s.to_string());
   return 0;
 }
 
@@ -205,8 +218,8 @@ int main(int argc, char** argv) {
   int rc = 2;
   if (which == "failed_handle")
     rc = failed_handle();
-  else if (which == "gpu_timeout")
-    rc = gpu_timeout();
+  else if (which == "gpu_timeout" || which == "first_timeout")
+    rc = gpu_timeout(which == "gpu_timeout");
   else if (which == "peer_killed")
     rc = peer_killed();
   else
