@@ -30,7 +30,8 @@ bool mpi_is_cuda_aware() {
 #endif
 }
 
-StatusOr<std::unique_ptr<GpuContext>> GpuContext::create(const GpuContextSetup& setup, int device) {
+StatusOr<std::unique_ptr<GpuContext>> GpuContext::create(const GpuContextSetup& setup, int device,
+                                                         const std::vector<void*>& inputs) {
   std::unique_ptr<GpuContext> c(new GpuContext());
   c->device_ = device;
   c->timeout_ = setup.timeout;
@@ -39,7 +40,11 @@ StatusOr<std::unique_ptr<GpuContext>> GpuContext::create(const GpuContextSetup& 
   c->fusion_capacity_ = setup.fusion_threshold;
   // This rank's own steps may fail here; choose_backend() still takes part in the set's
   // exchange, so that every member learns of it and fails too.
-  const Status prepared = c->prepare(setup);
+  Status prepared = c->prepare(setup);
+  if (prepared.ok()) {
+    c->producers_ = inputs;
+    prepared = c->await_producers();
+  }
   if (Status s = c->choose_backend(setup, prepared); !s.ok()) return s;
   return c;
 }
@@ -143,7 +148,7 @@ Status GpuContext::choose_backend(const GpuContextSetup& setup, const Status& pr
     }
   }
   if (!failed.empty()) {
-    return internal_error(setup.label + ": the GPU context could not be set up on rank(s) " +
+    return internal_error(set_name() + ": the GPU context could not be set up on rank(s) " +
                           failed + " of the set (their logs say why)");
   }
   StatusOr<GpuBackendRequest> agreed = agree_gpu_backend(requested, setup.label);

@@ -83,8 +83,13 @@ bool mpi_is_cuda_aware();
 class GpuContext {
  public:
   /// Collective over the set (see above): fails on every member when it fails on one.
-  /// Logs the chosen path at debug level.
-  static StatusOr<std::unique_ptr<GpuContext>> create(const GpuContextSetup& setup, int device);
+  /// Logs the chosen path at debug level. `inputs`: the ready events (cudaEvent_t) of the
+  /// batch that asks for the context. Making a NCCL communicator can wait for this rank's
+  /// whole device, and aborting one that is being made waits for that too, so the events
+  /// must pass first, within the timeout: a producer that is stuck fails the batch on
+  /// every member instead of holding them all.
+  static StatusOr<std::unique_ptr<GpuContext>> create(const GpuContextSetup& setup, int device,
+                                                      const std::vector<void*>& inputs);
   /// Waits for the stream only while it is healthy; after a failure or with work still
   /// stuck on it, aborts the NCCL communicators instead of waiting for or destroying them.
   ~GpuContext();

@@ -49,7 +49,7 @@ void Executor::set_gpu_setup(const GpuContextSetup& setup) {
 
 #ifndef CHORUS_WITH_CUDA
 // The API refuses CUDA tensors in a build without CUDA, so no CUDA response reaches here.
-StatusOr<TensorMemory*> Executor::device_memory() {
+StatusOr<TensorMemory*> Executor::device_memory(const std::vector<Job>&) {
   return internal_error("a CUDA tensor reached the executor of a build without CUDA");
 }
 #endif
@@ -129,7 +129,7 @@ Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& res
       // together; its failure is every member's, so returning it leaves none waiting. It
       // names the batch that asked for it: a communicator that could not be made fails
       // that collective.
-      StatusOr<TensorMemory*> device = device_memory();
+      StatusOr<TensorMemory*> device = device_memory(members);
       s = device.ok()
               ? run_batch(**device, members, agreed, finish)
               : Status(device.status().code(), describe_batch(*front.response, members.size()) +

@@ -82,9 +82,9 @@ class Executor {
   Status settle_device();
   void trace(const std::string& name, TimelinePhase phase, Clock::time_point start,
              Clock::time_point end, std::string_view detail = {});
-  // The set's GPU memory, made with its GPU context at the first CUDA response
-  // (executor_gpu.cc; a build without CUDA fails).
-  StatusOr<TensorMemory*> device_memory();
+  // The set's GPU memory, made with its GPU context at the first CUDA batch, `batch`, once
+  // its inputs are produced (executor_gpu.cc; a build without CUDA fails).
+  StatusOr<TensorMemory*> device_memory(const std::vector<Job>& batch);
 
   HostMemory host_;
   Timeline* timeline_;

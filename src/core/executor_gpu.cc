@@ -156,7 +156,7 @@ class CudaMemory final : public TensorMemory, public DeferredBatches {
 
 }  // namespace
 
-StatusOr<TensorMemory*> Executor::device_memory() {
+StatusOr<TensorMemory*> Executor::device_memory(const std::vector<Job>& batch) {
   if (device_) return device_.get();
   // The rank's one GPU (RankDevice): pinned at enqueue by its first CUDA tensor, so a
   // joined rank with no tensor of its own still builds on the GPU it will use.
@@ -164,7 +164,11 @@ StatusOr<TensorMemory*> Executor::device_memory() {
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) devices = 1;
   const int fallback = gpu_setup_.local_rank % devices;
   const int index = gpu_setup_.device ? gpu_setup_.device->pin(fallback) : fallback;
-  StatusOr<std::unique_ptr<GpuContext>> g = GpuContext::create(gpu_setup_, index);
+  std::vector<void*> inputs;
+  for (const Job& j : batch) {
+    if (j.entry && j.entry->ready_event) inputs.push_back(j.entry->ready_event.get());
+  }
+  StatusOr<std::unique_ptr<GpuContext>> g = GpuContext::create(gpu_setup_, index, inputs);
   if (!g.ok()) return g.status();
   log().debug("{}: GPU context on cuda:{} ({})", gpu_setup_.label, index, (*g)->description());
   device_ = std::make_unique<CudaMemory>(std::move(g).value());

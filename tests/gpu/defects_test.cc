@@ -11,9 +11,10 @@
 //     timeout (plus the drain), naming the collective, the set's ranks and the setting,
 //     instead of waiting for the producer.
 //   gpu_defects first_timeout   (the same, without the first allreduce)
-//     The late input belongs to the set's first GPU collective, whose round also makes the
-//     communicator: whichever wait runs out, the communicator's making or the collective's,
-//     both ranks must fail the same way, naming the collective that asked for it.
+//     The late input belongs to the set's first GPU collective, which makes the communicator
+//     (and making one may wait for the rank's whole device). Both ranks must fail within the
+//     timeout, naming the collective that asked for it and the set's ranks: rank 1 the
+//     setting, rank 0 the rank that could not set up.
 //   gpu_defects peer_killed     (3 ranks sharing the GPU over NCCL, mpirun --enable-recovery)
 //     The last rank is killed while its peers wait for it inside a NCCL allreduce: they must
 //     fail, naming the collective and the set's ranks, within the bound.
@@ -158,8 +159,10 @@ int gpu_timeout(bool warm) {
   if (s.ok() || s.code() == StatusCode::kTimedOut) {
     return fail(me, "expected the GPU timeout to fail the allreduce, got " + s.to_string());
   }
-  for (const char* part :
-       {"allreduce 'defect.timeout'", "ranks [0, 1]", "CHORUS_GPU_TIMEOUT_SECONDS"}) {
+  // Once the communicator exists, each rank sees the timeout itself; before, rank 1 does and
+  // rank 0 learns which rank could not set up.
+  const char* why = warm || me == 1 ? "CHORUS_GPU_TIMEOUT_SECONDS" : "on rank(s) 1 of the set";
+  for (const char* part : {"allreduce 'defect.timeout'", "ranks [0, 1]", why}) {
     if (!has(s, part))
       return fail(me, std::string("the failure does not name ") + part + ": " + s.to_string());
   }
