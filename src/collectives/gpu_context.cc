@@ -45,7 +45,10 @@ StatusOr<std::unique_ptr<GpuContext>> GpuContext::create(const GpuContextSetup& 
     c->producers_ = inputs;
     prepared = c->await_producers();
   }
-  if (Status s = c->choose_backend(setup, prepared); !s.ok()) return s;
+  if (Status s = c->choose_backend(setup, prepared); !s.ok()) {
+    c->failed_ = true;  // a producer may be stuck: tearing down must not wait for the device
+    return s;
+  }
   return c;
 }
 
@@ -71,7 +74,18 @@ GpuContext::~GpuContext() {
   // destroy a communicator that is failed or busy.
   auto stream = static_cast<cudaStream_t>(stream_);
   if (stream && (failed_ || cudaStreamQuery(stream) != cudaSuccess)) abort_nccl();
-  if (stream && !failed_) cudaStreamSynchronize(stream);
+  if (failed_) {
+    // After a failure the device may never be idle again (a producer that is stuck, a
+    // collective a dead peer holds), and freeing device or pinned memory waits for all of
+    // it: what the set holds is left to the process's exit.
+    static_cast<void>(hierarchical_.release());
+    static_cast<void>(cross_.release());
+    static_cast<void>(local_.release());
+    static_cast<void>(flat_.release());
+    static_cast<void>(copy_.release());
+    return;
+  }
+  if (stream) cudaStreamSynchronize(stream);
   hierarchical_.reset();
   cross_.reset();
   local_.reset();

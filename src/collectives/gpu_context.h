@@ -163,7 +163,7 @@ class GpuContext {
   std::chrono::milliseconds timeout_{0};
   std::string label_;
   std::vector<int> ranks_;
-  bool failed_ = false;           // a synchronize() failed: the stream may hold stuck work
+  bool failed_ = false;           // a wait or the set-up failed: the device may hold stuck work
   void* stream_ = nullptr;        // cudaStream_t, non-blocking
   void* done_ = nullptr;          // cudaEvent_t
   std::vector<void*> producers_;  // cudaEvent_t: the batch's inputs' and outputs' (borrowed)

@@ -6,9 +6,12 @@
 #include <algorithm>
 #include <chrono>
 #include <functional>
+#include <future>
+#include <memory>
 #include <numeric>
 #include <thread>
 
+#include "base/logging.h"
 #include "collectives/gpu_agree.h"
 #include "collectives/nccl_status.h"
 #include "kernels/cuda_check.h"
@@ -54,6 +57,25 @@ ncclResult_t wait_for_comm(ncclComm_t comm, std::chrono::milliseconds timeout) {
 
 std::string seconds(std::chrono::milliseconds t) {
   return std::to_string(std::chrono::duration_cast<std::chrono::seconds>(t).count());
+}
+
+// ncclCommAbort frees the communicator's device memory, which waits for the rank's whole
+// device: behind a producer that never finishes it never returns. It runs on a thread of its
+// own, and the caller goes on after `timeout`; the thread ends with the abort, or with the
+// process.
+void abort_within(ncclComm_t comm, std::chrono::milliseconds timeout, const std::string& label) {
+  auto aborted = std::make_shared<std::promise<void>>();
+  std::future<void> done = aborted->get_future();
+  std::thread([comm, aborted] {
+    ncclCommAbort(comm);
+    aborted->set_value();
+  }).detach();
+  if (done.wait_for(timeout) == std::future_status::timeout) {
+    log().warn(
+        "{}: ncclCommAbort did not return within {} s (it waits for every stream of the "
+        "device, the trainer's too); going on without it",
+        label, seconds(timeout));
+  }
 }
 
 ncclDataType_t nccl_type(DataType dtype) {
@@ -156,10 +178,11 @@ NcclBackend::~NcclBackend() {
     if (rc == ncclSuccess) {
       ncclCommDestroy(comm);
     } else {
-      ncclCommAbort(comm);
+      abort_within(comm, timeout_, label_);
     }
   }
-  if (wide_) cudaFree(wide_);
+  // Stream-ordered, as it was allocated: cudaFree would wait for the whole device.
+  if (wide_) cudaFreeAsync(wide_, static_cast<cudaStream_t>(stream_));
 }
 
 Status NcclBackend::settle(int rc, const char* call, const char* file, int line) {
@@ -196,7 +219,7 @@ StatusOr<int32_t*> NcclBackend::wide(int64_t elements) {
 }
 
 void NcclBackend::abort(const std::string& why) {
-  if (comm_) ncclCommAbort(static_cast<ncclComm_t>(comm_));
+  if (comm_) abort_within(static_cast<ncclComm_t>(comm_), timeout_, label_);
   comm_ = nullptr;
   if (failed_.ok()) failed_ = Status(StatusCode::kAborted, label_ + ": " + why);
 }
@@ -208,7 +231,7 @@ Status NcclBackend::poll_async(const std::string& during) {
   if (rc != ncclSuccess) async = rc;
   if (async == ncclSuccess || async == ncclInProgress) return {};
   const std::string detail = ncclGetLastError(static_cast<ncclComm_t>(comm_));
-  ncclCommAbort(static_cast<ncclComm_t>(comm_));
+  abort_within(static_cast<ncclComm_t>(comm_), timeout_, label_);
   comm_ = nullptr;
   failed_ = nccl_async_status(async, label_, during, detail);
   return failed_;
