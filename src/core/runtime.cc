@@ -9,7 +9,6 @@
 
 #include "base/logging.h"
 #include "collectives/backoff.h"
-#include "core/debug_signal.h"
 
 namespace chorus {
 namespace {
@@ -145,6 +144,26 @@ void Runtime::drive(detail::HandleState& handle) {
   }
 }
 
+// The observability service reaches the sets through two closures, both called under
+// progress_mu_ (the service's thread contract): the executors follow the active timeline,
+// and a flight record lists the sets and their entries outstanding.
+Runtime::Runtime(Config config)
+    : config_(std::move(config)),
+      observability_(
+          {config_.debug_dir, config_.timeline_max_mb,
+           [this](Timeline* timeline) {
+             progress_mu_.assert_held();
+             for (auto& [id, set] : sets_) set->executor->set_timeline(timeline);
+           },
+           [this](SetMembers* members, std::vector<Observability::Pending>* pending) {
+             progress_mu_.assert_held();
+             for (const auto& [id, set] : sets_) {
+               (*members)[id] = set->ranks;
+               const int32_t set_id = id;  // a structured binding is not captured
+               set->entries.for_each([&](const Entry& e) { pending->push_back({set_id, &e}); });
+             }
+           }}) {}
+
 Status Runtime::start_timeline(const std::string& path, bool mark_cycles) {
   if (path.empty()) return invalid_argument("start_timeline: the file path is empty");
   return request_timeline(path, mark_cycles);
@@ -251,20 +270,19 @@ void Runtime::loop() {
       log().error("background loop stopped: {}", s.to_string());
       ended = s;
       mpi_usable = false;
-      write_flight_record("the runtime stopped: " + s.to_string());
+      observability_.write_flight_record("the runtime stopped: " + s.to_string());
       break;
     }
     if (shutdown) {
       ended = Status(StatusCode::kAborted,
                      stop_asked ? "Chorus was shut down while the collective was in flight"
                                 : "another rank called chorus::shutdown(), which stops every rank");
-      if (pending()) write_flight_record("shutdown aborted collectives in flight");
+      if (pending()) observability_.write_flight_record("shutdown aborted collectives in flight");
       break;
     }
-    if (flight_record_asked()) write_flight_record("SIGUSR1");
+    observability_.write_flight_record_if_asked();
   }
   drivable_.store(false, std::memory_order_release);
-  remove_flight_signal();
   log().debug("{} cycles, {} of them run by trainer threads waiting on a handle", cycles_,
               trainer_cycles());
   // Stopped before the handles fail: a thread that sees its handle fail and submits again
@@ -275,7 +293,7 @@ void Runtime::loop() {
   // the round ended (Executor::execute).
   fail_all(ended);
   for (Entry& e : queued) release(e, ended);
-  if (timeline_) timeline_->stop();
+  observability_.stop();
   // After a failure the ranks are out of step: a set's GPU communicators are aborted, never
   // finalized with peers that may not take part.
   if (!mpi_usable) {
@@ -321,7 +339,7 @@ bool Runtime::take_queue(bool* stop_asked) {
   Submissions::Taken taken = submissions_.take(&fresh_);
   *stop_asked = taken.stop_asked;
   // Before the fresh entries: what was submitted after start_timeline returned is recorded.
-  apply_timeline_requests(std::move(taken.timeline_requests));
+  observability_.apply(std::move(taken.timeline_requests));
   const bool took = !fresh_.empty();
   accept(fresh_);
   fresh_.clear();
@@ -366,91 +384,10 @@ void Runtime::accept(std::vector<Entry>& fresh) {
   }
 }
 
-// Requests in the order they came. The active timeline is closed before the next one opens,
-// also when that then fails: the new path may name the same file, which must not have two
-// writers. A failed start thus leaves no timeline.
-void Runtime::apply_timeline_requests(std::vector<Submissions::TimelineRequest> requests) {
-  for (Submissions::TimelineRequest& q : requests) {
-    set_timeline(nullptr, false);
-    Status s;
-    if (!q.path.empty()) {
-      StatusOr<std::shared_ptr<Timeline>> tl =
-          open_timeline(q.path, "start_timeline(" + q.path + ")");
-      if (tl.ok()) {
-        set_timeline(std::move(tl).value(), q.mark_cycles);
-        log().info("timeline started: {}{}", q.path, q.mark_cycles ? " (marking cycles)" : "");
-      } else {
-        s = tl.status();
-      }
-    }
-    q.done.set_value(s);
-  }
-}
-
-StatusOr<std::shared_ptr<Timeline>> Runtime::open_timeline(const std::string& path,
-                                                           std::string label) {
-  Timeline::Options options;
-  options.rank = rank_;
-  options.label = std::move(label);
-  options.origin = Clock::time_point(std::chrono::nanoseconds(clock_.origin_ns));
-  options.max_bytes = config_.timeline_max_mb << 20;
-  if (rank_ != 0) {
-    options.clock_label = fmt::format("clock {:+.1f} us from rank 0's (within {:.1f} us)",
-                                      static_cast<double>(clock_.offset_ns) / 1e3,
-                                      static_cast<double>(clock_.uncertainty_ns) / 1e3);
-  }
-  StatusOr<std::unique_ptr<Timeline>> tl = Timeline::open(timeline_path_for(path, rank_), options);
-  if (!tl.ok()) return tl.status();
-  return std::shared_ptr<Timeline>(std::move(tl).value());
-}
-
-// Hands `timeline` (may be null) to every executor, then stops the old one: stop() writes
-// what it holds and closes the file, so the file is complete when the caller learns of it.
-void Runtime::set_timeline(std::shared_ptr<Timeline> timeline, bool mark_cycles) {
-  for (auto& [id, set] : sets_) set->executor->set_timeline(timeline.get());
-  trainer_marks_.set(timeline);
-  if (timeline_) timeline_->stop();
-  timeline_ = std::move(timeline);
-  mark_cycles_ = timeline_ != nullptr && mark_cycles;
-}
-
 void Runtime::finish(SetState& set, Entry& entry, const Status& status, Clock::time_point agreed) {
-  if (flight_) {
-    flight_->record(set.id, entry.request, entry.enqueued, agreed, Clock::now(), status.code());
-  }
+  observability_.finished(set.id, entry, agreed, status);
   release(entry, status);
   set.entries.erase(entry);
-}
-
-void Runtime::write_flight_record(const std::string& reason) {
-  if (!flight_) return;
-  std::vector<FlightRecord> outstanding;
-  SetMembers members;
-  const FlightRecorder* flight =
-      flight_.get();  // the lambdas below are not analysed as holding the lock
-  for (const auto& [id, set] : sets_) {
-    members[id] = set->ranks;
-    const int32_t set_id = id;  // a structured binding cannot be captured before C++20's clang 16
-    set->entries.for_each([&](const Entry& e) {
-      FlightRecord r;
-      r.set_id = set_id;
-      r.name = e.request.name;
-      r.op = e.request.op;
-      r.dtype = e.request.dtype;
-      r.bytes = num_elements(e.request.shape) * static_cast<int64_t>(dtype_size(e.request.dtype));
-      r.submitted_us = flight->wall_us(e.enqueued);
-      outstanding.push_back(std::move(r));
-    });
-  }
-  std::sort(
-      outstanding.begin(), outstanding.end(),
-      [](const FlightRecord& a, const FlightRecord& b) { return a.submitted_us < b.submitted_us; });
-  if (Status s = flight_->write(config_.debug_dir, reason, members, outstanding, stall_lines_);
-      !s.ok()) {
-    log().error("{}", s.message());
-  } else {
-    log().info("flight record written to {} ({})", config_.debug_dir, reason);
-  }
 }
 
 // The name leaves the names in flight before the handle completes: a thread that sees it

@@ -43,14 +43,12 @@
 #include "core/entry.h"
 #include "core/entry_table.h"
 #include "core/executor.h"
-#include "core/flight_recorder.h"
 #include "core/handle_state.h"
 #include "core/init_agreement.h"
 #include "core/negotiator.h"
+#include "core/observability.h"
 #include "core/process_sets.h"
 #include "core/submissions.h"
-#include "timeline/timeline.h"
-#include "timeline/trainer_marks.h"
 #include "topology/rank_map.h"
 
 namespace chorus {
@@ -99,7 +97,7 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   Status start_timeline(const std::string& path, bool mark_cycles);
   Status stop_timeline();
   /// A training step ended on this rank (timeline/trainer_marks.h). Any thread.
-  void mark_step() { trainer_marks_.step(); }
+  void mark_step() { observability_.trainer_marks().step(); }
 
   /// Cycles that trainer threads waiting on a handle ran to the end (see above). Any thread.
   uint64_t trainer_cycles() const { return trainer_cycles_.load(std::memory_order_relaxed); }
@@ -108,7 +106,7 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   /// above); wakes the background thread for work this thread's submit left to it.
   void drive(detail::HandleState& handle) override;
   void wake() override;
-  void waited(Clock::time_point since) override { trainer_marks_.waited(since); }
+  void waited(Clock::time_point since) override { observability_.trainer_marks().waited(since); }
 
  private:
   struct SetState {
@@ -133,7 +131,7 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
     kExecute,   // responses known: execute them (execute_rounds)
   };
 
-  explicit Runtime(Config config) : config_(std::move(config)) {}
+  explicit Runtime(Config config);
 
   // The background thread (runtime.cc, runtime_setup.cc).
   void run(const WorldFactory& make_world, std::promise<Status> started)
@@ -145,7 +143,6 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   StatusOr<std::unique_ptr<SetState>> make_set(int32_t id, const std::vector<int>& ranks)
       CHORUS_REQUIRES(progress_mu_);
   Status setup_doorbells() CHORUS_REQUIRES(progress_mu_);
-  [[noreturn]] void end_for_stall(int status, const std::string& label);
   void loop() CHORUS_EXCLUDES(progress_mu_);
   std::chrono::microseconds cycle_time() const {
     return std::chrono::microseconds(static_cast<int64_t>(config_.cycle_time_ms * 1000));
@@ -172,18 +169,9 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   /// its round's responses were known (none for entries failed outside a round).
   void finish(SetState& set, Entry& entry, const Status& status, Clock::time_point agreed = {})
       CHORUS_REQUIRES(progress_mu_);
-  /// Writes this rank's flight record, `reason` saying why; a failure to write is logged.
-  void write_flight_record(const std::string& reason) CHORUS_REQUIRES(progress_mu_);
   void release(Entry& entry, const Status& status);
   void fail_all(const Status& status) CHORUS_REQUIRES(progress_mu_);
   Status request_timeline(std::string path, bool mark_cycles);
-  void apply_timeline_requests(std::vector<Submissions::TimelineRequest> requests)
-      CHORUS_REQUIRES(progress_mu_);
-  /// Opens this rank's file of `path` (timeline_path_for), its times on the job's axis.
-  StatusOr<std::shared_ptr<Timeline>> open_timeline(const std::string& path, std::string label)
-      CHORUS_REQUIRES(progress_mu_);
-  void set_timeline(std::shared_ptr<Timeline> timeline, bool mark_cycles)
-      CHORUS_REQUIRES(progress_mu_);
 
   const Config config_;
   // Written by setup() before start() returns; read-only after.
@@ -204,14 +192,9 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   // Built when the hierarchical allreduce may use them (setup_topology), handed to the
   // global set's executor; destroyed before the world is finalized.
   TopologyGroups topology_groups_ CHORUS_GUARDED_BY(progress_mu_);
-  // This rank's clock against rank 0's, measured by setup(): timelines count from its origin.
-  ClockOffset clock_ CHORUS_GUARDED_BY(progress_mu_);
-  std::shared_ptr<Timeline> timeline_ CHORUS_GUARDED_BY(progress_mu_);
-  TrainerMarks trainer_marks_;  // the timeline's trainer row, marked by trainer threads
-  // Every rank's last collectives (core/flight_recorder.h); set by setup().
-  std::unique_ptr<FlightRecorder> flight_ CHORUS_GUARDED_BY(progress_mu_);
-  std::vector<std::string> stall_lines_ CHORUS_GUARDED_BY(progress_mu_);  // the last said
-  bool mark_cycles_ CHORUS_GUARDED_BY(progress_mu_) = false;              // CYCLE_START marks
+  // The timeline, the flight recorder and the stall lines (core/observability.h); started
+  // by setup(). Its trainer row is marked by trainer threads, the rest under progress_mu_.
+  Observability observability_;
   std::map<int32_t, std::unique_ptr<SetState>> sets_ CHORUS_GUARDED_BY(progress_mu_);
   uint64_t cycles_ CHORUS_GUARDED_BY(progress_mu_) = 0;  // cycles started
   Phase phase_ CHORUS_GUARDED_BY(progress_mu_) = Phase::kBegin;

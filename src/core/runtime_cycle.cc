@@ -84,8 +84,8 @@ Status Runtime::execute_rounds(bool* shutdown, bool* productive) {
     // The record shows what the report describes: written before the round runs, whose
     // failures (CHORUS_STALL_SHUTDOWN_SECONDS) would take the stuck tensors out of it.
     if (!round.stall_lines.empty()) {
-      stall_lines_ = round.stall_lines;
-      write_flight_record("stall report (" + set->negotiator->label() + ")");
+      observability_.stalled(round.stall_lines);
+      observability_.write_flight_record("stall report (" + set->negotiator->label() + ")");
     }
     SetState* state = set.get();
     Status s = set->executor->execute(round.responses, set->entries, agreed,
@@ -95,28 +95,13 @@ Status Runtime::execute_rounds(bool* shutdown, bool* productive) {
                                       });
     if (!s.ok()) return s;
     if (round.stall_exit_status != 0)
-      end_for_stall(round.stall_exit_status, set->negotiator->label());
+      Observability::end_for_stall(round.stall_exit_status, set->negotiator->label());
   }
-  if (*productive && mark_cycles_) timeline_->mark_cycle(cycle_start_);
+  if (*productive) observability_.cycle_ran(cycle_start_);
   if (changes.empty()) return {};
   Status s = apply_set_changes(changes);
   update_drivable();
   return s;
-}
-
-// CHORUS_STALL_SHUTDOWN_SECONDS failed stuck tensors of a set this rank belongs to, every
-// member ran those failures in this round, and every member now ends its process with the
-// stall's class as exit status (core/stall_classes.h), so that the launcher ends the job and
-// reports why. _Exit: the trainer's threads may still be running, and static destructors
-// under them would crash instead of exiting with the status.
-void Runtime::end_for_stall(int status, const std::string& label) {
-  log().critical(
-      "stall inspector ({}): CHORUS_STALL_SHUTDOWN_SECONDS reached; ending the process with "
-      "exit status {}",
-      label, status);
-  log().flush();
-  std::fflush(nullptr);
-  std::_Exit(status);
 }
 
 // The background thread's cycle: takes it up at whichever phase it stands (a trainer thread

@@ -8,7 +8,6 @@
 #include "base/logging.h"
 #include "collectives/gpu_path.h"
 #include "collectives/hierarchical_allreduce.h"
-#include "core/debug_signal.h"
 #include "core/host_rounds.h"
 #include "core/init_agreement.h"
 #include "core/runtime.h"
@@ -31,8 +30,6 @@ Status Runtime::setup(const WorldFactory& make_world) {
   rank_ = world_->rank();
   size_ = world_->size();
   configure_logging(rank_, config_.log_level);
-  flight_ = std::make_unique<FlightRecorder>(rank_, FlightRecorder::kCapacity);
-  if (install_flight_signal()) log().debug("SIGUSR1 writes the flight record");
   log().debug("config: {}", config_.describe());
   // The HOROVOD_* variables of a job script that Chorus reads otherwise than by their value,
   // or not at all: once per job, at info level (none changes a result; the ranks share one
@@ -44,18 +41,10 @@ Status Runtime::setup(const WorldFactory& make_world) {
   log().debug("built with {}", nccl_version_string());
 #endif
   StatusOr<ClockOffset> clock = world_->clock_offset();
-  if (clock.ok()) clock_ = *clock;
+  observability_.start(rank_, clock.ok() ? *clock : ClockOffset{});
   if (Status s = agree(clock.status(), "measuring the clocks", {}); !s.ok()) return s;
-  Status local;
-  const std::string& path = config_.timeline_path;
-  if (!path.empty() && (rank_ == 0 || timeline_on_every_rank(path))) {
-    StatusOr<std::shared_ptr<Timeline>> tl = open_timeline(path, {});
-    if (tl.ok()) {
-      set_timeline(std::move(tl).value(), config_.timeline_mark_cycles);
-    } else {
-      local = tl.status();
-    }
-  }
+  const Status local =
+      observability_.open_initial_timeline(config_.timeline_path, config_.timeline_mark_cycles);
   if (Status s = agree(local, "opening the timeline", config_.agreed()); !s.ok()) return s;
   StatusOr<std::vector<std::string>> names = world_->host_names();
   if (!names.ok()) return names.status();
@@ -170,7 +159,7 @@ StatusOr<std::unique_ptr<Runtime::SetState>> Runtime::make_set(int32_t id,
   }
   set->executor = std::make_unique<Executor>(
       host, static_cast<std::size_t>(config_.fusion_threshold_for(!map_.one_host(ranks))),
-      timeline_.get());
+      observability_.timeline());
   GpuContextSetup gpu;
   gpu.label = label;
   gpu.global_set = id == 0;
