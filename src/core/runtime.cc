@@ -132,7 +132,7 @@ void Runtime::drive(detail::HandleState& handle) {
     log().error("a cycle run by a waiting trainer thread failed: {}", s.to_string());
     trainer_failure_ = s;
   }
-  const bool left = phase_ != Phase::kBegin || pending() || !trainer_failure_.ok();
+  const bool left = phase_ != Phase::kBegin || sets_.pending() || !trainer_failure_.ok();
   // Cleared before the queue is looked at: a submit that the background thread ignored
   // while this thread drove is then seen here, or that thread sees it itself.
   driving_.store(false, std::memory_order_seq_cst);
@@ -162,7 +162,8 @@ Runtime::Runtime(Config config)
                const int32_t set_id = id;  // a structured binding is not captured
                set->entries.for_each([&](const Entry& e) { pending->push_back({set_id, &e}); });
              }
-           }}) {}
+           }}),
+      sets_(&process_sets_, &observability_) {}
 
 Status Runtime::start_timeline(const std::string& path, bool mark_cycles) {
   if (path.empty()) return invalid_argument("start_timeline: the file path is empty");
@@ -201,7 +202,7 @@ void Runtime::run(const WorldFactory& make_world, std::promise<Status> started) 
     MutexLock progress(progress_mu_);
     Status s = setup(make_world);
     if (!s.ok()) {
-      sets_.clear();
+      sets_.close(s, false);
       topology_groups_ = {};
       if (world_) world_->finalize();
       started.set_value(s);
@@ -230,7 +231,7 @@ void Runtime::loop() {
     bool stop_asked = false;
     if (phase_ == Phase::kBegin && trainer_failure_.ok()) {
       // Between cycles: trainer threads may run one while this thread waits for work.
-      const bool was_pending = pending();
+      const bool was_pending = sets_.pending();
       const uint64_t cycles = cycles_;
       progress_mu_.unlock();
       if (productive && !was_pending) {
@@ -252,7 +253,7 @@ void Runtime::loop() {
         const bool took = take_queue(&stop_asked);
         backoff = !took && !productive ? std::min(backoff * 2, cycle_time) : min_backoff;
         // Woken for work that a trainer thread ran meanwhile: nothing is left to do.
-        if (woken && !took && !stop_asked && !pending() && trainer_failure_.ok()) {
+        if (woken && !took && !stop_asked && !sets_.pending() && trainer_failure_.ok()) {
           productive = false;
           continue;
         }
@@ -277,7 +278,8 @@ void Runtime::loop() {
       ended = Status(StatusCode::kAborted,
                      stop_asked ? "Chorus was shut down while the collective was in flight"
                                 : "another rank called chorus::shutdown(), which stops every rank");
-      if (pending()) observability_.write_flight_record("shutdown aborted collectives in flight");
+      if (sets_.pending())
+        observability_.write_flight_record("shutdown aborted collectives in flight");
       break;
     }
     observability_.write_flight_record_if_asked();
@@ -291,15 +293,10 @@ void Runtime::loop() {
   submissions_.stop(ended, &queued);
   // No entry failed here has device work queued: every round's batches completed before
   // the round ended (Executor::execute).
-  fail_all(ended);
-  for (Entry& e : queued) release(e, ended);
+  for (Entry& e : queued) sets_.release(e, ended);
   observability_.stop();
-  // After a failure the ranks are out of step: a set's GPU communicators are aborted, never
-  // finalized with peers that may not take part.
-  if (!mpi_usable) {
-    for (auto& [id, set] : sets_) set->executor->abandon_device(ended);
-  }
-  sets_.clear();
+  // After a failure the ranks are out of step: the sets' GPU communicators are aborted.
+  sets_.close(ended, !mpi_usable);
   topology_groups_ = {};
   Status fin = mpi_usable ? world_->finalize() : ended;
   progress_mu_.unlock();
@@ -341,66 +338,9 @@ bool Runtime::take_queue(bool* stop_asked) {
   // Before the fresh entries: what was submitted after start_timeline returned is recorded.
   observability_.apply(std::move(taken.timeline_requests));
   const bool took = !fresh_.empty();
-  accept(fresh_);
+  sets_.accept(fresh_);
   fresh_.clear();
   return took;
-}
-
-bool Runtime::pending() const {
-  for (const auto& [id, set] : sets_) {
-    if (set->negotiator->pending() > 0) return true;
-  }
-  return false;
-}
-
-// Takes the queue's entries into their sets. The entries of one submit (a grouped
-// allreduce's members share a handle) are taken all or nothing. Their names were checked
-// against those in flight at submit. The table owns each entry from here on; the negotiator
-// reads the entry's request in place.
-void Runtime::accept(std::vector<Entry>& fresh) {
-  const Clock::time_point now = Clock::now();
-  for (std::size_t begin = 0; begin < fresh.size();) {
-    std::size_t end = begin + 1;
-    while (end < fresh.size() && fresh[end].handle == fresh[begin].handle) ++end;
-    auto it = sets_.find(fresh[begin].set_id);
-    if (it == sets_.end() || !it->second) {
-      const Status refused = invalid_argument("process set " + std::to_string(fresh[begin].set_id) +
-                                              " was removed before the collective ran");
-      for (std::size_t i = begin; i < end; ++i) release(fresh[i], refused);
-    } else {
-      for (std::size_t i = begin; i < end; ++i) {
-        Entry* placed = it->second->entries.insert(fresh[i]);
-        // submit() refused names in flight, so the table cannot hold this one; the name in
-        // flight is the other entry's, and stays.
-        if (!placed) {
-          fresh[i].handle->finish(
-              internal_error(duplicate_name(fresh[i].request, rank_).message()));
-          continue;
-        }
-        it->second->negotiator->submit(placed->request, now);
-      }
-    }
-    begin = end;
-  }
-}
-
-void Runtime::finish(SetState& set, Entry& entry, const Status& status, Clock::time_point agreed) {
-  observability_.finished(set.id, entry, agreed, status);
-  release(entry, status);
-  set.entries.erase(entry);
-}
-
-// The name leaves the names in flight before the handle completes: a thread that sees it
-// done may submit the name again at once.
-void Runtime::release(Entry& entry, const Status& status) {
-  process_sets_.release(entry);
-  entry.handle->finish(status);
-}
-
-void Runtime::fail_all(const Status& status) {
-  for (auto& [id, set] : sets_) {
-    while (!set->entries.empty()) finish(*set, set->entries.any(), status);
-  }
 }
 
 }  // namespace chorus

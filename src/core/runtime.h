@@ -48,6 +48,7 @@
 #include "core/negotiator.h"
 #include "core/observability.h"
 #include "core/process_sets.h"
+#include "core/set_table.h"
 #include "core/submissions.h"
 #include "topology/rank_map.h"
 
@@ -109,20 +110,6 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   void waited(Clock::time_point since) override { observability_.trainer_marks().waited(since); }
 
  private:
-  struct SetState {
-    int32_t id = 0;
-    std::vector<int> ranks;  // global ranks, in set order
-    std::unique_ptr<Group> group;
-    std::unique_ptr<ControlTransport> host_rounds;  // set when its rounds use the board
-    ControlTransport* control = nullptr;            // host_rounds, or the group's
-    std::unique_ptr<Negotiator> negotiator;
-    // The global set's host-memory reductions across hosts, over the topology groups
-    // (collectives/hierarchical_allreduce.h); null: the group's backend, flat. Declared
-    // before the executor, which uses it, so that it outlives it.
-    std::unique_ptr<Backend> hierarchical_host;
-    std::unique_ptr<Executor> executor;
-    EntryTable entries;
-  };
   // Where the cycle in flight stands: the next phase to run.
   enum class Phase {
     kBegin,     // no cycle in flight: start one (begin_cycle)
@@ -140,8 +127,6 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   Status agree(const Status& local, const std::string& step, const Settings& settings)
       CHORUS_REQUIRES(progress_mu_);
   Status setup_topology(const std::vector<std::string>& names) CHORUS_REQUIRES(progress_mu_);
-  StatusOr<std::unique_ptr<SetState>> make_set(int32_t id, const std::vector<int>& ranks)
-      CHORUS_REQUIRES(progress_mu_);
   Status setup_doorbells() CHORUS_REQUIRES(progress_mu_);
   void loop() CHORUS_EXCLUDES(progress_mu_);
   std::chrono::microseconds cycle_time() const {
@@ -153,7 +138,6 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
 
   // The cycle's phases, run by whichever thread holds progress_mu_ (runtime_cycle.cc).
   bool take_queue(bool* stop_asked) CHORUS_REQUIRES(progress_mu_);
-  bool pending() const CHORUS_REQUIRES(progress_mu_);
   Status begin_cycle(bool stop_asked) CHORUS_REQUIRES(progress_mu_);
   StatusOr<bool> poll_rounds(bool liveness) CHORUS_REQUIRES(progress_mu_);
   Status complete_rounds() CHORUS_REQUIRES(progress_mu_);
@@ -163,14 +147,6 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   bool runs_without_mpi(Phase phase) const CHORUS_REQUIRES(progress_mu_);
   void update_drivable() CHORUS_REQUIRES(progress_mu_);
   Status drive_phases(detail::HandleState& handle) CHORUS_REQUIRES(progress_mu_);
-  void accept(std::vector<Entry>& fresh) CHORUS_REQUIRES(progress_mu_);
-  Status apply_set_changes(const std::vector<Response>& changes) CHORUS_REQUIRES(progress_mu_);
-  /// Completes `entry` with `status` and records it in the flight recorder; `agreed`: when
-  /// its round's responses were known (none for entries failed outside a round).
-  void finish(SetState& set, Entry& entry, const Status& status, Clock::time_point agreed = {})
-      CHORUS_REQUIRES(progress_mu_);
-  void release(Entry& entry, const Status& status);
-  void fail_all(const Status& status) CHORUS_REQUIRES(progress_mu_);
   Status request_timeline(std::string path, bool mark_cycles);
 
   const Config config_;
@@ -195,7 +171,8 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   // The timeline, the flight recorder and the stall lines (core/observability.h); started
   // by setup(). Its trainer row is marked by trainer threads, the rest under progress_mu_.
   Observability observability_;
-  std::map<int32_t, std::unique_ptr<SetState>> sets_ CHORUS_GUARDED_BY(progress_mu_);
+  // The sets as the cycle runs them (core/set_table.h).
+  SetTable sets_ CHORUS_GUARDED_BY(progress_mu_);
   uint64_t cycles_ CHORUS_GUARDED_BY(progress_mu_) = 0;  // cycles started
   Phase phase_ CHORUS_GUARDED_BY(progress_mu_) = Phase::kBegin;
   Clock::time_point cycle_start_ CHORUS_GUARDED_BY(progress_mu_);

@@ -91,7 +91,7 @@ Status Runtime::execute_rounds(bool* shutdown, bool* productive) {
     Status s = set->executor->execute(round.responses, set->entries, agreed,
                                       [&](Entry& e, const Status& st) {
                                         progress_mu_.assert_held();  // the executor's caller's
-                                        finish(*state, e, st, agreed);
+                                        sets_.finish(*state, e, st, agreed);
                                       });
     if (!s.ok()) return s;
     if (round.stall_exit_status != 0)
@@ -99,7 +99,7 @@ Status Runtime::execute_rounds(bool* shutdown, bool* productive) {
   }
   if (*productive) observability_.cycle_ran(cycle_start_);
   if (changes.empty()) return {};
-  Status s = apply_set_changes(changes);
+  Status s = sets_.apply_changes(changes);
   update_drivable();
   return s;
 }
@@ -111,7 +111,7 @@ Status Runtime::cycle(bool stop_asked, bool* shutdown, bool* productive) {
     if (Status s = begin_cycle(stop_asked); !s.ok()) return s;
   }
   if (phase_ == Phase::kPoll) {
-    const bool eager = cycle_stop_asked_ || pending();
+    const bool eager = cycle_stop_asked_ || sets_.pending();
     // Rounds that complete when the last peer arrives, all of whose peers ring on arrival.
     bool rung = true;
     for (auto& [id, set] : sets_) rung = rung && set->control->completes_on_arrival();
@@ -187,7 +187,7 @@ Status Runtime::drive_phases(detail::HandleState& handle) {
         take_queue(&stop_asked);
         // The final round is the background thread's; a cycle with nothing pending would
         // only be an idle round, which is the background thread's too.
-        if (stop_asked || !pending()) return {};
+        if (stop_asked || !sets_.pending()) return {};
         if (Status s = begin_cycle(false); !s.ok()) return s;
         break;
       }

@@ -50,11 +50,9 @@ Status Runtime::setup(const WorldFactory& make_world) {
   if (!names.ok()) return names.status();
   if (Status s = agree(setup_topology(*names), "the topology", {}); !s.ok()) return s;
   if (Status s = agree(setup_doorbells(), "the host's board", {}); !s.ok()) return s;
-  std::vector<int> all(size_);
-  for (int r = 0; r < size_; ++r) all[r] = r;
-  StatusOr<std::unique_ptr<SetState>> global = make_set(0, all);
-  if (Status s = agree(global.status(), "the global process set", {}); !s.ok()) return s;
-  sets_[0] = std::move(global).value();
+  const SetTable::Rank made_of{world_.get(),      rank_,       &config_, &map_, &doorbells_,
+                               &topology_groups_, &gpu_device_};
+  if (Status s = agree(sets_.start(made_of), "the global process set", {}); !s.ok()) return s;
   return {};
 }
 
@@ -106,109 +104,6 @@ Status Runtime::setup_doorbells() {
   StatusOr<std::unique_ptr<Group>> host = world_->split(map_.cross_rank, rank_);
   if (!host.ok()) return host.status();
   if (Status s = doorbells_.join_host((*host)->control()); !s.ok()) return s;
-  return {};
-}
-
-StatusOr<std::unique_ptr<Runtime::SetState>> Runtime::make_set(int32_t id,
-                                                               const std::vector<int>& ranks) {
-  StatusOr<std::unique_ptr<Group>> group = world_->create_group(ranks);
-  if (!group.ok()) return group.status();
-  ProcessSets::Info info{static_cast<int>(ranks.size()), -1};
-  for (int i = 0; i < static_cast<int>(ranks.size()); ++i) {
-    if (ranks[i] == rank_) info.rank = i;
-  }
-  process_sets_.add(id, info);
-  if (!*group) return std::unique_ptr<SetState>();
-  auto set = std::make_unique<SetState>();
-  set->id = id;
-  set->ranks = ranks;
-  set->group = std::move(group).value();
-  NegotiatorOptions nopts{config_.cache_capacity, config_.stall_check_seconds,
-                          config_.stall_shutdown_seconds, config_.liveness_seconds};
-  set->control = &set->group->control();
-  const std::string label = id == 0 ? "global" : "set " + std::to_string(id);
-  // A set on one host reduces through shared memory. The map is the same on every rank, so
-  // all its members join or none.
-  if (ranks.size() > 1 && map_.one_host(ranks)) {
-    std::string why;
-    if (Status s = set->group->join_host(&why); !s.ok()) return s;
-    if (!why.empty())
-      log().debug("{}: no shared memory for reductions ({}); MPI moves them", label, why);
-  }
-  // The global set of a job on one host runs its rounds on the host's board.
-  if (id == 0 && map_.cross_size == 1 && doorbells_.shared()) {
-    set->host_rounds = std::make_unique<HostRounds>(set->control, &doorbells_);
-    set->control = set->host_rounds.get();
-  }
-  set->negotiator = std::make_unique<Negotiator>(set->control, nopts, label);
-  Backend* host = &set->group->backend();
-  if (id == 0 && map_.cross_size > 1) {
-    std::string why;
-    if (use_hierarchical_host_allreduce(config_.hierarchical_allreduce, true, map_, &why)) {
-      // hierarchical_groups_needed() asked for the groups wherever this holds.
-      if (!topology_groups_.local) return internal_error("the hierarchy has no local group");
-      StatusOr<std::unique_ptr<HierarchicalBackend>> h = HierarchicalBackend::create(
-          host, &topology_groups_.local->backend(), &topology_groups_.cross->backend());
-      if (!h.ok()) return h.status();
-      set->hierarchical_host = std::move(h).value();
-      host = set->hierarchical_host.get();
-      log().debug("{}: hierarchical host-memory allreduce, {}", label, why);
-    } else {
-      log().debug("{}: flat host-memory allreduce across hosts: {}", label, why);
-    }
-  }
-  set->executor = std::make_unique<Executor>(
-      host, static_cast<std::size_t>(config_.fusion_threshold_for(!map_.one_host(ranks))),
-      observability_.timeline());
-  GpuContextSetup gpu;
-  gpu.label = label;
-  gpu.global_set = id == 0;
-  gpu.hierarchical_requested = config_.hierarchical_allreduce;
-  gpu.requested_backend = config_.gpu_backend;
-  if (id == 0) gpu.groups = &topology_groups_;
-  gpu.map = &map_;
-  gpu.device = &gpu_device_;
-  gpu.local_rank = map_.local_rank;
-  gpu.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
-      std::chrono::duration<double>(config_.gpu_timeout_seconds));
-  gpu.shared_gpu_nccl = config_.test_shared_gpu;
-  gpu.ranks = ranks;
-  set->executor->set_gpu_setup(gpu);
-  set->executor->set_injected_failure(config_.test_fail_collective);
-  return set;
-}
-
-// Process sets change at the end of a cycle, in response order, on every rank: creating
-// one is a collective over the global communicator.
-Status Runtime::apply_set_changes(const std::vector<Response>& changes) {
-  SetState& global = *sets_.at(0);
-  for (const Response& r : changes) {
-    if (r.op == OpType::kAddProcessSet) {
-      std::vector<int> ranks(r.ranks.begin(), r.ranks.end());
-      StatusOr<std::unique_ptr<SetState>> set = make_set(r.new_set_id, ranks);
-      if (!set.ok()) return set.status();
-      if (*set) sets_[r.new_set_id] = std::move(set).value();
-      log().debug("process set {} created with {} ranks", r.new_set_id, ranks.size());
-    } else {
-      const int32_t id = r.target_set;
-      auto it = sets_.find(id);
-      if (it != sets_.end()) {
-        SetState& gone = *it->second;
-        while (!gone.entries.empty()) {
-          finish(
-              gone, gone.entries.any(),
-              Status(StatusCode::kAborted, "process set " + std::to_string(id) + " was removed"));
-        }
-        sets_.erase(it);
-      }
-      process_sets_.remove(id);
-    }
-    if (Entry* e = global.entries.find(r.name)) {
-      // add_process_set's handle carries the new id; remove's, none.
-      if (r.op == OpType::kAddProcessSet) e->handle->value = r.new_set_id;
-      finish(global, *e, Status());
-    }
-  }
   return {};
 }
 

@@ -1,0 +1,108 @@
+#pragma once
+// The process sets this rank is a member of, as the cycle runs them: each set's group, the
+// transport of its rounds, its negotiator, its executor and the entries it owns. The table
+// makes a set (the global one at start, the others as responses create them), takes the
+// submitted entries into their sets, finishes entries, applies the cycle's set changes, and
+// ends every set when the runtime stops.
+//
+// Thread contract: the thread that runs the cycle (the runtime's progress lock held). What
+// other threads may ask of the sets is ProcessSets (core/process_sets.h), which the table
+// keeps up to date.
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "chorus/status.h"
+#include "collectives/backend.h"
+#include "collectives/topology_groups.h"
+#include "collectives/world.h"
+#include "core/config.h"
+#include "core/doorbell.h"
+#include "core/entry.h"
+#include "core/entry_table.h"
+#include "core/executor.h"
+#include "core/negotiator.h"
+#include "core/observability.h"
+#include "core/process_sets.h"
+#include "topology/rank_map.h"
+
+namespace chorus {
+
+struct SetState {
+  int32_t id = 0;
+  std::vector<int> ranks;  // global ranks, in set order
+  std::unique_ptr<Group> group;
+  std::unique_ptr<ControlTransport> host_rounds;  // set when its rounds use the board
+  ControlTransport* control = nullptr;            // host_rounds, or the group's
+  std::unique_ptr<Negotiator> negotiator;
+  // The global set's host-memory reductions across hosts, over the topology groups
+  // (collectives/hierarchical_allreduce.h); null: the group's backend, flat. Declared
+  // before the executor, which uses it, so that it outlives it.
+  std::unique_ptr<Backend> hierarchical_host;
+  std::unique_ptr<Executor> executor;
+  EntryTable entries;
+};
+
+class SetTable {
+ public:
+  using Clock = std::chrono::steady_clock;
+  using Sets = std::map<int32_t, std::unique_ptr<SetState>>;
+
+  /// What a set is made of, from the rank's set-up; each pointer outlives the table's sets.
+  struct Rank {
+    World* world = nullptr;
+    int rank = -1;
+    const Config* config = nullptr;
+    const RankMap* map = nullptr;
+    Doorbells* doorbells = nullptr;
+    TopologyGroups* topology_groups = nullptr;
+    RankDevice* gpu_device = nullptr;
+  };
+
+  /// `info` and `observability` are the runtime's; they outlive the table.
+  SetTable(ProcessSets* info, Observability* observability)
+      : info_(info), observability_(observability) {}
+
+  /// Once the rank is set up: what later sets are made of. Then makes the global set.
+  Status start(const Rank& rank);
+
+  /// Takes the queue's entries into their sets, handing their requests to the negotiators.
+  /// The entries of one submit (a grouped allreduce's members share a handle) are taken all
+  /// or nothing; those of a set removed meanwhile fail.
+  void accept(std::vector<Entry>& fresh);
+  /// Completes `entry` with `status`, records it in the flight recorder and drops it from
+  /// its set; `agreed`: when its round's responses were known (none outside a round).
+  void finish(SetState& set, Entry& entry, const Status& status, Clock::time_point agreed = {});
+  /// An entry that no set owns: its name leaves flight, then its handle completes.
+  void release(Entry& entry, const Status& status);
+  /// Creates and removes sets as the cycle's responses say, in their order; every rank does
+  /// the same (creating one is collective over the global set).
+  Status apply_changes(const std::vector<Response>& changes);
+  /// True if any set has collectives negotiating.
+  bool pending() const;
+  /// After the loop: every entry fails with `status`; after a failure that left the ranks
+  /// out of step (`abandon`), the sets' GPU communicators are then aborted, never finalized
+  /// with peers that may not take part. Then the sets are torn down.
+  void close(const Status& status, bool abandon);
+
+  Sets::iterator begin() { return sets_.begin(); }
+  Sets::iterator end() { return sets_.end(); }
+  Sets::const_iterator begin() const { return sets_.begin(); }
+  Sets::const_iterator end() const { return sets_.end(); }
+  std::size_t size() const { return sets_.size(); }
+
+ private:
+  // A set with `ranks` (global ranks, in set order) as set `id`; null where this rank is
+  // not a member. Collective over the global set.
+  StatusOr<std::unique_ptr<SetState>> make(int32_t id, const std::vector<int>& ranks);
+
+  ProcessSets* info_;
+  Observability* observability_;
+  Rank rank_;
+  Sets sets_;
+};
+
+}  // namespace chorus
