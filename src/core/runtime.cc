@@ -77,8 +77,7 @@ Handle Runtime::submit(std::span<Entry> entries) {
   // wait; waking the background thread would only take its core. Should the wait not come
   // next, the thread's next submit, wait or poll rings (wake()); a thread that does none of
   // those leaves the work to the background thread's next look, within the cycle time.
-  const bool defer =
-      t.waits_at_once && t.submits_since_wait == 0 && drivable_.load(std::memory_order_relaxed);
+  const bool defer = t.waits_at_once && t.submits_since_wait == 0 && cycle_.drivable();
   for (const Entry& e : entries) {
     if (Status s = check_request(e.request); !s.ok()) {
       return Handle(detail::HandleState::failed(std::move(s)));
@@ -115,7 +114,7 @@ void Runtime::drive(detail::HandleState& handle) {
   t.waits_at_once = &handle == t.last_submit && t.submits_since_wait == 1;
   t.submits_since_wait = 0;
   t.ring_owed = false;
-  if (!drivable_.load(std::memory_order_acquire)) {
+  if (!cycle_.drivable()) {
     if (owed) doorbells_.ring();
     return;
   }
@@ -126,13 +125,14 @@ void Runtime::drive(detail::HandleState& handle) {
   driving_.store(true, std::memory_order_seq_cst);
   if (Status s = guarded([&] {
         progress_mu_.assert_held();
-        return drive_phases(handle);
+        // After a trainer thread's failure the loop ends: no thread drives any more.
+        return trainer_failure_.ok() ? cycle_.drive(handle) : Status();
       });
       !s.ok()) {
     log().error("a cycle run by a waiting trainer thread failed: {}", s.to_string());
     trainer_failure_ = s;
   }
-  const bool left = phase_ != Phase::kBegin || sets_.pending() || !trainer_failure_.ok();
+  const bool left = !cycle_.at_rest() || sets_.pending() || !trainer_failure_.ok();
   // Cleared before the queue is looked at: a submit that the background thread ignored
   // while this thread drove is then seen here, or that thread sees it itself.
   driving_.store(false, std::memory_order_seq_cst);
@@ -163,7 +163,8 @@ Runtime::Runtime(Config config)
                set->entries.for_each([&](const Entry& e) { pending->push_back({set_id, &e}); });
              }
            }}),
-      sets_(&process_sets_, &observability_) {}
+      sets_(&process_sets_, &observability_),
+      cycle_(&sets_, &submissions_, &doorbells_, &observability_, cycle_time()) {}
 
 Status Runtime::start_timeline(const std::string& path, bool mark_cycles) {
   if (path.empty()) return invalid_argument("start_timeline: the file path is empty");
@@ -226,13 +227,13 @@ void Runtime::loop() {
   // finalizing could hang, so MPI is left to the process's exit.
   bool mpi_usable = true;
   progress_mu_.lock();
-  update_drivable();
+  cycle_.update_drivable();
   while (true) {
     bool stop_asked = false;
-    if (phase_ == Phase::kBegin && trainer_failure_.ok()) {
+    if (cycle_.at_rest() && trainer_failure_.ok()) {
       // Between cycles: trainer threads may run one while this thread waits for work.
       const bool was_pending = sets_.pending();
-      const uint64_t cycles = cycles_;
+      const uint64_t cycles = cycle_.started();
       progress_mu_.unlock();
       if (productive && !was_pending) {
         const Clock::time_point until = Clock::now() + kWatchAfterWork;
@@ -249,8 +250,8 @@ void Runtime::loop() {
       progress_mu_.lock();
       handed_over_.store(false, std::memory_order_relaxed);
       // A trainer thread may have left a cycle midway: the queue waits for the next one.
-      if (phase_ == Phase::kBegin) {
-        const bool took = take_queue(&stop_asked);
+      if (cycle_.at_rest()) {
+        const bool took = cycle_.take_queue(&stop_asked);
         backoff = !took && !productive ? std::min(backoff * 2, cycle_time) : min_backoff;
         // Woken for work that a trainer thread ran meanwhile: nothing is left to do.
         if (woken && !took && !stop_asked && !sets_.pending() && trainer_failure_.ok()) {
@@ -264,7 +265,7 @@ void Runtime::loop() {
     if (s.ok()) {
       s = guarded([&] {
         progress_mu_.assert_held();
-        return cycle(stop_asked, &shutdown, &productive);
+        return cycle_.run(stop_asked, &shutdown, &productive);
       });
     }
     if (!s.ok()) {
@@ -284,8 +285,8 @@ void Runtime::loop() {
     }
     observability_.write_flight_record_if_asked();
   }
-  drivable_.store(false, std::memory_order_release);
-  log().debug("{} cycles, {} of them run by trainer threads waiting on a handle", cycles_,
+  cycle_.stop_driving();
+  log().debug("{} cycles, {} of them run by trainer threads waiting on a handle", cycle_.started(),
               trainer_cycles());
   // Stopped before the handles fail: a thread that sees its handle fail and submits again
   // must find Chorus stopped, not a queue that no one will take.
@@ -328,19 +329,6 @@ bool Runtime::wait_for_work(std::chrono::microseconds timeout, bool pending, uin
     if (left.count() <= 0) return false;
     doorbells_.wait(seen, left, wake);
   }
-}
-
-// Takes the queue into the sets (accept) and applies the timeline requests; `stop_asked`:
-// this rank asked to stop. Returns true if there were entries.
-bool Runtime::take_queue(bool* stop_asked) {
-  Submissions::Taken taken = submissions_.take(&fresh_);
-  *stop_asked = taken.stop_asked;
-  // Before the fresh entries: what was submitted after start_timeline returned is recorded.
-  observability_.apply(std::move(taken.timeline_requests));
-  const bool took = !fresh_.empty();
-  sets_.accept(fresh_);
-  fresh_.clear();
-  return took;
 }
 
 }  // namespace chorus

@@ -1,25 +1,18 @@
 #pragma once
-// The runtime: the one object init() creates. It owns every subsystem (the world, process
-// sets with their negotiators and executors, timeline) and the background thread that
-// drives them; the public API forwards to it.
+// The runtime: the one object init() creates. It owns the services and the background
+// thread that drives them; the public API forwards to it.
 //
 // Threads: trainer threads call submit() and the accessors; the work runs on the
-// background thread ("chorus-bg"), the only thread that calls MPI or NCCL.
+// background thread ("chorus-bg"), the only thread that calls MPI or NCCL, and on trainer
+// threads that drive the cycle while they wait (core/cycle.h).
 //
-// The parts: the submissions that trainer threads hand over (core/submissions.h), what any
-// thread may ask of the process sets (core/process_sets.h), and the cycle with the state it
-// owns, here. A cycle (take the submissions, start the rounds, wait for them, complete
-// them, execute the responses) runs under progress_mu_, in phases that any holder of the
-// lock may take up where the last one left. A trainer thread waiting on a handle
-// (Handle::wait) may take the lock when the background thread does not hold it, and run
-// the phases that make no MPI call (runs_without_mpi): in a job on one host whose only
-// process set is the global one, the rounds go through the host's board and the allreduces
-// of host tensors through shared memory (collectives/shm_reducer.h). It stops where a
-// phase would need MPI (a coordinator exchange, another kind of collective, a process set
-// change, shutdown), when peers keep a round waiting, or when its handle is done, and
-// leaves the rest to the background thread, which it rings. This saves two context
-// switches per collective (to the background thread and back), which on a host whose
-// cores all run trainers is most of a small collective's time.
+// The services: the submissions that trainer threads hand over (core/submissions.h), what
+// any thread may ask of the process sets (core/process_sets.h), the sets as the cycle runs
+// them (core/set_table.h), the cycle itself (core/cycle.h), and the timeline, flight
+// recorder and stall reports (core/observability.h). The runtime sets up the world, the rank
+// map, binding and the host's board (runtime_setup.cc), runs the background thread's loop,
+// which sleeps until there is work and runs cycles under progress_mu_, and tears everything
+// down in order when the loop ends.
 
 #include <atomic>
 #include <chrono>
@@ -39,6 +32,7 @@
 #include "collectives/topology_groups.h"
 #include "collectives/world.h"
 #include "core/config.h"
+#include "core/cycle.h"
 #include "core/doorbell.h"
 #include "core/entry.h"
 #include "core/entry_table.h"
@@ -101,7 +95,7 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   void mark_step() { observability_.trainer_marks().step(); }
 
   /// Cycles that trainer threads waiting on a handle ran to the end (see above). Any thread.
-  uint64_t trainer_cycles() const { return trainer_cycles_.load(std::memory_order_relaxed); }
+  uint64_t trainer_cycles() const { return cycle_.trainer_cycles(); }
 
   /// Handle's hooks (detail::Driver): runs cycles on the calling thread while it may (see
   /// above); wakes the background thread for work this thread's submit left to it.
@@ -110,14 +104,6 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   void waited(Clock::time_point since) override { observability_.trainer_marks().waited(since); }
 
  private:
-  // Where the cycle in flight stands: the next phase to run.
-  enum class Phase {
-    kBegin,     // no cycle in flight: start one (begin_cycle)
-    kPoll,      // rounds started: poll them until every set's is done (poll_rounds)
-    kComplete,  // rounds done: complete them (complete_rounds)
-    kExecute,   // responses known: execute them (execute_rounds)
-  };
-
   explicit Runtime(Config config);
 
   // The background thread (runtime.cc, runtime_setup.cc).
@@ -134,19 +120,6 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   }
   bool wait_for_work(std::chrono::microseconds timeout, bool pending, uint64_t cycles)
       CHORUS_EXCLUDES(progress_mu_);
-  Status cycle(bool stop_asked, bool* shutdown, bool* productive) CHORUS_REQUIRES(progress_mu_);
-
-  // The cycle's phases, run by whichever thread holds progress_mu_ (runtime_cycle.cc).
-  bool take_queue(bool* stop_asked) CHORUS_REQUIRES(progress_mu_);
-  Status begin_cycle(bool stop_asked) CHORUS_REQUIRES(progress_mu_);
-  StatusOr<bool> poll_rounds(bool liveness) CHORUS_REQUIRES(progress_mu_);
-  Status complete_rounds() CHORUS_REQUIRES(progress_mu_);
-  Status execute_rounds(bool* shutdown, bool* productive) CHORUS_REQUIRES(progress_mu_);
-  /// The capability query: true if `phase`, run now, makes no MPI call (nor NCCL or CUDA),
-  /// so that a trainer thread may run it (drive_phases).
-  bool runs_without_mpi(Phase phase) const CHORUS_REQUIRES(progress_mu_);
-  void update_drivable() CHORUS_REQUIRES(progress_mu_);
-  Status drive_phases(detail::HandleState& handle) CHORUS_REQUIRES(progress_mu_);
   Status request_timeline(std::string path, bool mark_cycles);
 
   const Config config_;
@@ -173,23 +146,16 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   Observability observability_;
   // The sets as the cycle runs them (core/set_table.h).
   SetTable sets_ CHORUS_GUARDED_BY(progress_mu_);
-  uint64_t cycles_ CHORUS_GUARDED_BY(progress_mu_) = 0;  // cycles started
-  Phase phase_ CHORUS_GUARDED_BY(progress_mu_) = Phase::kBegin;
-  Clock::time_point cycle_start_ CHORUS_GUARDED_BY(progress_mu_);
-  bool cycle_stop_asked_ CHORUS_GUARDED_BY(progress_mu_) = false;  // the cycle asks to stop
-  // The submissions' entries, taken by whoever runs the cycle; emptied after use, and
-  // swapped with the queue, so that both keep their capacity.
-  std::vector<Entry> fresh_ CHORUS_GUARDED_BY(progress_mu_);
+  // The cycle (core/cycle.h): its phases run under progress_mu_, which is its contract
+  // rather than an annotation, since trainer threads ask it, without the lock, whether
+  // they may drive it.
+  Cycle cycle_;
   // A phase failed on a trainer thread; the loop ends.
   Status trainer_failure_ CHORUS_GUARDED_BY(progress_mu_);
-  // Written under progress_mu_ (update_drivable): trainer threads may run cycles.
-  std::atomic<bool> drivable_{false};
   std::atomic<bool> driving_{false};  // a trainer thread holds progress_mu_
   // A trainer thread left work for the background thread (a cycle in flight, requests
   // pending, or a queue), and rang its doorbell.
   std::atomic<bool> handed_over_{false};
-  // Cycles that a trainer thread finished; written under progress_mu_.
-  std::atomic<uint64_t> trainer_cycles_{0};
 
   std::thread thread_;
   // Written by the background thread before start() returns; read by request_timeline.

@@ -1,5 +1,4 @@
-// The cycle's phases, and who runs them: the background thread (cycle()), or a trainer
-// thread waiting on a handle (drive()) for the phases that make no MPI call. See runtime.h.
+#include "core/cycle.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -8,7 +7,6 @@
 
 #include "base/logging.h"
 #include "collectives/backoff.h"
-#include "core/runtime.h"
 
 namespace chorus {
 namespace {
@@ -32,22 +30,22 @@ constexpr int kTrainerSpins = 50;
 
 }  // namespace
 
-Status Runtime::begin_cycle(bool stop_asked) {
-  cycle_start_ = Clock::now();
-  cycle_stop_asked_ = stop_asked;
-  for (auto& [id, set] : sets_) {
-    if (Status s = set->negotiator->start(id == 0 && stop_asked, cycle_start_); !s.ok()) return s;
+Status Cycle::begin(bool stop_asked) {
+  start_ = Clock::now();
+  stop_asked_ = stop_asked;
+  for (auto& [id, set] : *sets_) {
+    if (Status s = set->negotiator->start(id == 0 && stop_asked, start_); !s.ok()) return s;
   }
   // After the rounds started (their bits on the board), so that a peer woken by the ring
   // finds them.
-  doorbells_.announce(++cycles_);
+  doorbells_->announce(++cycles_);
   phase_ = Phase::kPoll;
   return {};
 }
 
-StatusOr<bool> Runtime::poll_rounds(bool liveness) {
+StatusOr<bool> Cycle::poll(bool liveness) {
   bool done = true;
-  for (auto& [id, set] : sets_) {
+  for (auto& [id, set] : *sets_) {
     if (!set->negotiator->in_round()) continue;
     StatusOr<bool> finished = set->negotiator->poll(liveness);
     if (!finished.ok()) return finished.status();
@@ -58,20 +56,20 @@ StatusOr<bool> Runtime::poll_rounds(bool liveness) {
 }
 
 // The blocking part of each round, in ascending set id on every rank (see negotiator.h).
-Status Runtime::complete_rounds() {
-  for (auto& [id, set] : sets_) {
+Status Cycle::complete() {
+  for (auto& [id, set] : *sets_) {
     if (Status s = set->negotiator->complete(Clock::now()); !s.ok()) return s;
   }
   phase_ = Phase::kExecute;
   return {};
 }
 
-Status Runtime::execute_rounds(bool* shutdown, bool* productive) {
+Status Cycle::execute(bool* shutdown, bool* productive) {
   phase_ = Phase::kBegin;
   const Clock::time_point agreed = Clock::now();
   *productive = false;
   std::vector<Response> changes;
-  for (auto& [id, set] : sets_) {
+  for (auto& [id, set] : *sets_) {
     const Negotiator::Round& round = set->negotiator->round();
     if (id == 0) *shutdown = round.shutdown;
     *productive = *productive || !round.responses.empty();
@@ -84,89 +82,87 @@ Status Runtime::execute_rounds(bool* shutdown, bool* productive) {
     // The record shows what the report describes: written before the round runs, whose
     // failures (CHORUS_STALL_SHUTDOWN_SECONDS) would take the stuck tensors out of it.
     if (!round.stall_lines.empty()) {
-      observability_.stalled(round.stall_lines);
-      observability_.write_flight_record("stall report (" + set->negotiator->label() + ")");
+      observability_->stalled(round.stall_lines);
+      observability_->write_flight_record("stall report (" + set->negotiator->label() + ")");
     }
     SetState* state = set.get();
-    Status s = set->executor->execute(round.responses, set->entries, agreed,
-                                      [&](Entry& e, const Status& st) {
-                                        progress_mu_.assert_held();  // the executor's caller's
-                                        sets_.finish(*state, e, st, agreed);
-                                      });
+    Status s = set->executor->execute(
+        round.responses, set->entries, agreed,
+        [&](Entry& e, const Status& st) { sets_->finish(*state, e, st, agreed); });
     if (!s.ok()) return s;
     if (round.stall_exit_status != 0)
       Observability::end_for_stall(round.stall_exit_status, set->negotiator->label());
   }
-  if (*productive) observability_.cycle_ran(cycle_start_);
+  if (*productive) observability_->cycle_ran(start_);
   if (changes.empty()) return {};
-  Status s = sets_.apply_changes(changes);
+  Status s = sets_->apply_changes(changes);
   update_drivable();
   return s;
 }
 
 // The background thread's cycle: takes it up at whichever phase it stands (a trainer thread
 // may have left it midway), and waits for the rounds between looks.
-Status Runtime::cycle(bool stop_asked, bool* shutdown, bool* productive) {
+Status Cycle::run(bool stop_asked, bool* shutdown, bool* productive) {
   if (phase_ == Phase::kBegin) {
-    if (Status s = begin_cycle(stop_asked); !s.ok()) return s;
+    if (Status s = begin(stop_asked); !s.ok()) return s;
   }
   if (phase_ == Phase::kPoll) {
-    const bool eager = cycle_stop_asked_ || sets_.pending();
+    const bool eager = stop_asked_ || sets_->pending();
     // Rounds that complete when the last peer arrives, all of whose peers ring on arrival.
     bool rung = true;
-    for (auto& [id, set] : sets_) rung = rung && set->control->completes_on_arrival();
+    for (auto& [id, set] : *sets_) rung = rung && set->control->completes_on_arrival();
     // A rank with nothing of its own pending skips the spin: it only keeps idle peers
     // company. When the rounds are rung, the wait sleeps until a peer rings (the cycle time
     // bounds it: stop requests and the shutdown grace are checked). Otherwise pauses grow to
     // 200 us; after 2 ms of waiting (a peer still in its backward pass, say) to 1 ms, so that
     // a long wait wakes the thread less often; a ring from a peer on this host still ends a
     // pause early.
-    const auto cycle_time = this->cycle_time();
+    const auto cycle_time = cycle_time_;
     Backoff poller(std::min(cycle_time, kRoundPause), eager, std::min(cycle_time, kPatientPause),
                    kPatience);
     while (true) {
-      const uint32_t seen = doorbells_.seq();
-      StatusOr<bool> done = poll_rounds(/*liveness=*/true);
+      const uint32_t seen = doorbells_->seq();
+      StatusOr<bool> done = poll(/*liveness=*/true);
       if (!done.ok()) return done.status();
       if (*done) break;
-      if (cycle_stop_asked_ && Clock::now() - cycle_start_ > kShutdownGrace) {
+      if (stop_asked_ && Clock::now() - start_ > kShutdownGrace) {
         return Status(StatusCode::kAborted,
                       "shutdown: other ranks did not answer within 10 s; leaving without them");
       }
       const std::chrono::microseconds pause = poller.next();
-      if (pause.count() > 0) doorbells_.wait(seen, rung ? cycle_time : pause, Doorbells::kPeers);
+      if (pause.count() > 0) doorbells_->wait(seen, rung ? cycle_time : pause, Doorbells::kPeers);
     }
   }
   if (phase_ == Phase::kComplete) {
-    if (Status s = complete_rounds(); !s.ok()) return s;
+    if (Status s = complete(); !s.ok()) return s;
   }
-  return execute_rounds(shutdown, productive);
+  return execute(shutdown, productive);
 }
 
 // Trainer threads may run cycles when every round goes through the host's board (the global
 // set of a one-host job, alone) and fits there: then no round makes an MPI call. Read
 // without the lock by a trainer thread about to try it (drive()).
-void Runtime::update_drivable() {
-  bool may = sets_.size() == 1;
-  for (auto& [id, set] : sets_) {
+void Cycle::update_drivable() {
+  bool may = sets_->size() == 1;
+  for (auto& [id, set] : *sets_) {
     may = may && set->host_rounds != nullptr &&
           set->negotiator->max_round_words() <= Doorbells::kRoundWords;
   }
   drivable_.store(may, std::memory_order_release);
 }
 
-bool Runtime::runs_without_mpi(Phase phase) const {
+bool Cycle::runs_without_mpi(Phase phase) const {
   if (!drivable_.load(std::memory_order_relaxed)) return false;
   switch (phase) {
     case Phase::kBegin:
     case Phase::kPoll: return true;  // rounds on the board; the liveness look is left out
     case Phase::kComplete:
-      for (const auto& [id, set] : sets_) {
+      for (const auto& [id, set] : *sets_) {
         if (!set->negotiator->completes_locally()) return false;
       }
       return true;
     case Phase::kExecute:
-      for (const auto& [id, set] : sets_) {
+      for (const auto& [id, set] : *sets_) {
         if (!set->executor->runs_without_mpi(set->negotiator->round().responses)) return false;
       }
       return true;
@@ -176,10 +172,10 @@ bool Runtime::runs_without_mpi(Phase phase) const {
 
 // Runs phases until `handle` is done, or a phase needs the background thread, or the peers
 // keep a round waiting longer than kTrainerPoll.
-Status Runtime::drive_phases(detail::HandleState& handle) {
+Status Cycle::drive(detail::HandleState& handle) {
   const Clock::time_point give_up = Clock::now() + kTrainerPoll;
   int polls = 0;
-  while (!handle.done.load(std::memory_order_acquire) && trainer_failure_.ok()) {
+  while (!handle.done.load(std::memory_order_acquire)) {
     if (!runs_without_mpi(phase_)) return {};
     switch (phase_) {
       case Phase::kBegin: {
@@ -187,13 +183,13 @@ Status Runtime::drive_phases(detail::HandleState& handle) {
         take_queue(&stop_asked);
         // The final round is the background thread's; a cycle with nothing pending would
         // only be an idle round, which is the background thread's too.
-        if (stop_asked || !sets_.pending()) return {};
-        if (Status s = begin_cycle(false); !s.ok()) return s;
+        if (stop_asked || !sets_->pending()) return {};
+        if (Status s = begin(false); !s.ok()) return s;
         break;
       }
       case Phase::kPoll: {
         // The liveness look may make MPI calls: the background thread's (see negotiator.h).
-        StatusOr<bool> done = poll_rounds(/*liveness=*/false);
+        StatusOr<bool> done = poll(/*liveness=*/false);
         if (!done.ok()) return done.status();
         if (*done) break;
         if (Clock::now() >= give_up) return {};
@@ -201,18 +197,31 @@ Status Runtime::drive_phases(detail::HandleState& handle) {
         break;
       }
       case Phase::kComplete:
-        if (Status s = complete_rounds(); !s.ok()) return s;
+        if (Status s = complete(); !s.ok()) return s;
         break;
       case Phase::kExecute: {
         bool shutdown = false;
         bool productive = false;
-        if (Status s = execute_rounds(&shutdown, &productive); !s.ok()) return s;
+        if (Status s = execute(&shutdown, &productive); !s.ok()) return s;
         trainer_cycles_.fetch_add(1, std::memory_order_relaxed);
         break;
       }
     }
   }
   return {};
+}
+
+// Takes the queue into the sets (accept) and applies the timeline requests; `stop_asked`:
+// this rank asked to stop. Returns true if there were entries.
+bool Cycle::take_queue(bool* stop_asked) {
+  Submissions::Taken taken = submissions_->take(&fresh_);
+  *stop_asked = taken.stop_asked;
+  // Before the fresh entries: what was submitted after start_timeline returned is recorded.
+  observability_->apply(std::move(taken.timeline_requests));
+  const bool took = !fresh_.empty();
+  sets_->accept(fresh_);
+  fresh_.clear();
+  return took;
 }
 
 }  // namespace chorus
