@@ -303,7 +303,7 @@ void print_header(const World& w, const Args& args, const chorus::Options& optio
   std::printf("- np = %d (%d local), %s, %u hardware threads on this host\n", w.size,
               chorus::local_size(), lib.c_str(), std::thread::hardware_concurrency());
   std::printf("- CHORUS_HOST_ALGORITHM=%s (sets across hosts; on one host shared memory)\n",
-              config.ok() ? chorus::host_algorithm_name(config->host_algorithm) : "?");
+              config.ok() ? chorus::kHostAlgorithmWords.name(config->host_algorithm) : "?");
   if (args.threshold_sweep) {
     std::printf("- reps = %d per threshold, %d warm-up iterations first\n", args.reps, kWarmup);
   } else {

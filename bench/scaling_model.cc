@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
       for (HostAlgorithm a : algorithms) {
         const Cost c = allreduce_cost(a, p, n, link);
         std::printf("%d,%lld,%s,%d,%lld,%lld,%.9g,%d\n", p, static_cast<long long>(n),
-                    host_algorithm_name(a), c.rounds, static_cast<long long>(c.messages),
+                    kHostAlgorithmWords.name(a), c.rounds, static_cast<long long>(c.messages),
                     static_cast<long long>(c.bytes), c.seconds, a == chosen ? 1 : 0);
       }
       if (p % per_host == 0 && p / per_host >= 2) {

@@ -19,7 +19,7 @@ std::string format_explain(const Plan& plan, BindMode mode, const std::optional<
   std::ostringstream out;
   out << plan.np << " rank(s) on " << plan.hosts.size() << " host(s) from " << source << ", "
       << (plan.ppr ? "ppr:" + std::to_string(plan.ppr) + ":node" : std::string("uneven"))
-      << ", CHORUS_BIND=" << bind_mode_name(mode);
+      << ", CHORUS_BIND=" << kBindWords.name(mode);
   if (mode != BindMode::kNone && cores) {
     out << " (CPUs planned on this host's " << cores->cores.size() << " core(s), "
         << cores->numa_count() << " NUMA node(s)" << (gpus ? ", next to each rank's GPU" : "")

@@ -106,8 +106,8 @@ int run(const std::vector<std::string>& args) {
   Env env = read_environment();
   if (!cli->bind.empty()) env["CHORUS_BIND"] = cli->bind;
   auto bind_it = env.find("CHORUS_BIND");
-  StatusOr<BindMode> mode = parse_bind_mode(bind_it == env.end() ? "" : bind_it->second,
-                                            cli->bind.empty() ? "CHORUS_BIND" : "--bind");
+  StatusOr<BindMode> mode = kBindWords.parse(bind_it == env.end() ? "" : bind_it->second,
+                                             cli->bind.empty() ? "CHORUS_BIND" : "--bind");
   if (!mode.ok()) return error(mode.status());
 
   StatusOr<CpuLayout> cores = load_cpu_layout();

@@ -38,29 +38,6 @@ Cost priced(int rounds, int64_t messages, double bytes, double combined, const L
 
 }  // namespace
 
-StatusOr<HostAlgorithm> parse_host_algorithm(const std::string& value,
-                                             const std::string& variable) {
-  if (value.empty() || value == "auto") return HostAlgorithm::kAuto;
-  if (value == "gather") return HostAlgorithm::kGatherAll;
-  if (value == "direct") return HostAlgorithm::kDirect;
-  if (value == "doubling") return HostAlgorithm::kRecursiveDoubling;
-  if (value == "halving") return HostAlgorithm::kHalvingDoubling;
-  return invalid_argument(variable + "='" + value +
-                          "' is not a host algorithm; expected auto, gather, direct, doubling "
-                          "or halving");
-}
-
-const char* host_algorithm_name(HostAlgorithm algorithm) {
-  switch (algorithm) {
-    case HostAlgorithm::kAuto: return "auto";
-    case HostAlgorithm::kGatherAll: return "gather";
-    case HostAlgorithm::kDirect: return "direct";
-    case HostAlgorithm::kRecursiveDoubling: return "doubling";
-    case HostAlgorithm::kHalvingDoubling: return "halving";
-  }
-  return "?";
-}
-
 Cost allreduce_cost(HostAlgorithm algorithm, int ranks, int64_t bytes, const LinkModel& link) {
   if (ranks <= 1) return {};
   const Terms t(ranks, bytes);

@@ -24,6 +24,7 @@
 #include <cstdint>
 #include <string>
 
+#include "base/words.h"
 #include "chorus/status.h"
 
 namespace chorus {
@@ -36,9 +37,14 @@ enum class HostAlgorithm : uint8_t {
   kHalvingDoubling,    ///< recursive halving, then recursive doubling of the blocks
 };
 
-/// "auto", "gather", "direct", "doubling" or "halving" (CHORUS_HOST_ALGORITHM).
-StatusOr<HostAlgorithm> parse_host_algorithm(const std::string& value, const std::string& variable);
-const char* host_algorithm_name(HostAlgorithm algorithm);
+/// CHORUS_HOST_ALGORITHM's words; empty reads as auto.
+inline constexpr Words<HostAlgorithm, 5> kHostAlgorithmWords{{{
+    {HostAlgorithm::kAuto, "auto"},
+    {HostAlgorithm::kGatherAll, "gather"},
+    {HostAlgorithm::kDirect, "direct"},
+    {HostAlgorithm::kRecursiveDoubling, "doubling"},
+    {HostAlgorithm::kHalvingDoubling, "halving"},
+}}};
 
 /// The network, per message and per byte, and the reduction kernel, per byte combined.
 struct LinkModel {

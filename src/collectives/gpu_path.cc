@@ -11,23 +11,6 @@ const char* gpu_path_name(GpuPath path) {
   return "?";
 }
 
-StatusOr<GpuBackendRequest> parse_gpu_backend(const std::string& value,
-                                              const std::string& variable) {
-  if (value.empty() || value == "auto") return GpuBackendRequest::kAuto;
-  if (value == "nccl") return GpuBackendRequest::kNccl;
-  if (value == "mpi") return GpuBackendRequest::kMpi;
-  return invalid_argument(variable + "='" + value + "' is invalid: expected auto, nccl or mpi");
-}
-
-const char* gpu_backend_name(GpuBackendRequest request) {
-  switch (request) {
-    case GpuBackendRequest::kAuto: return "auto";
-    case GpuBackendRequest::kNccl: return "nccl";
-    case GpuBackendRequest::kMpi: return "mpi";
-  }
-  return "?";
-}
-
 StatusOr<GpuPathChoice> choose_gpu_path(const GpuPathInputs& in) {
   const std::string mpi_kind = in.mpi_cuda_aware ? "; the MPI library is CUDA-aware"
                                                  : "; staged through pinned host buffers";
@@ -88,8 +71,8 @@ StatusOr<GpuBackendRequest> agree_gpu_backend(const std::vector<GpuBackendReques
     for (int r = 0; r < static_cast<int>(per_rank.size()); ++r) {
       if (per_rank[r] == value) ranks.push_back(r);
     }
-    msg += std::string(seen.size() > 1 ? ";" : "") + " " + gpu_backend_name(value) + " on rank" +
-           (ranks.size() > 1 ? "s" : "");
+    msg += std::string(seen.size() > 1 ? ";" : "") + " " + kGpuBackendWords.name(value) +
+           " on rank" + (ranks.size() > 1 ? "s" : "");
     for (std::size_t i = 0; i < ranks.size(); ++i) {
       msg += (i == 0 ? " " : ", ") + std::to_string(ranks[i]);
     }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "base/words.h"
 #include "chorus/status.h"
 #include "collectives/hierarchical_allreduce.h"
 #include "topology/rank_map.h"
@@ -23,10 +24,12 @@ enum class GpuBackendRequest : uint8_t {
   kNccl = 1,  ///< NCCL, or fail where it cannot run
   kMpi = 2,   ///< MPI (CUDA-aware or staged) even where NCCL could run
 };
-/// "auto", "nccl" or "mpi" (empty: auto); an error naming `variable` and the value otherwise.
-StatusOr<GpuBackendRequest> parse_gpu_backend(const std::string& value,
-                                              const std::string& variable);
-const char* gpu_backend_name(GpuBackendRequest request);
+/// CHORUS_GPU_BACKEND's words; empty reads as auto.
+inline constexpr Words<GpuBackendRequest, 3> kGpuBackendWords{{{
+    {GpuBackendRequest::kAuto, "auto"},
+    {GpuBackendRequest::kNccl, "nccl"},
+    {GpuBackendRequest::kMpi, "mpi"},
+}}};
 
 enum class GpuPath {
   kNccl,          ///< NCCL communicator over the set, on Chorus's communication stream

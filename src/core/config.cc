@@ -92,14 +92,16 @@ SettingRow number(const char* var, const char* horovod, const char* accepted, bo
           nullptr};
 }
 
-// A word from a fixed set, read by the parser of the layer that owns its meaning, from the
-// variable and from Options alike.
+// A word from a fixed set, read through the vocabulary that the layer owning its meaning
+// declares (base/words.h), from the variable and from Options alike; the accepted form is
+// the vocabulary's list.
 template <class T, T Config::*Field, std::optional<std::string> Options::*Option,
-          StatusOr<T> (*Parse)(const std::string&, const std::string&), const char* (*Name)(T)>
-SettingRow word(const char* var, const char* accepted, bool agreed) {
+          const auto& Vocabulary>
+SettingRow word(const char* var, bool agreed) {
+  static const std::string accepted = Vocabulary.accepted();
   struct Word {
     static Status set(const std::string& name, const std::string& raw, Config& c) {
-      StatusOr<T> v = Parse(raw, name);
+      StatusOr<T> v = Vocabulary.parse(raw, name);
       if (!v.ok()) return v.status();
       c.*Field = *v;
       return {};
@@ -107,7 +109,7 @@ SettingRow word(const char* var, const char* accepted, bool agreed) {
   };
   return {var,
           nullptr,
-          accepted,
+          accepted.c_str(),
           agreed,
           [](const std::string& name, const std::string& raw, const char*, Config& c) {
             return Word::set(name, raw, c);
@@ -116,7 +118,7 @@ SettingRow word(const char* var, const char* accepted, bool agreed) {
             return o.*Option ? Word::set(name, *(o.*Option), c) : Status();
           },
           [](const Config&) { return true; },
-          [](const Config& c) { return std::string(Name(c.*Field)); },
+          [](const Config& c) { return std::string(Vocabulary.name(c.*Field)); },
           nullptr};
 }
 
@@ -269,13 +271,12 @@ std::vector<SettingRow> make_table() {
                [](const Config& c) { return std::string(tristate_name(c.hierarchical_allreduce)); },
                horovod_switch});
   t.push_back(
-      word<GpuBackendRequest, &Config::gpu_backend, &Options::gpu_backend, parse_gpu_backend,
-           gpu_backend_name>("CHORUS_GPU_BACKEND", "auto, nccl or mpi", true));
-  t.push_back(word<HostAlgorithm, &Config::host_algorithm, &Options::host_algorithm,
-                   parse_host_algorithm, host_algorithm_name>(
-      "CHORUS_HOST_ALGORITHM", "auto, gather, direct, doubling or halving", true));
-  t.push_back(word<BindMode, &Config::bind, &Options::bind, parse_bind_mode, bind_mode_name>(
-      "CHORUS_BIND", "none, core or numa", false));
+      word<GpuBackendRequest, &Config::gpu_backend, &Options::gpu_backend, kGpuBackendWords>(
+          "CHORUS_GPU_BACKEND", true));
+  t.push_back(
+      word<HostAlgorithm, &Config::host_algorithm, &Options::host_algorithm, kHostAlgorithmWords>(
+          "CHORUS_HOST_ALGORITHM", true));
+  t.push_back(word<BindMode, &Config::bind, &Options::bind, kBindWords>("CHORUS_BIND", false));
   // The test-only settings have no Options field: a program sets them in its environment.
   t.push_back({"CHORUS_TEST_SHARED_GPU", nullptr, "0 or 1 (tests only)", true,
                [](const std::string& name, const std::string& v, const char* accepted,

@@ -50,7 +50,7 @@ StatusOr<BindingResult> apply_binding(BindMode mode, const RankMap& map,
   if (Status s = topo->bind_process(plan->pus); !s.ok()) return s;
   if (Status s = topo->bind_this_thread(plan->thread_pus); !s.ok()) return s;
   result.bound = true;
-  result.message = std::string("binding: CHORUS_BIND=") + bind_mode_name(mode) + ", " + who +
+  result.message = std::string("binding: CHORUS_BIND=") + kBindWords.name(mode) + ", " + who +
                    " -> " + plan->describe + gpu + ", background thread chorus-bg -> PUs " +
                    format_cpu_list(plan->thread_pus);
   return result;

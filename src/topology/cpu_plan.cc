@@ -10,22 +10,6 @@
 
 namespace chorus {
 
-StatusOr<BindMode> parse_bind_mode(const std::string& value, const std::string& variable) {
-  if (value.empty() || value == "none") return BindMode::kNone;
-  if (value == "core") return BindMode::kCore;
-  if (value == "numa") return BindMode::kNuma;
-  return invalid_argument(variable + "='" + value + "' is invalid; expected none, core or numa");
-}
-
-const char* bind_mode_name(BindMode mode) {
-  switch (mode) {
-    case BindMode::kNone: return "none";
-    case BindMode::kCore: return "core";
-    case BindMode::kNuma: return "numa";
-  }
-  return "?";
-}
-
 int CpuLayout::numa_count() const {
   std::set<int> nodes;
   for (const CpuCore& c : cores) nodes.insert(c.numa);
@@ -232,7 +216,7 @@ StatusOr<CpuPlan> plan_cpus(const CpuLayout& layout, BindMode mode, int local_ra
   }
   const int cores = static_cast<int>(layout.cores.size());
   if (cores == 0) return internal_error("plan_cpus: the host has no usable cores");
-  const std::string name = std::string("CHORUS_BIND=") + bind_mode_name(mode);
+  const std::string name = std::string("CHORUS_BIND=") + kBindWords.name(mode);
   if (cores < local_size) {
     return failed_precondition(name + ": " + std::to_string(local_size) +
                                " ranks on this host but only " + std::to_string(cores) +

@@ -8,16 +8,19 @@
 #include <string>
 #include <vector>
 
+#include "base/words.h"
 #include "chorus/status.h"
 
 namespace chorus {
 
 enum class BindMode { kNone, kCore, kNuma };
 
-/// "none", "core" or "numa" (CHORUS_BIND); an error naming `variable` and the value otherwise.
-/// An empty value is kNone.
-StatusOr<BindMode> parse_bind_mode(const std::string& value, const std::string& variable);
-const char* bind_mode_name(BindMode mode);
+/// CHORUS_BIND's words; empty reads as none.
+inline constexpr Words<BindMode, 3> kBindWords{{{
+    {BindMode::kNone, "none"},
+    {BindMode::kCore, "core"},
+    {BindMode::kNuma, "numa"},
+}}};
 
 /// One core: the OS indices of its processing units (hyperthreads) and its NUMA node.
 struct CpuCore {

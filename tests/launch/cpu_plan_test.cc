@@ -35,13 +35,13 @@ std::vector<int> pus_of(const CpuLayout& l, BindMode mode, int rank, int size) {
 }
 
 TEST(CpuPlanTest, ParseBindMode) {
-  EXPECT_EQ(*parse_bind_mode("", "CHORUS_BIND"), BindMode::kNone);
-  EXPECT_EQ(*parse_bind_mode("none", "CHORUS_BIND"), BindMode::kNone);
-  EXPECT_EQ(*parse_bind_mode("core", "CHORUS_BIND"), BindMode::kCore);
-  EXPECT_EQ(*parse_bind_mode("numa", "CHORUS_BIND"), BindMode::kNuma);
-  StatusOr<BindMode> bad = parse_bind_mode("socket", "CHORUS_BIND");
+  EXPECT_EQ(*kBindWords.parse("", "CHORUS_BIND"), BindMode::kNone);
+  EXPECT_EQ(*kBindWords.parse("none", "CHORUS_BIND"), BindMode::kNone);
+  EXPECT_EQ(*kBindWords.parse("core", "CHORUS_BIND"), BindMode::kCore);
+  EXPECT_EQ(*kBindWords.parse("numa", "CHORUS_BIND"), BindMode::kNuma);
+  StatusOr<BindMode> bad = kBindWords.parse("socket", "CHORUS_BIND");
   ASSERT_FALSE(bad.ok());
-  EXPECT_EQ(bad.status().message(), "CHORUS_BIND='socket' is invalid; expected none, core or numa");
+  EXPECT_EQ(bad.status().message(), "CHORUS_BIND='socket' is invalid: expected none, core or numa");
 }
 
 TEST(CpuPlanTest, CoreBlocksAreDisjointAndCoverEveryCore) {

@@ -144,7 +144,7 @@ INSTANTIATE_TEST_SUITE_P(Backend, BothPaths, ::testing::Values("shared", "messag
 class EveryAlgorithm : public ::testing::TestWithParam<HostAlgorithm> {
  protected:
   EveryAlgorithm() : backend_(g_comm, GetParam()) {}
-  const char* name() const { return host_algorithm_name(GetParam()); }
+  const char* name() const { return kHostAlgorithmWords.name(GetParam()); }
   MpiBackend backend_;
 };
 
@@ -223,7 +223,7 @@ INSTANTIATE_TEST_SUITE_P(
     Backend, EveryAlgorithm,
     ::testing::Values(HostAlgorithm::kAuto, HostAlgorithm::kGatherAll, HostAlgorithm::kDirect,
                       HostAlgorithm::kRecursiveDoubling, HostAlgorithm::kHalvingDoubling),
-    [](const auto& info) { return std::string(host_algorithm_name(info.param)); });
+    [](const auto& info) { return std::string(kHostAlgorithmWords.name(info.param)); });
 
 }  // namespace
 }  // namespace chorus

@@ -68,7 +68,7 @@ TEST(CostModel, ChoiceFollowsSizeAndRanks) {
   for (int p : {64, 512, 4096}) {
     const HostAlgorithm small = choose_allreduce(p, 4, link);
     EXPECT_TRUE(small == HostAlgorithm::kRecursiveDoubling || small == HostAlgorithm::kGatherAll)
-        << p << " ranks: " << host_algorithm_name(small);
+        << p << " ranks: " << kHostAlgorithmWords.name(small);
     EXPECT_EQ(HostAlgorithm::kHalvingDoubling, choose_allreduce(p, 64 * kMiB, link)) << p;
     EXPECT_EQ(HostAlgorithm::kHalvingDoubling, choose_reducescatter(p, 64 * kMiB, link)) << p;
   }
@@ -81,8 +81,8 @@ TEST(CostModel, ChoiceFollowsSizeAndRanks) {
       for (HostAlgorithm a : {HostAlgorithm::kGatherAll, HostAlgorithm::kDirect,
                               HostAlgorithm::kRecursiveDoubling, HostAlgorithm::kHalvingDoubling}) {
         EXPECT_LE(allreduce_cost(best, p, n, link).seconds, allreduce_cost(a, p, n, link).seconds)
-            << p << " ranks, " << n << " bytes: " << host_algorithm_name(best) << " vs "
-            << host_algorithm_name(a);
+            << p << " ranks, " << n << " bytes: " << kHostAlgorithmWords.name(best) << " vs "
+            << kHostAlgorithmWords.name(a);
       }
     }
   }
@@ -121,11 +121,11 @@ TEST(CostModel, TwoLevelsAddTheHostsPartsToTheCrossAllreduceOfAShard) {
 TEST(CostModel, NamesRoundTripAndBadValuesNameTheVariable) {
   for (HostAlgorithm a : {HostAlgorithm::kAuto, HostAlgorithm::kGatherAll, HostAlgorithm::kDirect,
                           HostAlgorithm::kRecursiveDoubling, HostAlgorithm::kHalvingDoubling}) {
-    StatusOr<HostAlgorithm> back = parse_host_algorithm(host_algorithm_name(a), "X");
+    StatusOr<HostAlgorithm> back = kHostAlgorithmWords.parse(kHostAlgorithmWords.name(a), "X");
     ASSERT_TRUE(back.ok());
     EXPECT_EQ(a, *back);
   }
-  StatusOr<HostAlgorithm> bad = parse_host_algorithm("ring", "CHORUS_HOST_ALGORITHM");
+  StatusOr<HostAlgorithm> bad = kHostAlgorithmWords.parse("ring", "CHORUS_HOST_ALGORITHM");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(std::string::npos, bad.status().message().find("CHORUS_HOST_ALGORITHM='ring'"));
 }

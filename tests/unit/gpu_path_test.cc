@@ -120,17 +120,17 @@ TEST(GpuPath, ParseAndNameTheSetting) {
   const std::pair<const char*, GpuBackendRequest> good[] = {
       {"", kAutoPath}, {"auto", kAutoPath}, {"nccl", kNcclPath}, {"mpi", kMpiPath}};
   for (const auto& [text, value] : good) {
-    StatusOr<GpuBackendRequest> got = parse_gpu_backend(text, "CHORUS_GPU_BACKEND");
+    StatusOr<GpuBackendRequest> got = kGpuBackendWords.parse(text, "CHORUS_GPU_BACKEND");
     ASSERT_TRUE(got.ok()) << "'" << text << "': " << got.status().to_string();
     EXPECT_EQ(*got, value) << text;
   }
   for (GpuBackendRequest r : {kAutoPath, kNcclPath, kMpiPath}) {
-    StatusOr<GpuBackendRequest> back = parse_gpu_backend(gpu_backend_name(r), "X");
+    StatusOr<GpuBackendRequest> back = kGpuBackendWords.parse(kGpuBackendWords.name(r), "X");
     ASSERT_TRUE(back.ok());
     EXPECT_EQ(*back, r);
   }
   for (const char* bad : {"NCCL", "gloo", "mpi ", "1"}) {
-    StatusOr<GpuBackendRequest> got = parse_gpu_backend(bad, "CHORUS_GPU_BACKEND");
+    StatusOr<GpuBackendRequest> got = kGpuBackendWords.parse(bad, "CHORUS_GPU_BACKEND");
     ASSERT_FALSE(got.ok()) << bad;
     EXPECT_EQ(got.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(got.status().message().find("CHORUS_GPU_BACKEND"), std::string::npos);
