@@ -25,7 +25,7 @@
 #include <string_view>
 
 #include "chorus/status.h"
-#include "core/message.h"
+#include "protocol/message.h"
 
 namespace chorus::codec {
 

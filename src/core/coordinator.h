@@ -15,8 +15,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/message.h"
-#include "core/stall_classes.h"
+#include "protocol/message.h"
+#include "protocol/stall_classes.h"
 
 namespace chorus {
 

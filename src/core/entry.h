@@ -9,7 +9,7 @@
 
 #include "chorus/options.h"
 #include "core/handle_state.h"
-#include "core/message.h"
+#include "protocol/message.h"
 
 namespace chorus {
 

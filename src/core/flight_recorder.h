@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "chorus/status.h"
-#include "core/message.h"
+#include "protocol/message.h"
 
 namespace chorus {
 

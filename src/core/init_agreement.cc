@@ -4,7 +4,7 @@
 #include <optional>
 #include <sstream>
 
-#include "core/message.h"
+#include "protocol/message.h"
 
 namespace chorus {
 namespace {

@@ -32,8 +32,8 @@
 #include <vector>
 
 #include "core/coordinator.h"
-#include "core/message.h"
 #include "core/response_cache.h"
+#include "protocol/message.h"
 #include "transport/control_transport.h"
 
 namespace chorus {
@@ -58,7 +58,7 @@ class Negotiator {
     bool used_coordinator = false;  ///< the round needed a gather (false: cache only)
     /// The stall inspector's classes, one line each (logged on every member), and, not 0,
     /// the exit status every member ends its process with after running the responses
-    /// (CHORUS_STALL_SHUTDOWN_SECONDS; core/stall_classes.h).
+    /// (CHORUS_STALL_SHUTDOWN_SECONDS; protocol/stall_classes.h).
     std::vector<std::string> stall_lines;
     int stall_exit_status = 0;
   };

@@ -125,7 +125,7 @@ void Observability::write_flight_record_if_asked() {
 
 // CHORUS_STALL_SHUTDOWN_SECONDS failed stuck tensors of a set this rank belongs to, every
 // member ran those failures in this round, and every member now ends its process with the
-// stall's class as exit status (core/stall_classes.h), so that the launcher ends the job and
+// stall's class as exit status (protocol/stall_classes.h), so that the launcher ends the job and
 // reports why. _Exit: the trainer's threads may still be running, and static destructors
 // under them would crash instead of exiting with the status.
 void Observability::end_for_stall(int status, const std::string& label) {

@@ -85,7 +85,7 @@ class Observability {
   /// Writes a flight record if SIGUSR1 arrived since the last look.
   void write_flight_record_if_asked();
   /// A stall reached CHORUS_STALL_SHUTDOWN_SECONDS on set `label`: ends the process with the
-  /// stall's class as exit status (core/stall_classes.h).
+  /// stall's class as exit status (protocol/stall_classes.h).
   [[noreturn]] static void end_for_stall(int status, const std::string& label);
 
  private:

@@ -14,8 +14,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "core/message.h"
 #include "kernels/reduce_kernels.h"
+#include "protocol/message.h"
 
 namespace chorus {
 

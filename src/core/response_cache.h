@@ -16,7 +16,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/message.h"
+#include "protocol/message.h"
 
 namespace chorus {
 

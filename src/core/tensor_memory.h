@@ -16,9 +16,9 @@
 #include "chorus/status.h"
 #include "collectives/backend.h"
 #include "core/entry.h"
-#include "core/message.h"
 #include "kernels/cuda_fusion.h"
 #include "kernels/reduce_kernels.h"
+#include "protocol/message.h"
 
 namespace chorus {
 

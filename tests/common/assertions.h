@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "core/message.h"
+#include "protocol/message.h"
 
 namespace chorus::testing {
 

@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/message.h"
+#include "protocol/message.h"
 
 namespace chorus::testing {
 

@@ -9,7 +9,7 @@
 #include <string_view>
 
 #include "core/codec.h"
-#include "core/message.h"
+#include "protocol/message.h"
 
 namespace {
 

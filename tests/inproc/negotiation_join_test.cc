@@ -15,9 +15,9 @@
 #include "common/assertions.h"
 #include "common/requests.h"
 #include "core/codec.h"
-#include "core/message.h"
 #include "core/negotiator.h"
 #include "negotiation_world.h"
+#include "protocol/message.h"
 
 namespace chorus::testing {
 namespace {

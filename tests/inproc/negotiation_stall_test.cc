@@ -11,9 +11,9 @@
 
 #include "common/assertions.h"
 #include "common/requests.h"
-#include "core/message.h"
 #include "core/negotiator.h"
 #include "negotiation_world.h"
+#include "protocol/message.h"
 
 namespace chorus::testing {
 namespace {
@@ -68,7 +68,7 @@ TEST_P(NegotiationTest, StallWarningThenShutdownForANewTensor) {
         line.find("CHORUS_STALL_SHUTDOWN_SECONDS") != std::string::npos) {
       continue;  // the failure itself
     }
-    if (has(line, "fix:")) {  // the class of the stall (core/stall_classes.h)
+    if (has(line, "fix:")) {  // the class of the stall (protocol/stall_classes.h)
       ++classes;
       EXPECT_TRUE(has(line, "ranks stopped taking part")) << line;
       EXPECT_TRUE(has(line, "rank " + std::to_string(n() - 1) + " has nothing outstanding"))

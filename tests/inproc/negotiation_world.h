@@ -22,9 +22,9 @@
 #include <string>
 #include <vector>
 
-#include "core/message.h"
 #include "core/negotiator.h"
 #include "in_memory_transport.h"
+#include "protocol/message.h"
 
 namespace chorus::testing {
 

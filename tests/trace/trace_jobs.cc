@@ -5,7 +5,7 @@
 //                                          SLOW_RANK computes SLOW_MS longer before each step
 //   trace_jobs stall_names                 one stall class each, made on purpose on 3 ranks;
 //   trace_jobs stall_order                 CHORUS_STALL_SHUTDOWN_SECONDS ends the job with the
-//   trace_jobs stall_never                 class's exit status (core/stall_classes.h)
+//   trace_jobs stall_never                 class's exit status (protocol/stall_classes.h)
 //
 // (The fourth class, a rank that stopped taking part, is tests/mpi/scenarios stall_shutdown.)
 #include <chrono>

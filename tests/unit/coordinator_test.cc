@@ -13,7 +13,7 @@
 
 #include "common/assertions.h"
 #include "common/requests.h"
-#include "core/message.h"
+#include "protocol/message.h"
 
 namespace chorus::testing {
 namespace {

@@ -10,7 +10,7 @@
 #include "common/assertions.h"
 #include "common/requests.h"
 #include "core/coordinator.h"
-#include "core/message.h"
+#include "protocol/message.h"
 
 namespace chorus::testing {
 namespace {

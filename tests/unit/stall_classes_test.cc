@@ -1,6 +1,6 @@
-// The stall classes (core/stall_classes.h), each made on purpose from what three ranks
+// The stall classes (protocol/stall_classes.h), each made on purpose from what three ranks
 // submitted, and the priority between them when several hold.
-#include "core/stall_classes.h"
+#include "protocol/stall_classes.h"
 
 #include <gtest/gtest.h>
 

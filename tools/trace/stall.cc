@@ -6,7 +6,7 @@
 #include <set>
 
 #include "base/json_value.h"
-#include "core/stall_classes.h"
+#include "protocol/stall_classes.h"
 #include "trace_events.h"
 
 namespace chorus::trace {

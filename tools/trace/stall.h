@@ -1,7 +1,7 @@
 #pragma once
 // chorus-trace stall: why collectives were stuck, from a directory of flight records
 // (core/flight_recorder.h, one chorus-flight.rank<R>.json per rank), classified as the
-// runtime's stall inspector classifies them live (core/stall_classes.h).
+// runtime's stall inspector classifies them live (protocol/stall_classes.h).
 //
 // For each process set in the records: a tensor that some members have outstanding and
 // others do not is stuck; each member's outstanding names and its time since it last

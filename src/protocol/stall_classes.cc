@@ -1,4 +1,4 @@
-#include "core/stall_classes.h"
+#include "protocol/stall_classes.h"
 
 #include <algorithm>
 #include <cctype>

@@ -1,5 +1,5 @@
 // Names and comparisons of the negotiation messages declared in message.h.
-#include "core/message.h"
+#include "protocol/message.h"
 
 #include <algorithm>
 #include <cstdint>

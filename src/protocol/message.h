@@ -93,7 +93,7 @@ struct Response {
 
 struct ResponseList {
   std::vector<Response> responses;
-  /// The stall inspector's classes (core/stall_classes.h), one line each, for every rank.
+  /// The stall inspector's classes (protocol/stall_classes.h), one line each, for every rank.
   std::vector<std::string> stall_lines;
   /// Not 0: CHORUS_STALL_SHUTDOWN_SECONDS failed tensors, and every member ends its process
   /// with this status (stall_exit_status()) once it has run these responses.
