@@ -14,20 +14,7 @@ namespace {
 
 constexpr int kNumDeviceKinds = 2;  // Device::Kind: kCPU, kCUDA
 
-// Smallest encoding of one element (every string and vector empty). A count prefix is
-// checked against these before any element is decoded, so a forged count can neither
-// allocate nor loop beyond what the bytes actually present could hold. codec_test pins the
-// sizes (LayoutIsLittleEndianAndFixed), so a new field cannot leave them stale unnoticed.
-// rank 4, op 1, name 4, dtype 1, reduce_op 1, device 5, shape 4, root 4, prescale 8,
-// postscale 8, splits 4, group 4, group_size 4, group_index 4, ranks 4, target_set 4.
-constexpr std::size_t kMinRequestBytes = 64;
-// slot 4, waited_seconds 8.
-constexpr std::size_t kMinWaitingSlotBytes = 12;
-// op 1, name 4, status 1+4, dtype 1, reduce_op 1, device 5, shape 4, root 4, prescale 8,
-// postscale 8, first_dims 4, splits 4, group_size 4, group_index 4, group 4,
-// last_joined_rank 4, new_set_id 4, ranks 4, target_set 4.
-constexpr std::size_t kMinResponseBytes = 77;
-// A string: its length, 4.
+// A string's smallest encoding: its length, 4.
 constexpr std::size_t kMinStringBytes = 4;
 
 // Appends little-endian fixed-width fields to a string. Bytes are written one at a time
@@ -60,6 +47,26 @@ class Writer {
   void ints(const std::vector<T>& v) {
     length(v.size());
     for (T x : v) fixed(static_cast<std::make_unsigned_t<T>>(x), sizeof(T));
+  }
+
+  // One field of a message, by its type.
+  void put(int32_t v) { i32(v); }
+  void put(double v) { f64(v); }
+  void put(const std::string& v) { str(v); }
+  template <class T>
+  void put(const std::vector<T>& v) {
+    ints(v);
+  }
+  template <class E>
+  requires std::is_enum_v<E>
+  void put(E v) { enumerator(v); }
+  void put(const Device& d) {
+    enumerator(d.kind);
+    i32(d.index);
+  }
+  void put(const Status& s) {
+    enumerator(s.code());
+    str(s.message());
   }
 
   std::string take() && { return std::move(out_); }
@@ -211,100 +218,108 @@ void read_header(Reader& r, MessageKind expected) {
   }
 }
 
-void write_request(Writer& w, const Request& q) {
-  w.i32(q.rank);
-  w.enumerator(q.op);
-  w.str(q.name);
-  w.enumerator(q.dtype);
-  w.enumerator(q.reduce_op);
-  w.enumerator(q.device.kind);
-  w.i32(q.device.index);
-  w.ints(q.shape);
-  w.i32(q.root);
-  w.f64(q.prescale);
-  w.f64(q.postscale);
-  w.ints(q.splits);
-  w.str(q.group);
-  w.i32(q.group_size);
-  w.i32(q.group_index);
-  w.ints(q.ranks);
-  w.i32(q.target_set);
+// How many values of each enumeration this build knows: a response's fields must be below.
+template <class E>
+constexpr int enum_count() {
+  if constexpr (std::is_same_v<E, OpType>) return kNumOpTypes;
+  if constexpr (std::is_same_v<E, DataType>) return kNumDataTypes;
+  if constexpr (std::is_same_v<E, ReduceOp>) return kNumReduceOps;
+  if constexpr (std::is_same_v<E, StatusCode>) return kNumStatusCodes;
+  if constexpr (std::is_same_v<E, Device::Kind>) return kNumDeviceKinds;
 }
 
-Request read_request(Reader& r) {
-  Request q;
-  q.rank = r.i32("Request.rank");
-  // A request's enumerations are taken as they come: a value this build does not know (a
-  // peer built otherwise) fails that collective on every rank (check_request, in the
-  // coordinator's decision), not the whole message.
-  q.op = static_cast<OpType>(r.u8("Request.op"));
-  q.name = r.str("Request.name");
-  q.dtype = static_cast<DataType>(r.u8("Request.dtype"));
-  q.reduce_op = static_cast<ReduceOp>(r.u8("Request.reduce_op"));
-  q.device.kind = static_cast<Device::Kind>(r.u8("Request.device.kind"));
-  q.device.index = r.i32("Request.device.index");
-  q.shape = r.ints<int64_t>("Request.shape");
-  q.root = r.i32("Request.root");
-  q.prescale = r.f64("Request.prescale");
-  q.postscale = r.f64("Request.postscale");
-  q.splits = r.ints<int64_t>("Request.splits");
-  q.group = r.str("Request.group");
-  q.group_size = r.i32("Request.group_size");
-  q.group_index = r.i32("Request.group_index");
-  q.ranks = r.ints<int32_t>("Request.ranks");
-  q.target_set = r.i32("Request.target_set");
-  return q;
+// A field's names in error messages, "Request.rank", and for the two-part fields
+// "Request.device.kind" and "Request.device.index" (a Status: ".code", ".message").
+struct FieldNames {
+  std::string first;
+  std::string second;
+};
+template <class T>
+FieldNames names_of(const std::string& base) {
+  if constexpr (std::is_same_v<T, Device>) return {base + ".kind", base + ".index"};
+  if constexpr (std::is_same_v<T, Status>) return {base + ".code", base + ".message"};
+  return {base, {}};
 }
 
-void write_response(Writer& w, const Response& p) {
-  w.enumerator(p.op);
-  w.str(p.name);
-  w.enumerator(p.status.code());
-  w.str(p.status.message());
-  w.enumerator(p.dtype);
-  w.enumerator(p.reduce_op);
-  w.enumerator(p.device.kind);
-  w.i32(p.device.index);
-  w.ints(p.shape);
-  w.i32(p.root);
-  w.f64(p.prescale);
-  w.f64(p.postscale);
-  w.ints(p.first_dims);
-  w.ints(p.splits);
-  w.i32(p.group_size);
-  w.i32(p.group_index);
-  w.str(p.group);
-  w.i32(p.last_joined_rank);
-  w.i32(p.new_set_id);
-  w.ints(p.ranks);
-  w.i32(p.target_set);
+// Reads one field of type T. A request's enumerations are taken as they come (`checked`
+// false): a value this build does not know (a peer built otherwise) fails that collective
+// on every rank (check_request, in the coordinator's decision), not the whole message. A
+// response's must be below their count.
+struct FieldReader {
+  Reader& r;
+  bool checked;
+
+  void get(int32_t& v, const FieldNames& n) { v = r.i32(n.first.c_str()); }
+  void get(double& v, const FieldNames& n) { v = r.f64(n.first.c_str()); }
+  void get(std::string& v, const FieldNames& n) { v = r.str(n.first.c_str()); }
+  template <class T>
+  void get(std::vector<T>& v, const FieldNames& n) {
+    v = r.ints<T>(n.first.c_str());
+  }
+  template <class E>
+  requires std::is_enum_v<E>
+  void get(E& v, const FieldNames& n) { v = enumerator<E>(n.first.c_str()); }
+  void get(Device& d, const FieldNames& n) {
+    d.kind = enumerator<Device::Kind>(n.first.c_str());
+    d.index = r.i32(n.second.c_str());
+  }
+  void get(Status& s, const FieldNames& n) {
+    const auto code = r.enumerator<StatusCode>(n.first.c_str(), kNumStatusCodes);
+    std::string message = r.str(n.second.c_str());
+    s = Status(code, std::move(message));
+  }
+
+  template <class E>
+  E enumerator(const char* what) {
+    if (checked) return r.enumerator<E>(what, enum_count<E>());
+    return static_cast<E>(r.u8(what));
+  }
+};
+
+// A message's field names, made once: `Msg` is Request, WaitingSlot or Response.
+template <class Msg>
+const std::vector<FieldNames>& field_names(const char* message) {
+  static const std::vector<FieldNames> names = [message] {
+    std::vector<FieldNames> out;
+    Msg::fields([&](const char* name, auto member) {
+      using T = std::remove_cvref_t<decltype(std::declval<Msg&>().*member)>;
+      out.push_back(names_of<T>(std::string(message) + "." + name));
+    });
+    return out;
+  }();
+  return names;
 }
 
-Response read_response(Reader& r) {
-  Response p;
-  p.op = r.enumerator<OpType>("Response.op", kNumOpTypes);
-  p.name = r.str("Response.name");
-  const auto code = r.enumerator<StatusCode>("Response.status.code", kNumStatusCodes);
-  std::string message = r.str("Response.status.message");
-  p.status = Status(code, std::move(message));
-  p.dtype = r.enumerator<DataType>("Response.dtype", kNumDataTypes);
-  p.reduce_op = r.enumerator<ReduceOp>("Response.reduce_op", kNumReduceOps);
-  p.device.kind = r.enumerator<Device::Kind>("Response.device.kind", kNumDeviceKinds);
-  p.device.index = r.i32("Response.device.index");
-  p.shape = r.ints<int64_t>("Response.shape");
-  p.root = r.i32("Response.root");
-  p.prescale = r.f64("Response.prescale");
-  p.postscale = r.f64("Response.postscale");
-  p.first_dims = r.ints<int64_t>("Response.first_dims");
-  p.splits = r.ints<int64_t>("Response.splits");
-  p.group_size = r.i32("Response.group_size");
-  p.group_index = r.i32("Response.group_index");
-  p.group = r.str("Response.group");
-  p.last_joined_rank = r.i32("Response.last_joined_rank");
-  p.new_set_id = r.i32("Response.new_set_id");
-  p.ranks = r.ints<int32_t>("Response.ranks");
-  p.target_set = r.i32("Response.target_set");
-  return p;
+template <class Msg>
+void write(Writer& w, const Msg& m) {
+  Msg::fields([&](const char*, auto member) { w.put(m.*member); });
+}
+
+template <class Msg>
+Msg read(Reader& r, const char* message, bool checked) {
+  const std::vector<FieldNames>& names = field_names<Msg>(message);
+  FieldReader fields{r, checked};
+  Msg m;
+  std::size_t i = 0;
+  Msg::fields([&](const char*, auto member) { fields.get(m.*member, names[i++]); });
+  return m;
+}
+
+Request read_request(Reader& r) { return read<Request>(r, "Request", false); }
+WaitingSlot read_waiting_slot(Reader& r) { return read<WaitingSlot>(r, "WaitingSlot", false); }
+Response read_response(Reader& r) { return read<Response>(r, "Response", true); }
+
+// The smallest encoding of one element (every string and vector empty): a default one's. A
+// count prefix is checked against it before any element is decoded, so a forged count can
+// neither allocate nor loop beyond what the bytes actually present could hold.
+template <class Msg>
+std::size_t min_bytes() {
+  static const std::size_t size = [] {
+    Writer w;
+    write(w, Msg{});
+    return std::move(w).take().size();
+  }();
+  return size;
 }
 
 // Reads a counted sequence of elements. The count was checked against the bytes left, so
@@ -324,12 +339,9 @@ std::string encode(const RequestList& list) {
   Writer w;
   write_header(w, MessageKind::kRequestList);
   w.length(list.requests.size());
-  for (const Request& q : list.requests) write_request(w, q);
+  for (const Request& q : list.requests) write(w, q);
   w.length(list.waiting.size());
-  for (const WaitingSlot& s : list.waiting) {
-    w.i32(s.slot);
-    w.f64(s.waited_seconds);
-  }
+  for (const WaitingSlot& s : list.waiting) write(w, s);
   w.f64(list.idle_seconds);
   return std::move(w).take();
 }
@@ -338,7 +350,7 @@ std::string encode(const ResponseList& list) {
   Writer w;
   write_header(w, MessageKind::kResponseList);
   w.length(list.responses.size());
-  for (const Response& p : list.responses) write_response(w, p);
+  for (const Response& p : list.responses) write(w, p);
   w.length(list.stall_lines.size());
   for (const std::string& line : list.stall_lines) w.str(line);
   w.i32(list.stall_exit_status);
@@ -349,12 +361,9 @@ StatusOr<RequestList> decode_request_list(std::string_view bytes) {
   Reader r(bytes);
   read_header(r, MessageKind::kRequestList);
   RequestList list;
-  list.requests = read_list<Request>(r, "RequestList.requests", kMinRequestBytes, read_request);
+  list.requests = read_list<Request>(r, "RequestList.requests", min_bytes<Request>(), read_request);
   list.waiting =
-      read_list<WaitingSlot>(r, "RequestList.waiting", kMinWaitingSlotBytes, [](Reader& rr) {
-        // A braced list evaluates its elements left to right, as the reads require.
-        return WaitingSlot{rr.i32("WaitingSlot.slot"), rr.f64("WaitingSlot.waited_seconds")};
-      });
+      read_list<WaitingSlot>(r, "RequestList.waiting", min_bytes<WaitingSlot>(), read_waiting_slot);
   list.idle_seconds = r.f64("RequestList.idle_seconds");
   r.expect_end(kind_name(static_cast<uint8_t>(MessageKind::kRequestList)));
   if (!r.ok()) return r.status();
@@ -366,7 +375,7 @@ StatusOr<ResponseList> decode_response_list(std::string_view bytes) {
   read_header(r, MessageKind::kResponseList);
   ResponseList list;
   list.responses =
-      read_list<Response>(r, "ResponseList.responses", kMinResponseBytes, read_response);
+      read_list<Response>(r, "ResponseList.responses", min_bytes<Response>(), read_response);
   list.stall_lines = read_list<std::string>(r, "ResponseList.stall_lines", kMinStringBytes,
                                             [](Reader& rr) { return rr.str("stall line"); });
   list.stall_exit_status = r.i32("ResponseList.stall_exit_status");

@@ -25,15 +25,22 @@ const char* op_type_name(OpType op) {
 
 // Status has no operator== of its own (two errors with the same code but different words
 // are different decisions), so the comparison spells out every field, status included.
+namespace {
+
+bool same(const Status& a, const Status& b) {
+  return a.code() == b.code() && a.message() == b.message();
+}
+template <class T>
+bool same(const T& a, const T& b) {
+  return a == b;
+}
+
+}  // namespace
+
 bool operator==(const Response& a, const Response& b) {
-  return a.op == b.op && a.name == b.name && a.status.code() == b.status.code() &&
-         a.status.message() == b.status.message() && a.dtype == b.dtype &&
-         a.reduce_op == b.reduce_op && a.device == b.device && a.shape == b.shape &&
-         a.root == b.root && a.prescale == b.prescale && a.postscale == b.postscale &&
-         a.first_dims == b.first_dims && a.splits == b.splits && a.group_size == b.group_size &&
-         a.group_index == b.group_index && a.group == b.group &&
-         a.last_joined_rank == b.last_joined_rank && a.new_set_id == b.new_set_id &&
-         a.target_set == b.target_set && a.ranks == b.ranks;
+  bool equal = true;
+  Response::fields([&](const char*, auto member) { equal = equal && same(a.*member, b.*member); });
+  return equal;
 }
 
 // Shapes can come off the wire from another rank before the coordinator has checked them,

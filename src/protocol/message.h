@@ -47,6 +47,27 @@ struct Request {
   std::vector<int32_t> ranks;   ///< add_process_set: global ranks of the new set
   int32_t target_set = 0;       ///< remove_process_set: the set to remove
 
+  /// Every field, in wire order, with its name: the codec (core/codec.cc) writes, reads and
+  /// sizes the message from this list alone. A new field is added here and above.
+  template <class F>
+  static void fields(F&& f) {
+    f("rank", &Request::rank);
+    f("op", &Request::op);
+    f("name", &Request::name);
+    f("dtype", &Request::dtype);
+    f("reduce_op", &Request::reduce_op);
+    f("device", &Request::device);
+    f("shape", &Request::shape);
+    f("root", &Request::root);
+    f("prescale", &Request::prescale);
+    f("postscale", &Request::postscale);
+    f("splits", &Request::splits);
+    f("group", &Request::group);
+    f("group_size", &Request::group_size);
+    f("group_index", &Request::group_index);
+    f("ranks", &Request::ranks);
+    f("target_set", &Request::target_set);
+  }
   friend bool operator==(const Request&, const Request&) = default;
 };
 
@@ -54,6 +75,11 @@ struct Request {
 struct WaitingSlot {
   int32_t slot = 0;
   double waited_seconds = 0;
+  template <class F>
+  static void fields(F&& f) {
+    f("slot", &WaitingSlot::slot);
+    f("waited_seconds", &WaitingSlot::waited_seconds);
+  }
   friend bool operator==(const WaitingSlot&, const WaitingSlot&) = default;
 };
 
@@ -88,6 +114,30 @@ struct Response {
   std::vector<int32_t> ranks;     ///< add_process_set: the new set's global ranks
   int32_t target_set = 0;         ///< remove_process_set: the set to remove
 
+  /// Every field, in wire order, with its name (as Request::fields); equality compares
+  /// them all.
+  template <class F>
+  static void fields(F&& f) {
+    f("op", &Response::op);
+    f("name", &Response::name);
+    f("status", &Response::status);
+    f("dtype", &Response::dtype);
+    f("reduce_op", &Response::reduce_op);
+    f("device", &Response::device);
+    f("shape", &Response::shape);
+    f("root", &Response::root);
+    f("prescale", &Response::prescale);
+    f("postscale", &Response::postscale);
+    f("first_dims", &Response::first_dims);
+    f("splits", &Response::splits);
+    f("group_size", &Response::group_size);
+    f("group_index", &Response::group_index);
+    f("group", &Response::group);
+    f("last_joined_rank", &Response::last_joined_rank);
+    f("new_set_id", &Response::new_set_id);
+    f("ranks", &Response::ranks);
+    f("target_set", &Response::target_set);
+  }
   friend bool operator==(const Response& a, const Response& b);
 };
 
