@@ -1,14 +1,13 @@
-// The runtime's set-up on the background thread: the world, the rank map and binding, the host's
-// board, and the process sets (the global one at start, the others as responses create and
-// remove them). Collective over every rank, in the same order everywhere.
+// The runtime's set-up on the background thread: the world, the clocks and the timeline, the
+// rank map and binding, the host's board, and the global process set (core/set_table.h
+// makes it, and the others as responses create them). Collective over every rank, in the
+// same order everywhere.
 
 #include <string>
 #include <vector>
 
 #include "base/logging.h"
-#include "collectives/gpu_path.h"
 #include "collectives/hierarchical_allreduce.h"
-#include "core/host_rounds.h"
 #include "core/init_agreement.h"
 #include "core/runtime.h"
 #include "topology/binding.h"

@@ -4,7 +4,6 @@
 #include <vector>
 
 #include "base/logging.h"
-#include "collectives/gpu_path.h"
 #include "collectives/hierarchical_allreduce.h"
 #include "core/host_rounds.h"
 
