@@ -3,12 +3,12 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
-#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <vector>
 
 #include "build_facts.h"
+#include "shell.h"
 
 namespace chorus::launch {
 namespace {
@@ -54,17 +54,13 @@ std::string library_line(const std::string& file, const std::string& built) {
 
 // What python3 on PATH says when asked for the package (which does not import torch).
 std::string python_line() {
-  FILE* p = popen(
+  const ShellOutput python = shell_output(
       "python3 -c 'import sys, chorus; print(sys.executable, \"imports chorus\", "
-      "chorus.__version__, \"from\", chorus.__path__[0])' 2>&1",
-      "r");
-  if (!p) return "    python3: cannot be run\n";
-  std::string out;
-  std::array<char, 512> chunk;
-  while (std::fgets(chunk.data(), chunk.size(), p)) out += chunk.data();
-  const int rc = pclose(p);
+      "chorus.__version__, \"from\", chorus.__path__[0])' 2>&1");
+  if (!python.ran) return "    python3: cannot be run\n";
+  std::string out = python.text;
   while (!out.empty() && out.back() == '\n') out.pop_back();
-  if (rc != 0) {
+  if (python.status != 0) {
     std::size_t last = out.rfind('\n');
     out =
         "python3 cannot import chorus: " + (last == std::string::npos ? out : out.substr(last + 1));

@@ -19,6 +19,7 @@
 #include "command.h"
 #include "explain.h"
 #include "plan.h"
+#include "shell.h"
 #include "topology/hwloc_binding.h"
 
 extern char** environ;
@@ -79,13 +80,9 @@ std::string check_job_program() {
 std::string srun_mpi(const Env& env) {
   auto given = env.find("CHORUS_SRUN_MPI");
   if (given != env.end()) return given->second;
-  std::string list;
-  if (FILE* p = popen("srun --mpi=list 2>&1", "r")) {
-    char chunk[256];
-    while (std::fgets(chunk, sizeof(chunk), p)) list += chunk;
-    if (pclose(p) != 0) return "pmix";  // no srun here (a --dry-run outside Slurm)
-  }
-  return choose_srun_mpi(list);
+  const ShellOutput list = shell_output("srun --mpi=list 2>&1");
+  if (list.ran && list.status != 0) return "pmix";  // no srun here (a --dry-run outside Slurm)
+  return choose_srun_mpi(list.text);
 }
 
 int run(const std::vector<std::string>& args) {
