@@ -6,7 +6,7 @@
 //
 // Contract: called only from the thread that runs the runtime's cycles (the background
 // thread, or a trainer thread waiting on a handle for a backend whose allreduce makes no
-// MPI call: core/runtime.h), one at a time; every member of the set calls the same methods
+// MPI call: core/cycle.h), one at a time; every member of the set calls the same methods
 // in the same order (the negotiated order). Sizes are per rank, in elements
 // for reductions and in bytes for data movement.
 

@@ -3,7 +3,7 @@
 // the call, MPI's message and the place in the source. Communicators are set to
 // MPI_ERRORS_RETURN so that failures reach it instead of aborting. It also refuses a call
 // from any thread but the one that set MPI up for Chorus (init_mpi_world): Chorus asks MPI
-// for MPI_THREAD_FUNNELED, and its trainer threads run some cycles (core/runtime.h), which
+// for MPI_THREAD_FUNNELED, and its trainer threads run some cycles (core/cycle.h), which
 // must never reach MPI.
 
 #include <mpi.h>

@@ -14,7 +14,7 @@
 // private to the process: only its own threads ring it, and rounds are polled.
 //
 // Threads: ring() from any thread; wait() from the background thread only (a slot has one
-// waiter); the rest from the thread that runs the cycle (core/runtime.h).
+// waiter); the rest from the thread that runs the cycle (core/cycle.h).
 
 #include <atomic>
 #include <chrono>

@@ -1,7 +1,7 @@
 #pragma once
 // One tensor of one collective, as this rank's runtime holds it from enqueue to completion.
 // Owned by the runtime's tables; touched only by the thread that runs the cycle (the
-// background thread, or a waiting trainer thread: core/runtime.h) after the submitting
+// background thread, or a waiting trainer thread: core/cycle.h) after the submitting
 // thread handed it over.
 
 #include <chrono>

@@ -1,7 +1,7 @@
 #pragma once
 // The entries in flight in one process set, by name: what the runtime holds from the
 // moment it takes a tensor off the queue until its collective ran. Used by the thread that
-// runs the cycle only (core/runtime.h).
+// runs the cycle only (core/cycle.h).
 //
 // The table keeps the nodes of finished entries (up to kSpareNodes) and gives them to the
 // next entries: a fused batch finishes a hundred tensors at once, and freeing their nodes

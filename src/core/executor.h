@@ -3,7 +3,7 @@
 // packs, calls the backend, unpacks, and finishes the entries. One routine per op serves
 // host and CUDA tensors alike, over the memory they live in (core/tensor_memory.h). Called by the
 // thread that runs the runtime's cycles: the background thread, or a waiting trainer thread for
-// responses that runs_without_mpi() accepts (core/runtime.h).
+// responses that runs_without_mpi() accepts (core/cycle.h).
 // Every member of the set runs the same responses in the same order, so the backend calls
 // line up across ranks; a rank without an entry for an allreduce (it joined) contributes
 // zeros.

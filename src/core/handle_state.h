@@ -1,5 +1,5 @@
 #pragma once
-// What a Handle points at. Written by the thread that runs the cycle (core/runtime.h), read
+// What a Handle points at. Written by the thread that runs the cycle (core/cycle.h), read
 // by trainer threads: the fields other than `done` and `driver` are written before `done`
 // is set (release) and read after it is seen (acquire); `driver` is set before the handle
 // is submitted.
@@ -18,7 +18,7 @@ namespace chorus::detail {
 
 struct HandleState;
 
-/// Lets a thread that waits for a handle do the runtime's work itself (core/runtime.h).
+/// Lets a thread that waits for a handle do the runtime's work itself (core/cycle.h).
 class Driver {
  public:
   /// Runs the runtime's pending work on the calling thread while it may (it never makes an

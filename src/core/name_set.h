@@ -1,5 +1,5 @@
 #pragma once
-// A set of names that reuses its nodes: the runtime's names in flight (core/runtime.h) take
+// A set of names that reuses its nodes: the runtime's names in flight (core/process_sets.h) take
 // a name at every submit and give it back at every completion, a hundred or a thousand per
 // training step; allocating and freeing a node and a string for each costs more than the
 // set's own work. Up to kSpareNodes nodes of removed names wait for reuse, each keeping its

@@ -1,6 +1,6 @@
 #pragma once
 // The negotiation of one process set, as a non-blocking state machine driven by the thread
-// that runs the runtime's cycle (core/runtime.h), or by a test thread per rank. Requests
+// that runs the runtime's cycle (core/cycle.h), or by a test thread per rank. Requests
 // may be submitted while a round is in flight: they wait for the next one.
 //
 // One round, on every member of the set, in lock-step:

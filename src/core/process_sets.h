@@ -2,7 +2,7 @@
 // What any thread may ask of this rank's process sets: each set's size and this rank's
 // place in it, the names of its collectives in flight, and the counters that name unnamed
 // collectives. The sets themselves (groups, negotiators, executors, entries) belong to the
-// thread that runs the cycle (core/runtime.h). Thread-safe.
+// thread that runs the cycle (core/set_table.h). Thread-safe.
 
 #include <array>
 #include <atomic>

@@ -86,7 +86,7 @@ Handle Runtime::submit(std::span<Entry> entries) {
   if (Status s = process_sets_.claim(entries, rank_); !s.ok()) {
     return Handle(detail::HandleState::failed(std::move(s)));
   }
-  // Entries of one submit stay adjacent in the queue: accept() takes them as a unit.
+  // Entries of one submit stay adjacent in the queue: SetTable::accept takes them as a unit.
   if (!submissions_.push(entries)) {
     // Chorus stopped: the entries stay with the caller, their names leave flight.
     for (const Entry& e : entries) process_sets_.release(e);

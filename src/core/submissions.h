@@ -1,5 +1,5 @@
 #pragma once
-// The hand-over from the trainer threads to the thread that runs the cycle (core/runtime.h):
+// The hand-over from the trainer threads to the thread that runs the cycle (core/cycle.h):
 // the entries submitted, the start/stop_timeline requests and the stop request, taken
 // together at the start of a cycle; and whether Chorus runs, which every submit checks under
 // the same lock, so that none lands in a queue that no one will take. Thread-safe.

@@ -1,7 +1,7 @@
 #pragma once
 // Host fusion buffers. One buffer per process set, allocated once at the size of the fusion
 // threshold the first time a batch needs it, and reused by every step after. Used by the
-// thread that runs the runtime's cycle only (core/runtime.h).
+// thread that runs the runtime's cycle only (core/cycle.h).
 
 #include <cstddef>
 
