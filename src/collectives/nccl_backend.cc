@@ -112,16 +112,6 @@ bool all_equal(const std::vector<int64_t>& v) {
 
 }  // namespace
 
-int nccl_compiled_version_code() { return NCCL_VERSION_CODE; }
-
-std::string nccl_version_string() {
-  int v = 0;
-  if (ncclGetVersion(&v) != ncclSuccess) return "NCCL (version unknown)";
-  // NCCL encodes major*10000 + minor*100 + patch since 2.9.
-  return "NCCL " + std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
-         std::to_string(v % 100);
-}
-
 StatusOr<std::unique_ptr<NcclBackend>> NcclBackend::create(Backend& host, int device, void* stream,
                                                            gpu::BatchedCopy* copy,
                                                            const std::string& label,

@@ -25,11 +25,6 @@
 
 namespace chorus {
 
-/// "NCCL 2.x.y" as linked, for the debug log at init.
-std::string nccl_version_string();
-/// NCCL_VERSION_CODE of the nccl.h this build compiled against.
-int nccl_compiled_version_code();
-
 class NcclBackend final : public Backend {
  public:
   /// Collective over the members of `host` (the same ranks over MPI): rank 0 creates the

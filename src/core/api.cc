@@ -9,14 +9,10 @@
 #include <utility>
 
 #include "chorus/chorus.h"
+#include "collectives/gpu_build.h"
+#include "collectives/gpu_event.h"
 #include "core/runtime.h"
 #include "core/thread_runtime.h"
-#ifdef CHORUS_WITH_CUDA
-#include "collectives/gpu_event.h"
-#endif
-#ifdef CHORUS_WITH_NCCL
-#include "collectives/nccl_backend.h"
-#endif
 
 namespace chorus {
 namespace {
@@ -54,7 +50,10 @@ Status check_tensor(OpType op, const std::string& name, const char* role, const 
     return invalid_argument(what(op, name) + role + " " + describe(t) + " has no data pointer");
   }
   if (!t.device.is_cpu()) {
-#ifdef CHORUS_WITH_CUDA
+    if (!built_with_cuda()) {
+      return invalid_argument(what(op, name) + role + " is on " + device_name(t.device) +
+                              ": this build of Chorus runs collectives on host memory only");
+    }
     if (t.device.kind != Device::Kind::kCUDA) {
       return invalid_argument(what(op, name) + role + " is on " + device_name(t.device) +
                               ": Chorus runs collectives on host memory and CUDA devices only");
@@ -65,10 +64,6 @@ Status check_tensor(OpType op, const std::string& name, const char* role, const 
                               ", but this process sees " + std::to_string(devices) +
                               " CUDA device(s)");
     }
-#else
-    return invalid_argument(what(op, name) + role + " is on " + device_name(t.device) +
-                            ": this build of Chorus runs collectives on host memory only");
-#endif
   }
   return {};
 }
@@ -80,8 +75,8 @@ Status check_tensor(OpType op, const std::string& name, const char* role, const 
 // own handle instead of reaching the background thread, where this rank could not join
 // the collective the others run.
 Status attach_ready_event(Runtime& rt, Entry& e) {
+  // Only a build with CUDA takes CUDA tensors (check_tensor).
   if (e.input.device.kind != Device::Kind::kCUDA) return {};
-#ifdef CHORUS_WITH_CUDA
   const OpType op = e.request.op;
   const int pinned = rt.gpu_device().pin(e.input.device.index);
   if (pinned != e.input.device.index) {
@@ -100,7 +95,6 @@ Status attach_ready_event(Runtime& rt, Entry& e) {
       gpu::capture_ready_event(e.input.device.index, e.input.ready_event, e.input.ready_stream);
   if (!ev.ok()) return ev.status();
   e.ready_event = std::move(ev).value();
-#endif
   return {};
 }
 
@@ -504,12 +498,8 @@ int process_set_size(ProcessSet process_set) {
 
 BuildInfo build_info() {
   BuildInfo b;
-#ifdef CHORUS_WITH_CUDA
-  b.cuda = true;
-#endif
-#ifdef CHORUS_WITH_NCCL
+  b.cuda = built_with_cuda();
   b.nccl_version_code = nccl_compiled_version_code();
-#endif
   return b;
 }
 

@@ -8,6 +8,8 @@
 #include <tuple>
 #include <type_traits>
 
+#include "collectives/gpu_build.h"
+
 namespace chorus {
 namespace {
 
@@ -439,9 +441,7 @@ HorovodReadings read_horovod_variables(const Config::Getenv& env, std::vector<st
 
 BuildFeatures BuildFeatures::current() {
   BuildFeatures f;
-#ifdef CHORUS_WITH_NCCL
-  f.nccl = true;
-#endif
+  f.nccl = nccl_compiled_version_code() != 0;
   return f;
 }
 

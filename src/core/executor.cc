@@ -47,13 +47,6 @@ void Executor::set_gpu_setup(const GpuContextSetup& setup) {
   gpu_setup_.fusion_threshold = host_.fusion_capacity();
 }
 
-#ifndef CHORUS_WITH_CUDA
-// The API refuses CUDA tensors in a build without CUDA, so no CUDA response reaches here.
-StatusOr<TensorMemory*> Executor::device_memory(const std::vector<Job>&) {
-  return internal_error("a CUDA tensor reached the executor of a build without CUDA");
-}
-#endif
-
 void Executor::trace(const std::string& name, TimelinePhase phase, Clock::time_point start,
                      Clock::time_point end, std::string_view detail) {
   if (timeline_) timeline_->record(name, phase, start, end, detail);

@@ -7,14 +7,12 @@
 #include <vector>
 
 #include "base/logging.h"
+#include "collectives/gpu_build.h"
 #include "collectives/hierarchical_allreduce.h"
 #include "core/init_agreement.h"
 #include "core/runtime.h"
 #include "topology/binding.h"
 #include "topology/launcher_view.h"
-#ifdef CHORUS_WITH_NCCL
-#include "collectives/nccl_backend.h"
-#endif
 
 namespace chorus {
 
@@ -36,9 +34,7 @@ Status Runtime::setup(const WorldFactory& make_world) {
   if (rank_ == 0) {
     for (const std::string& note : config_.horovod_notes) log().info("{}", note);
   }
-#ifdef CHORUS_WITH_NCCL
-  log().debug("built with {}", nccl_version_string());
-#endif
+  if (nccl_compiled_version_code() != 0) log().debug("built with {}", nccl_version_string());
   StatusOr<ClockOffset> clock = world_->clock_offset();
   observability_.start(rank_, clock.ok() ? *clock : ClockOffset{});
   if (Status s = agree(clock.status(), "measuring the clocks", {}); !s.ok()) return s;
