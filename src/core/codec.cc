@@ -276,14 +276,34 @@ struct FieldReader {
   }
 };
 
-// A message's field names, made once: `Msg` is Request, WaitingSlot or Response.
+// Each message's name in errors, and whether its enumerations must hold values this build
+// knows (FieldReader's `checked`).
 template <class Msg>
-const std::vector<FieldNames>& field_names(const char* message) {
-  static const std::vector<FieldNames> names = [message] {
+struct Wire;
+template <>
+struct Wire<Request> {
+  static constexpr const char* kName = "Request";
+  static constexpr bool kChecked = false;
+};
+template <>
+struct Wire<WaitingSlot> {
+  static constexpr const char* kName = "WaitingSlot";
+  static constexpr bool kChecked = false;
+};
+template <>
+struct Wire<Response> {
+  static constexpr const char* kName = "Response";
+  static constexpr bool kChecked = true;
+};
+
+// A message's field names, made once.
+template <class Msg>
+const std::vector<FieldNames>& field_names() {
+  static const std::vector<FieldNames> names = [] {
     std::vector<FieldNames> out;
     Msg::fields([&](const char* name, auto member) {
       using T = std::remove_cvref_t<decltype(std::declval<Msg&>().*member)>;
-      out.push_back(names_of<T>(std::string(message) + "." + name));
+      out.push_back(names_of<T>(std::string(Wire<Msg>::kName) + "." + name));
     });
     return out;
   }();
@@ -296,18 +316,14 @@ void write(Writer& w, const Msg& m) {
 }
 
 template <class Msg>
-Msg read(Reader& r, const char* message, bool checked) {
-  const std::vector<FieldNames>& names = field_names<Msg>(message);
-  FieldReader fields{r, checked};
+Msg read(Reader& r) {
+  const std::vector<FieldNames>& names = field_names<Msg>();
+  FieldReader fields{r, Wire<Msg>::kChecked};
   Msg m;
   std::size_t i = 0;
   Msg::fields([&](const char*, auto member) { fields.get(m.*member, names[i++]); });
   return m;
 }
-
-Request read_request(Reader& r) { return read<Request>(r, "Request", false); }
-WaitingSlot read_waiting_slot(Reader& r) { return read<WaitingSlot>(r, "WaitingSlot", false); }
-Response read_response(Reader& r) { return read<Response>(r, "Response", true); }
 
 // The smallest encoding of one element (every string and vector empty): a default one's. A
 // count prefix is checked against it before any element is decoded, so a forged count can
@@ -361,9 +377,10 @@ StatusOr<RequestList> decode_request_list(std::string_view bytes) {
   Reader r(bytes);
   read_header(r, MessageKind::kRequestList);
   RequestList list;
-  list.requests = read_list<Request>(r, "RequestList.requests", min_bytes<Request>(), read_request);
+  list.requests =
+      read_list<Request>(r, "RequestList.requests", min_bytes<Request>(), read<Request>);
   list.waiting =
-      read_list<WaitingSlot>(r, "RequestList.waiting", min_bytes<WaitingSlot>(), read_waiting_slot);
+      read_list<WaitingSlot>(r, "RequestList.waiting", min_bytes<WaitingSlot>(), read<WaitingSlot>);
   list.idle_seconds = r.f64("RequestList.idle_seconds");
   r.expect_end(kind_name(static_cast<uint8_t>(MessageKind::kRequestList)));
   if (!r.ok()) return r.status();
@@ -375,7 +392,7 @@ StatusOr<ResponseList> decode_response_list(std::string_view bytes) {
   read_header(r, MessageKind::kResponseList);
   ResponseList list;
   list.responses =
-      read_list<Response>(r, "ResponseList.responses", min_bytes<Response>(), read_response);
+      read_list<Response>(r, "ResponseList.responses", min_bytes<Response>(), read<Response>);
   list.stall_lines = read_list<std::string>(r, "ResponseList.stall_lines", kMinStringBytes,
                                             [](Reader& rr) { return rr.str("stall line"); });
   list.stall_exit_status = r.i32("ResponseList.stall_exit_status");
