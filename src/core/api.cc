@@ -1,9 +1,9 @@
 // The public API: validates arguments on the caller's thread, builds the requests and
-// entries, and hands them to the runtime. Errors found here fail the returned handle at
-// once, with a message naming the collective, the tensor and the value at fault.
+// entries (each op's filler, core/ops/), and hands them to the runtime. Errors found here
+// fail the returned handle at once, with a message naming the collective, the tensor and
+// the value at fault.
 
 #include <algorithm>
-#include <cmath>
 #include <memory>
 #include <mutex>
 #include <utility>
@@ -11,6 +11,12 @@
 #include "chorus/chorus.h"
 #include "collectives/gpu_build.h"
 #include "collectives/gpu_event.h"
+#include "core/ops/allgather.h"
+#include "core/ops/allreduce.h"
+#include "core/ops/alltoall.h"
+#include "core/ops/broadcast.h"
+#include "core/ops/checks.h"
+#include "core/ops/reducescatter.h"
 #include "core/runtime.h"
 #include "core/thread_runtime.h"
 
@@ -31,43 +37,6 @@ std::shared_ptr<Runtime> runtime() {
 
 Handle failed(Status status) { return Handle(detail::HandleState::failed(std::move(status))); }
 
-std::string what(OpType op, const std::string& name) {
-  return std::string(op_type_name(op)) + " '" + name + "': ";
-}
-
-Status check_tensor(OpType op, const std::string& name, const char* role, const TensorRef& t) {
-  if (static_cast<int>(t.dtype) >= kNumDataTypes) {
-    return invalid_argument(what(op, name) + role + " has an unknown dtype " +
-                            std::to_string(static_cast<int>(t.dtype)));
-  }
-  for (int64_t d : t.shape) {
-    if (d < 0) {
-      return invalid_argument(what(op, name) + role + " has a negative dimension in shape " +
-                              shape_string(t.shape));
-    }
-  }
-  if (t.data == nullptr && t.num_elements() > 0) {
-    return invalid_argument(what(op, name) + role + " " + describe(t) + " has no data pointer");
-  }
-  if (!t.device.is_cpu()) {
-    if (!built_with_cuda()) {
-      return invalid_argument(what(op, name) + role + " is on " + device_name(t.device) +
-                              ": this build of Chorus runs collectives on host memory only");
-    }
-    if (t.device.kind != Device::Kind::kCUDA) {
-      return invalid_argument(what(op, name) + role + " is on " + device_name(t.device) +
-                              ": Chorus runs collectives on host memory and CUDA devices only");
-    }
-    const int devices = gpu::device_count();
-    if (t.device.index < 0 || t.device.index >= devices) {
-      return invalid_argument(what(op, name) + role + " is on " + device_name(t.device) +
-                              ", but this process sees " + std::to_string(devices) +
-                              " CUDA device(s)");
-    }
-  }
-  return {};
-}
-
 // CUDA inputs: the event the background thread waits on before reading (types.h), taken
 // now, on the producer's thread. Outputs whose size is agreed later must come from the
 // caller's allocator: Chorus's own fallback allocates host memory. A rank's collectives
@@ -85,8 +54,7 @@ Status attach_ready_event(Runtime& rt, Entry& e) {
                             " which run on cuda:" + std::to_string(pinned) +
                             " (the device of its first CUDA tensor; one GPU per rank)");
   }
-  if ((op == OpType::kAllgather || op == OpType::kAlltoall || op == OpType::kReducescatter) &&
-      !e.allocate) {
+  if (op_descriptor(op).output_sized_by_agreement && !e.allocate) {
     return invalid_argument(what(op, e.request.name) + "a tensor on " +
                             device_name(e.input.device) +
                             " needs options.allocate to provide the output in device memory");
@@ -95,23 +63,6 @@ Status attach_ready_event(Runtime& rt, Entry& e) {
       gpu::capture_ready_event(e.input.device.index, e.input.ready_event, e.input.ready_stream);
   if (!ev.ok()) return ev.status();
   e.ready_event = std::move(ev).value();
-  return {};
-}
-
-// An input split or gathered along its first dimension.
-Status check_rows(OpType op, const std::string& name, const TensorRef& input) {
-  if (Status s = check_tensor(op, name, "input", input); !s.ok()) return s;
-  if (input.shape.empty()) {
-    return invalid_argument(what(op, name) + "input must have at least one dimension");
-  }
-  return {};
-}
-
-Status check_scale(OpType op, const std::string& name, const char* which, double v) {
-  if (!std::isfinite(v)) {
-    return invalid_argument(what(op, name) + which + " factor must be finite, got " +
-                            std::to_string(v));
-  }
   return {};
 }
 
@@ -152,62 +103,6 @@ StatusOr<Prepared> prepare(OpType op, const std::string& name, ProcessSet ps) {
 Handle submit_one(Prepared& p) {
   if (Status s = attach_ready_event(*p.rt, p.entry); !s.ok()) return failed(s);
   return p.rt->submit({&p.entry, 1});
-}
-
-void describe_tensor(Request& q, const TensorRef& t) {
-  q.dtype = t.dtype;
-  q.shape = t.shape;
-  q.device = t.device;
-}
-
-// Checks one allreduce member and fills its request and tensors.
-Status fill_allreduce(Entry& e, const TensorRef& input, const TensorRef& output,
-                      const AllreduceOptions& options) {
-  const OpType op = OpType::kAllreduce;
-  const std::string& name = e.request.name;
-  for (Status s : {check_tensor(op, name, "input", input), check_tensor(op, name, "output", output),
-                   check_scale(op, name, "prescale", options.prescale),
-                   check_scale(op, name, "postscale", options.postscale)}) {
-    if (!s.ok()) return s;
-  }
-  if (input.dtype != output.dtype || input.shape != output.shape || input.device != output.device) {
-    return invalid_argument(what(op, name) + "output " + describe(output) +
-                            " does not match input " + describe(input));
-  }
-  Request& q = e.request;
-  describe_tensor(q, input);
-  q.reduce_op = options.op;
-  q.prescale = options.prescale;
-  q.postscale = options.postscale;
-  e.input = TensorPlace::of(input);
-  e.output = TensorPlace::of(output);
-  return {};
-}
-
-Status fill_allgather(Entry& e, const TensorRef& input, OutputAllocator allocate) {
-  if (Status s = check_rows(OpType::kAllgather, e.request.name, input); !s.ok()) return s;
-  describe_tensor(e.request, input);
-  e.input = TensorPlace::of(input);
-  e.allocate = std::move(allocate);
-  return {};
-}
-
-Status fill_reducescatter(Entry& e, const TensorRef& input, ReduceOp reduce_op, double prescale,
-                          double postscale, OutputAllocator allocate) {
-  const OpType op = OpType::kReducescatter;
-  const std::string& name = e.request.name;
-  for (Status s : {check_rows(op, name, input), check_scale(op, name, "prescale", prescale),
-                   check_scale(op, name, "postscale", postscale)}) {
-    if (!s.ok()) return s;
-  }
-  Request& q = e.request;
-  describe_tensor(q, input);
-  q.reduce_op = reduce_op;
-  q.prescale = prescale;
-  q.postscale = postscale;
-  e.input = TensorPlace::of(input);
-  e.allocate = std::move(allocate);
-  return {};
 }
 
 Status check_allocators(OpType op, const std::vector<OutputAllocator>& allocate,
@@ -373,34 +268,19 @@ Handle allgather(const std::string& name, const TensorRef& input, const Allgathe
 
 Handle broadcast(const std::string& name, const TensorRef& tensor, int root,
                  const BroadcastOptions& options) {
-  const OpType op = OpType::kBroadcast;
-  StatusOr<Prepared> p = prepare(op, name, options.process_set);
+  StatusOr<Prepared> p = prepare(OpType::kBroadcast, name, options.process_set);
   if (!p.ok()) return failed(p.status());
-  const std::string& n = p->entry.request.name;
-  if (Status s = check_tensor(op, n, "tensor", tensor); !s.ok()) return failed(s);
-  // The root is checked by the coordinator, so a bad root fails on every rank.
-  describe_tensor(p->entry.request, tensor);
-  p->entry.request.root = root;
-  p->entry.input = TensorPlace::of(tensor);
-  p->entry.output = TensorPlace::of(tensor);
+  if (Status s = fill_broadcast(p->entry, tensor, root); !s.ok()) return failed(s);
   return submit_one(*p);
 }
 
 Handle alltoall(const std::string& name, const TensorRef& input, const std::vector<int64_t>& splits,
                 const AlltoallOptions& options) {
-  const OpType op = OpType::kAlltoall;
-  StatusOr<Prepared> p = prepare(op, name, options.process_set);
+  StatusOr<Prepared> p = prepare(OpType::kAlltoall, name, options.process_set);
   if (!p.ok()) return failed(p.status());
-  const std::string& n = p->entry.request.name;
-  if (Status s = check_rows(op, n, input); !s.ok()) return failed(s);
-  // Bad splits are reported by the coordinator, on every rank (see decide_response).
-  const int64_t set_size = p->set.size;
-  std::vector<int64_t> s = splits;
-  if (s.empty() && input.shape[0] % set_size == 0) s.assign(set_size, input.shape[0] / set_size);
-  describe_tensor(p->entry.request, input);
-  p->entry.request.splits = s;
-  p->entry.input = TensorPlace::of(input);
-  p->entry.allocate = options.allocate;
+  if (Status s = fill_alltoall(p->entry, input, splits, p->set.size, options.allocate); !s.ok()) {
+    return failed(s);
+  }
   return submit_one(*p);
 }
 

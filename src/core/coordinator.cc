@@ -2,46 +2,16 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <functional>
+
+#include "core/ops/op.h"
 
 namespace chorus {
 namespace {
-
-// Exact, so that factors that differ in the last bit read differently in a mismatch.
-std::string number(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
 
 std::string seconds(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f", v);
   return buf;
-}
-
-// A disagreement on one field among the present ranks, described as "ranks disagree on
-// dtype: float32 on ranks [0, 1]; float64 on ranks [2]".
-bool agree(const std::vector<std::optional<Request>>& by_rank, const char* what,
-           const std::function<std::string(const Request&)>& value, std::string* message) {
-  std::vector<std::optional<std::string>> values(by_rank.size());
-  for (std::size_t r = 0; r < by_rank.size(); ++r) {
-    if (by_rank[r]) values[r] = value(*by_rank[r]);
-  }
-  const std::string d = disagreement(values);
-  if (d.empty()) return true;
-  *message = std::string("ranks disagree on ") + what + ": " + d;
-  return false;
-}
-
-std::string trailing_dims(const Request& q) {
-  std::vector<int64_t> rest(q.shape.begin() + (q.shape.empty() ? 0 : 1), q.shape.end());
-  return std::to_string(q.shape.size()) + "-d, trailing dims " + shape_string(rest);
-}
-
-bool is_data_op(OpType op) {
-  return op != OpType::kBarrier && op != OpType::kJoin && op != OpType::kAddProcessSet &&
-         op != OpType::kRemoveProcessSet;
 }
 
 }  // namespace
@@ -79,7 +49,6 @@ Response decide_response(const std::string& name,
   resp.group_index = ref->group_index;
 
   const std::string prefix = std::string(op_type_name(ref->op)) + " '" + name + "': ";
-  std::string msg;
   auto mismatch = [&](const std::string& m) {
     Response e;
     e.op = resp.op;
@@ -100,132 +69,25 @@ Response decide_response(const std::string& name,
       return e;
     }
   }
-  if (!agree(
-          by_rank, "the operation", [](const Request& q) { return op_type_name(q.op); }, &msg)) {
-    return mismatch(msg);
+  Agreement agreement(by_rank, *ref);
+  if (!agreement.same("the operation", [](const Request& q) { return op_type_name(q.op); })) {
+    return mismatch(agreement.message());
   }
-  if (!absent.empty() && ref->op != OpType::kAllreduce) {
+  const OpDescriptor& op = op_descriptor(ref->op);
+  if (!absent.empty() && !op.runs_with_joined) {
     Response e = mismatch("");
     e.status = failed_precondition(prefix + "cannot run while ranks " + ranks_string(absent) +
                                    " have joined; only allreduce runs with joined ranks");
     return e;
   }
-  if (is_data_op(ref->op)) {
-    if (!agree(
-            by_rank, "dtype", [](const Request& q) { return dtype_name(q.dtype); }, &msg) ||
-        !agree(
-            by_rank, "device type",
-            [](const Request& q) { return q.device.is_cpu() ? "cpu" : "cuda"; }, &msg)) {
-      return mismatch(msg);
-    }
+  if (op.carries_data && (!agreement.same("dtype", [](const Request& q) {
+        return dtype_name(q.dtype);
+      }) || !agreement.same("device type", [](const Request& q) {
+        return q.device.is_cpu() ? "cpu" : "cuda";
+      }))) {
+    return mismatch(agreement.message());
   }
-  auto same_shape = [&] {
-    return agree(
-        by_rank, "shape", [](const Request& q) { return shape_string(q.shape); }, &msg);
-  };
-  auto same_reduction = [&] {
-    return agree(
-               by_rank, "reduce op", [](const Request& q) { return reduce_op_name(q.reduce_op); },
-               &msg) &&
-           agree(
-               by_rank, "prescale factor", [](const Request& q) { return number(q.prescale); },
-               &msg) &&
-           agree(
-               by_rank, "postscale factor", [](const Request& q) { return number(q.postscale); },
-               &msg);
-  };
-  // The ops that come grouped: every rank must put the tensor in the same group.
-  auto same_group = [&] {
-    return agree(
-        by_rank, "group",
-        [](const Request& q) {
-          return q.group_size == 0 ? std::string("none")
-                                   : q.group + " of " + std::to_string(q.group_size);
-        },
-        &msg);
-  };
-  switch (ref->op) {
-    case OpType::kAllreduce:
-      if (!same_shape() || !same_reduction() || !same_group()) return mismatch(msg);
-      break;
-    case OpType::kReducescatter:
-      if (!same_shape() || !same_reduction() || !same_group()) return mismatch(msg);
-      break;
-    case OpType::kBroadcast:
-      if (!same_shape() || !agree(
-                               by_rank, "root rank",
-                               [](const Request& q) { return std::to_string(q.root); }, &msg)) {
-        return mismatch(msg);
-      }
-      if (ref->root < 0 || ref->root >= n) {
-        return mismatch("root rank " + std::to_string(ref->root) + " is outside the set of " +
-                        std::to_string(n) + " ranks");
-      }
-      break;
-    case OpType::kAllgather:
-      if (ref->shape.empty()) return mismatch("needs a tensor with at least one dimension");
-      if (!agree(by_rank, "shape beyond the first dimension", trailing_dims, &msg) ||
-          !same_group()) {
-        return mismatch(msg);
-      }
-      for (int r = 0; r < n; ++r) resp.first_dims.push_back(by_rank[r]->shape.at(0));
-      break;
-    case OpType::kAlltoall:
-      if (ref->shape.empty()) return mismatch("needs a tensor with at least one dimension");
-      if (!agree(by_rank, "shape beyond the first dimension", trailing_dims, &msg)) {
-        return mismatch(msg);
-      }
-      // Split errors are checked here rather than on the rank that made them, so that
-      // every rank fails instead of the others waiting for a request that never comes.
-      for (int r = 0; r < n; ++r) {
-        const Request& q = *by_rank[r];
-        if (static_cast<int>(q.splits.size()) != n) {
-          return mismatch("rank " + std::to_string(r) + " gave " + std::to_string(q.splits.size()) +
-                          " splits for " + std::to_string(n) + " ranks" +
-                          (q.splits.empty() ? " (without splits, the first dimension " +
-                                                  std::to_string(q.shape[0]) +
-                                                  " must divide evenly by the set size)"
-                                            : ""));
-        }
-        int64_t sum = 0;
-        for (int64_t v : q.splits) {
-          if (v < 0) {
-            return mismatch("rank " + std::to_string(r) + " gave a negative split " +
-                            std::to_string(v));
-          }
-          sum += v;
-        }
-        if (sum != q.shape[0]) {
-          return mismatch("rank " + std::to_string(r) + "'s splits add up to " +
-                          std::to_string(sum) + " but its first dimension is " +
-                          std::to_string(q.shape[0]));
-        }
-        resp.splits.insert(resp.splits.end(), by_rank[r]->splits.begin(), by_rank[r]->splits.end());
-      }
-      break;
-    case OpType::kAddProcessSet:
-      if (!agree(
-              by_rank, "the ranks of the new process set",
-              [](const Request& q) {
-                std::vector<int> v(q.ranks.begin(), q.ranks.end());
-                return ranks_string(v);
-              },
-              &msg)) {
-        return mismatch(msg);
-      }
-      resp.ranks = ref->ranks;
-      break;
-    case OpType::kRemoveProcessSet:
-      if (!agree(
-              by_rank, "the process set to remove",
-              [](const Request& q) { return std::to_string(q.target_set); }, &msg)) {
-        return mismatch(msg);
-      }
-      resp.target_set = ref->target_set;
-      break;
-    case OpType::kBarrier:
-    case OpType::kJoin: break;
-  }
+  if (!op.agree(agreement, resp)) return mismatch(agreement.message());
   return resp;
 }
 
@@ -286,7 +148,7 @@ std::vector<Response> Coordinator::take_ready() {
     // Only an allreduce runs while some rank has joined: any other op fails at once for
     // the ranks that sent it, without waiting for the others, whose names may never match
     // (a rank that joined skipped the calls that would have kept generated names in step).
-    const bool refused = any->group_size == 0 && any->op != OpType::kAllreduce &&
+    const bool refused = any->group_size == 0 && !op_descriptor(any->op).runs_with_joined &&
                          std::find(joined_.begin(), joined_.end(), true) != joined_.end();
     if (!complete(e) && !refused) {
       still.push_back(name);

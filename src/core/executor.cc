@@ -7,6 +7,7 @@
 
 #include "core/injected_failure.h"
 #include "core/op_plan.h"
+#include "core/ops/op.h"
 #include "fusion/planner.h"
 #include "kernels/reduce_kernels.h"
 
@@ -52,32 +53,12 @@ void Executor::trace(const std::string& name, TimelinePhase phase, Clock::time_p
   if (timeline_) timeline_->record(name, phase, start, end, detail);
 }
 
-StatusOr<TensorRef> Executor::output_for(Entry& e, const std::vector<int64_t>& shape) {
-  const auto index = static_cast<std::size_t>(e.request.group_index);
-  if (!e.allocate) {
-    TensorRef out = e.handle->allocate_output(index, e.request.dtype, shape);
-    e.output = TensorPlace::of(out);
-    return out;
-  }
-  StatusOr<TensorRef> got = e.allocate(shape);
-  if (!got.ok()) return got.status();
-  if (got->dtype != e.request.dtype || got->shape != shape ||
-      (got->data == nullptr && got->num_elements() > 0)) {
-    return invalid_argument(std::string(op_type_name(e.request.op)) + " '" + e.request.name +
-                            "': the output allocator returned " + describe(*got) + ", expected " +
-                            dtype_name(e.request.dtype) + shape_string(shape));
-  }
-  e.output = TensorPlace::of(*got);
-  e.handle->set_output(index, *got);
-  return got;
-}
-
 Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& responses,
                          EntryTable& entries, Clock::time_point agreed, const Finish& finish) {
   std::vector<Job> runnable;
   std::vector<FusionItem> items;
-  // Allreduces fuse only with identical reduction parameters, and the host members of a
-  // grouped allgather or reducescatter only with their group: keys index this list.
+  // Fused ops (allreduce) fuse only with identical reduction parameters, and the host members
+  // of a group only with their group (OpDescriptor::batching): keys index this list.
   std::vector<
       std::tuple<OpType, std::string, DataType, ReduceOp, Device::Kind, int, double, double>>
       keys;
@@ -89,20 +70,20 @@ Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& res
       if (e) finish(*e, r.status);
       continue;
     }
-    if (r.op == OpType::kAddProcessSet || r.op == OpType::kRemoveProcessSet) continue;
+    const OpDescriptor& op = op_descriptor(r.op);
+    if (!op.run) continue;  // a process-set change: the set table applies it
     if (e && timeline_) {
       trace(r.name, TimelinePhase::kNegotiate, e->enqueued, agreed,
             "collective " + std::to_string(sequence));
     }
     FusionItem item;
     item.bytes = static_cast<std::size_t>(num_elements(r.shape)) * dtype_size(r.dtype);
-    const bool grouped_on_host = r.group_size > 0 && r.device.is_cpu() &&
-                                 (r.op == OpType::kAllgather || r.op == OpType::kReducescatter);
-    item.fusible = r.op == OpType::kAllreduce || grouped_on_host;
+    const Batching batching = op.batching(r);
+    item.fusible = batching != Batching::kAlone;
     if (item.fusible) {
-      auto key =
-          std::make_tuple(r.op, grouped_on_host ? r.group : std::string(), r.dtype, r.reduce_op,
-                          r.device.kind, r.device.index, r.prescale, r.postscale);
+      auto key = std::make_tuple(r.op, batching == Batching::kGroupOnHost ? r.group : std::string(),
+                                 r.dtype, r.reduce_op, r.device.kind, r.device.index, r.prescale,
+                                 r.postscale);
       std::size_t k = 0;
       while (k < keys.size() && keys[k] != key) ++k;
       if (k == keys.size()) keys.push_back(key);
@@ -130,11 +111,14 @@ Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& res
     } else {
       // Handles complete in response order: the device's batches before a host batch.
       s = settle_device();
-      const bool grouped = s.ok() && members.size() > 1;
-      if (grouped && front.response->op == OpType::kAllgather) {
-        s = run_grouped_allgather(members, finish);
-      } else if (grouped && front.response->op == OpType::kReducescatter) {
-        s = run_grouped_reducescatter(members, finish);
+      const OpDescriptor& op = op_descriptor(front.response->op);
+      if (s.ok() && members.size() > 1 && op.run_group) {
+        GroupRun::Trace traced = [this](const std::string& name, Clock::time_point t0,
+                                        Clock::time_point t1) {
+          trace(name, TimelinePhase::kCollective, t0, t1);
+        };
+        GroupRun group{host_, members, finish, traced};
+        s = op.run_group(group);
       } else if (s.ok()) {
         s = run_batch(host_, members, agreed, finish);
       }
@@ -283,121 +267,25 @@ Status Executor::run_single(TensorMemory& m, const Response& r, Entry* e, const 
   std::optional<InjectedFailureBackend> failing;
   if (!injected_failure_.empty() && r.name == injected_failure_)
     failing.emplace(m.backend(), r.name);
-  Backend& be = failing ? *failing : m.backend();
-  const int n = be.size();
-  const int me = be.rank();
-  const std::size_t esz = dtype_size(r.dtype);
   const Clock::time_point t0 = Clock::now();
-  Status s;      // the backend's failure or the device's: returned, stops the runtime
-  Status local;  // this rank's own failure: goes to its handle; the call is still made
-  auto keep = [&](Status st) {
-    if (local.ok() && !st.ok()) local = std::move(st);
-  };
-  // Memory this rank cannot have leaves it nothing to pass to the call: that is returned
-  // as the collective's failure, and the other members' waits end at their synchronize()
-  // deadline (NCCL) instead of hanging.
-  auto have = [&](StatusOr<char*> p) -> char* {
-    if (p.ok()) return *p;
-    if (s.ok()) s = p.status();
-    return nullptr;
-  };
-  // An output this rank could not allocate: the call still needs a place to receive into.
-  // One it could is written only after its allocation (a block a caching allocator reuses
-  // may still be read or written by its previous owner's queued kernels).
-  auto output = [&](Entry& entry, const std::vector<int64_t>& shape, std::size_t bytes) {
-    StatusOr<TensorRef> out = output_for(entry, shape);
-    if (out.ok()) {
-      keep(m.wait_allocated(*out));
-      return out->data;
-    }
-    keep(out.status());
-    return static_cast<void*>(have(m.scratch(bytes)));
-  };
-  if (e) keep(m.wait_ready(*e));
-  Clock::time_point t1 = t0;
-  switch (r.op) {
-    case OpType::kAllreduce: {
-      const int64_t count = num_elements(r.shape);
-      const void* in = nullptr;
-      void* out = nullptr;
-      if (e) {
-        in = e->input.data;
-        out = e->output.data;
-        if (r.prescale != 1.0) {
-          keep(m.copy({{in, out, count}}, r.dtype, kernels::Scale{1, r.prescale}));
-          in = out;
-        }
-      } else {
-        out = have(m.zeros(static_cast<std::size_t>(count) * esz));
-        in = out;
-      }
-      t1 = Clock::now();
-      if (s.ok()) {
-        s = be.allreduce(in, out, count, r.dtype, wire_op(r.reduce_op), result_scale(r, n));
-      }
-      break;
-    }
-    case OpType::kBroadcast:
-      s = be.broadcast(e->output.data, num_elements(r.shape) * static_cast<int64_t>(esz), r.root);
-      break;
-    case OpType::kAllgather: {
-      const AllgatherPlan plan = plan_allgather(r, n);
-      void* dst = output(*e, plan.output_shape, static_cast<std::size_t>(plan.output_bytes));
-      if (s.ok()) s = be.allgatherv(e->input.data, dst, plan.bytes);
-      break;
-    }
-    case OpType::kAlltoall: {
-      AlltoallPlan plan = plan_alltoall(r, me, n);
-      void* dst = output(*e, plan.output_shape, static_cast<std::size_t>(plan.output_bytes));
-      e->handle->received_splits = std::move(plan.received_splits);
-      if (s.ok()) s = be.alltoallv(e->input.data, plan.send_bytes, dst, plan.recv_bytes);
-      break;
-    }
-    case OpType::kReducescatter: {
-      const ReducescatterPlan plan = plan_reducescatter(r, me, n);
-      void* dst =
-          output(*e, plan.output_shape, static_cast<std::size_t>(plan.output_elements) * esz);
-      const void* in = e->input.data;
-      if (r.prescale != 1.0) {
-        // After the output's fallback: both may be scratch, which holds one at a time, so
-        // the prescaled input goes behind a fallback output.
-        const int64_t count = num_elements(r.shape);
-        const std::size_t behind =
-            dst == e->output.data ? 0 : static_cast<std::size_t>(plan.output_elements) * esz;
-        char* staged = have(m.scratch(behind + static_cast<std::size_t>(count) * esz));
-        if (staged) {
-          if (behind > 0) dst = staged;
-          keep(m.copy({{in, staged + behind, count}}, r.dtype, kernels::Scale{1, r.prescale}));
-          in = staged + behind;
-        }
-      }
-      t1 = Clock::now();
-      if (s.ok()) {
-        s = be.reducescatter(in, dst, plan.counts, r.dtype, wire_op(r.reduce_op),
-                             result_scale(r, n));
-      }
-      break;
-    }
-    case OpType::kBarrier: s = be.barrier(); break;
-    case OpType::kJoin:
-      if (e) e->handle->value = r.last_joined_rank;
-      break;
-    case OpType::kAddProcessSet:
-    case OpType::kRemoveProcessSet: break;
-  }
+  OpRun run{m, failing ? *failing : m.backend(), r, e, {}, {}, t0};
+  if (e) run.keep(m.wait_ready(*e));
+  op_descriptor(r.op).run(run);
   // The handle completes once the device work on its buffers is done, or ended after a
   // failure (DeferredBatches::complete).
   const bool timed = m.timed_on_host();
-  return complete_batch(m, r, 1, std::move(s),
-                        [this, &r, e, local, t0, t1, timed, &finish](const Status& done) {
-                          const Clock::time_point t2 = Clock::now();
-                          if (e) {
-                            if (timed && t1 > t0) trace(r.name, TimelinePhase::kMemcpyIn, t0, t1);
-                            trace(r.name, TimelinePhase::kCollective, timed ? t1 : t0, t2);
-                            finish(*e, done.ok() ? local : done);
-                          }
-                          return done;
-                        });
+  const Clock::time_point t1 = run.begun;
+  return complete_batch(
+      m, r, 1, std::move(run.s),
+      [this, &r, e, local = std::move(run.local), t0, t1, timed, &finish](const Status& done) {
+        const Clock::time_point t2 = Clock::now();
+        if (e) {
+          if (timed && t1 > t0) trace(r.name, TimelinePhase::kMemcpyIn, t0, t1);
+          trace(r.name, TimelinePhase::kCollective, timed ? t1 : t0, t2);
+          finish(*e, done.ok() ? local : done);
+        }
+        return done;
+      });
 }
 
 }  // namespace chorus

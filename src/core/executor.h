@@ -1,7 +1,8 @@
 #pragma once
 // Runs one process set's agreed responses on this rank: fuses what the planner groups,
-// packs, calls the backend, unpacks, and finishes the entries. One routine per op serves
-// host and CUDA tensors alike, over the memory they live in (core/tensor_memory.h). Called by the
+// packs, calls the backend, unpacks, and finishes the entries. Each op's own execution is
+// its descriptor's (core/ops/op.h), for host and CUDA tensors alike, over the memory they
+// live in (core/tensor_memory.h); the executor fuses, orders and completes. Called by the
 // thread that runs the runtime's cycles: the background thread, or a waiting trainer thread for
 // responses that runs_without_mpi() accepts (core/cycle.h).
 // Every member of the set runs the same responses in the same order, so the backend calls
@@ -20,6 +21,7 @@
 #include "core/entry.h"
 #include "core/entry_table.h"
 #include "core/host_memory.h"
+#include "core/ops/op.h"
 #include "core/tensor_memory.h"
 #include "timeline/timeline.h"
 
@@ -29,12 +31,7 @@ class Executor {
  public:
   using Finish = std::function<void(Entry&, const Status&)>;
   using Clock = std::chrono::steady_clock;
-  /// One agreed response and this rank's entry for it (null: this rank has none; it joined
-  /// and contributes zeros), looked up once per round.
-  struct Job {
-    const Response* response;
-    Entry* entry;
-  };
+  using Job = chorus::Job;  ///< looked up once per round
 
   /// `fusion_threshold`: bytes per fusion buffer (0: no fusion). `timeline` may be null.
   Executor(Backend* backend, std::size_t fusion_threshold, Timeline* timeline);
@@ -74,10 +71,6 @@ class Executor {
   Status run_fused_allreduce(TensorMemory& m, const std::vector<Job>& batch,
                              Clock::time_point agreed, const Finish& finish);
   Status run_single(TensorMemory& m, const Response& r, Entry* e, const Finish& finish);
-  // The host members of one grouped allgather or reducescatter, fused (executor_grouped.cc).
-  Status run_grouped_allgather(const std::vector<Job>& batch, const Finish& finish);
-  Status run_grouped_reducescatter(const std::vector<Job>& batch, const Finish& finish);
-  StatusOr<TensorRef> output_for(Entry& e, const std::vector<int64_t>& shape);
   // Completes the device's batches still in flight, in order (TensorMemory::deferred).
   Status settle_device();
   void trace(const std::string& name, TimelinePhase phase, Clock::time_point start,

@@ -6,6 +6,7 @@
 
 #include "base/logging.h"
 #include "core/codec.h"
+#include "core/ops/op.h"
 
 namespace chorus {
 namespace {
@@ -124,7 +125,7 @@ Status Negotiator::start(bool shutdown, Clock::time_point now) {
   if (joined_) {
     for (int s = 0; s < slot_bound_; ++s) {
       if (!cache_.occupied(s) || conflicts.count(s)) continue;
-      if (cache_.at(s).op == OpType::kAllreduce) {
+      if (op_descriptor(cache_.at(s).op).runs_with_joined) {
         set_bit(slot_bit(s, kReady));
       } else {
         clear_bit(slot_bit(s, kKeep));

@@ -64,6 +64,22 @@ ReducescatterPlan plan_reducescatter(const Response& r, int rank, int size) {
   return p;
 }
 
+RankMajor rank_major(const std::vector<std::vector<int64_t>>& part, int size) {
+  RankMajor m;
+  m.block.assign(size, 0);
+  m.block_at.assign(size, 0);
+  m.inside.assign(part.size(), std::vector<int64_t>(size, 0));
+  for (int r = 0; r < size; ++r) {
+    for (std::size_t k = 0; k < part.size(); ++k) {
+      m.inside[k][r] = m.block[r];
+      m.block[r] += part[k][r];
+    }
+    m.block_at[r] = m.total;
+    m.total += m.block[r];
+  }
+  return m;
+}
+
 FusionLayout plan_fused_allreduce(const std::vector<const Response*>& batch, std::size_t align,
                                   std::size_t capacity) {
   FusionLayout layout;

@@ -59,6 +59,17 @@ struct ReducescatterPlan {
 /// reducescatter of r.shape as `rank` of `size` (reducescatter_rows).
 ReducescatterPlan plan_reducescatter(const Response& r, int rank, int size);
 
+/// Offsets of rank-major blocks, for the host members of a group fused into one call: block
+/// r holds every member's part for rank r, in member order.
+struct RankMajor {
+  std::vector<int64_t> block;                ///< per rank: the sum of its parts
+  std::vector<int64_t> block_at;             ///< per rank: where its block starts
+  std::vector<std::vector<int64_t>> inside;  ///< [k][r]: member k's offset inside block r
+  int64_t total = 0;
+};
+/// part[k][r] is member k's size for rank r (bytes or elements), over `size` ranks.
+RankMajor rank_major(const std::vector<std::vector<int64_t>>& part, int size);
+
 struct FusionLayout {
   std::vector<std::size_t> offsets;  ///< byte offset of each tensor, in batch order
   std::size_t bytes = 0;             ///< end of the last tensor: the bytes reduced

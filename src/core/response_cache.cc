@@ -1,5 +1,7 @@
 #include "core/response_cache.h"
 
+#include "core/ops/op.h"
+
 namespace chorus {
 namespace {
 
@@ -15,8 +17,7 @@ bool same_parameters(const Request& q, const Response& r) {
 }  // namespace
 
 bool ResponseCache::cacheable(const Response& r) {
-  return r.status.ok() && (r.op == OpType::kAllreduce || r.op == OpType::kBroadcast ||
-                           r.op == OpType::kReducescatter);
+  return r.status.ok() && op_descriptor(r.op).cached;
 }
 
 ResponseCache::Found ResponseCache::lookup(const Request& q) const {

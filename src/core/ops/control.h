@@ -1,0 +1,16 @@
+#pragma once
+// The ops that carry no tensor: barrier, join, and the process-set changes (which the set
+// table applies, core/set_table.cc; the executor runs nothing for them).
+
+#include "core/ops/op.h"
+
+namespace chorus {
+
+const OpDescriptor& barrier_op();
+/// join: a rank that joined contributes zeros to the allreduces of the others until every
+/// rank joined; the handle's value is the rank that joined last.
+const OpDescriptor& join_op();
+const OpDescriptor& add_process_set_op();
+const OpDescriptor& remove_process_set_op();
+
+}  // namespace chorus
