@@ -76,6 +76,13 @@ CHORUS_API Handle grouped_allgather(const std::vector<std::string>& names,
 CHORUS_API Handle broadcast(const std::string& name, const TensorRef& tensor, int root,
                             const BroadcastOptions& options = {});
 
+/// Reduces every rank's `input` into `output` on `root` alone (its rank within the process
+/// set, as broadcast): the same bits an allreduce with these options gives there. `output`
+/// matches `input` (dtype, shape, device) and may be `input` itself; on the other ranks it
+/// is not written. It costs what the allreduce costs.
+CHORUS_API Handle reduce(const std::string& name, const TensorRef& input, const TensorRef& output,
+                         int root, const ReduceOptions& options = {});
+
 /// Sends splits[i] first-dimension rows of `input` to rank i (consecutive blocks, in rank
 /// order) and receives rank i's block for this rank at position i of the output. Empty
 /// `splits` means equal blocks (the first dimension must divide evenly).

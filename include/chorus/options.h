@@ -64,6 +64,9 @@ struct AllreduceOptions {
   ProcessSet process_set;
 };
 
+/// reduce: the reduction of AllreduceOptions.
+using ReduceOptions = AllreduceOptions;
+
 struct AllgatherOptions {
   ProcessSet process_set;
   OutputAllocator allocate;

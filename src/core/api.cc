@@ -16,6 +16,7 @@
 #include "core/ops/alltoall.h"
 #include "core/ops/broadcast.h"
 #include "core/ops/checks.h"
+#include "core/ops/reduce.h"
 #include "core/ops/reducescatter.h"
 #include "core/runtime.h"
 #include "core/thread_runtime.h"
@@ -221,7 +222,7 @@ Handle grouped_allreduce(const std::vector<std::string>& names,
   }
   return submit_group(
       OpType::kAllreduce, names, inputs.size(), options.process_set,
-      [&](std::size_t i, Entry& e) { return fill_allreduce(e, inputs[i], outputs[i], options); });
+      [&](std::size_t i, Entry& e) { return fill_reduction(e, inputs[i], outputs[i], options); });
 }
 
 Handle grouped_allgather(const std::vector<std::string>& names,
@@ -255,7 +256,7 @@ Handle allreduce(const std::string& name, const TensorRef& input, const TensorRe
                  const AllreduceOptions& options) {
   StatusOr<Prepared> p = prepare(OpType::kAllreduce, name, options.process_set);
   if (!p.ok()) return failed(p.status());
-  if (Status s = fill_allreduce(p->entry, input, output, options); !s.ok()) return failed(s);
+  if (Status s = fill_reduction(p->entry, input, output, options); !s.ok()) return failed(s);
   return submit_one(*p);
 }
 
@@ -293,6 +294,14 @@ Handle reducescatter(const std::string& name, const TensorRef& input,
       !s.ok()) {
     return failed(s);
   }
+  return submit_one(*p);
+}
+
+Handle reduce(const std::string& name, const TensorRef& input, const TensorRef& output, int root,
+              const ReduceOptions& options) {
+  StatusOr<Prepared> p = prepare(OpType::kReduce, name, options.process_set);
+  if (!p.ok()) return failed(p.status());
+  if (Status s = fill_reduce(p->entry, input, output, root, options); !s.ok()) return failed(s);
   return submit_one(*p);
 }
 

@@ -19,6 +19,7 @@ const char* op_type_name(OpType op) {
     case OpType::kJoin: return "join";
     case OpType::kAddProcessSet: return "add_process_set";
     case OpType::kRemoveProcessSet: return "remove_process_set";
+    case OpType::kReduce: return "reduce";
   }
   return "unknown";
 }

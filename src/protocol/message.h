@@ -23,8 +23,9 @@ enum class OpType : uint8_t {
   kJoin = 6,
   kAddProcessSet = 7,
   kRemoveProcessSet = 8,
+  kReduce = 9,
 };
-inline constexpr int kNumOpTypes = 9;
+inline constexpr int kNumOpTypes = 10;
 const char* op_type_name(OpType op);
 
 /// One rank's description of one collective it wants to run. Every field except `rank`
@@ -37,7 +38,7 @@ struct Request {
   ReduceOp reduce_op = ReduceOp::kSum;
   Device device;
   std::vector<int64_t> shape;
-  int32_t root = -1;  ///< broadcast root (set numbering)
+  int32_t root = -1;  ///< broadcast and reduce root (set numbering)
   double prescale = 1.0;
   double postscale = 1.0;
   std::vector<int64_t> splits;  ///< alltoall: rows sent to each rank

@@ -233,6 +233,33 @@ Tensor& broadcast_(Tensor& tensor, int root, const std::string& name,
   return tensor;
 }
 
+TensorHandle reduce_async_(Tensor& tensor, int root, const std::string& name,
+                           const ReduceOptions& options) {
+  auto s = std::make_shared<State>();
+  Tensor buffer = in_place_buffer(*s, tensor);
+  TensorRef ref = to_ref(buffer, label(name, "reduce"));
+  s->buffers = {buffer};
+  s->results = {tensor};
+  return wrap(s, chorus::reduce(name, ref, ref, root, options));
+}
+
+TensorHandle reduce_async(const Tensor& tensor, int root, const std::string& name,
+                          const ReduceOptions& options) {
+  // The ranks other than the root return this copy of their input as it was.
+  Tensor copy = tensor.detach().clone(::torch::MemoryFormat::Contiguous);
+  return reduce_async_(copy, root, name, options);
+}
+
+Tensor reduce(const Tensor& tensor, int root, const std::string& name,
+              const ReduceOptions& options) {
+  return reduce_async(tensor, root, name, options).wait();
+}
+
+Tensor& reduce_(Tensor& tensor, int root, const std::string& name, const ReduceOptions& options) {
+  reduce_async_(tensor, root, name, options).wait();
+  return tensor;
+}
+
 TensorHandle alltoall_async(const Tensor& tensor, const std::vector<int64_t>& splits,
                             const std::string& name, const ProcessSet& process_set) {
   auto s = std::make_shared<State>();

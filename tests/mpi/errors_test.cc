@@ -90,6 +90,20 @@ TEST(Mismatch, BroadcastRoot) {
   expect_healthy();
 }
 
+TEST(Mismatch, ReduceRootAndReduction) {
+  NEEDS_TWO_RANKS();
+  Buffer b(DataType::kFloat32, {6});
+  expect_failure(reduce("m.reduce.root", b.ref(), b.ref(), rank() == 1 ? 0 : 1),
+                 StatusCode::kMismatch, {"reduce 'm.reduce.root'", "root rank", "0 on ranks [1]"});
+  ReduceOptions o;
+  o.op = rank() == 0 ? ReduceOp::kMin : ReduceOp::kSum;
+  expect_failure(reduce("m.reduce.op", b.ref(), b.ref(), 0, o), StatusCode::kMismatch,
+                 {"reduce op", "min on ranks [0]"});
+  expect_failure(reduce("m.reduce.range", b.ref(), b.ref(), -1), StatusCode::kMismatch,
+                 {"root rank -1 is outside the set of " + std::to_string(size()) + " ranks"});
+  expect_healthy();
+}
+
 TEST(Mismatch, AllgatherTrailingDims) {
   NEEDS_TWO_RANKS();
   Buffer b(DataType::kFloat32, {2, rank() == 0 ? 3 : 4});
@@ -148,6 +162,12 @@ TEST(LocalErrors, NameTheTensorAndValue) {
   s = allreduce("local.shape", in.ref(), out.ref()).wait();
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("float32[4]"), std::string::npos) << s.message();
+  s = reduce("local.reduce", in.ref(), out.ref(), 0).wait();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(
+      s.message().find("reduce 'local.reduce': output float32[4] on cpu does not match input"),
+      std::string::npos)
+      << s.message();
   TensorRef gpu = in.ref();
   gpu.device = Device::cuda(0);
   s = allreduce("local.gpu", gpu, gpu).wait();

@@ -100,9 +100,10 @@ std::string patch_u32(std::string bytes, std::size_t at, uint32_t v) {
 }
 
 TEST(MessageTest, OpTypeNames) {
-  const char* expected[] = {"allreduce", "allgather",       "broadcast",
-                            "alltoall",  "reducescatter",   "barrier",
-                            "join",      "add_process_set", "remove_process_set"};
+  const char* expected[] = {"allreduce",          "allgather", "broadcast", "alltoall",
+                            "reducescatter",      "barrier",   "join",      "add_process_set",
+                            "remove_process_set", "reduce"};
+  static_assert(std::size(expected) == kNumOpTypes, "a name for every op");
   for (int i = 0; i < kNumOpTypes; ++i) {
     EXPECT_STREQ(op_type_name(static_cast<OpType>(i)), expected[i]);
   }

@@ -32,7 +32,7 @@ TEST(OpDescriptorTest, TheProcessSetChangesAreNotExecuted) {
   EXPECT_EQ(op_descriptor(OpType::kAddProcessSet).run, nullptr);
   EXPECT_EQ(op_descriptor(OpType::kRemoveProcessSet).run, nullptr);
   for (OpType op : {OpType::kAllreduce, OpType::kAllgather, OpType::kBroadcast, OpType::kAlltoall,
-                    OpType::kReducescatter, OpType::kBarrier, OpType::kJoin}) {
+                    OpType::kReducescatter, OpType::kBarrier, OpType::kJoin, OpType::kReduce}) {
     EXPECT_NE(op_descriptor(op).run, nullptr) << op_type_name(op);
   }
 }

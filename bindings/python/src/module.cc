@@ -184,6 +184,12 @@ PYBIND11_MODULE(_ext, m) {
           return inplace ? ct::broadcast_async_(tensor, root, name, to_set(set))
                          : ct::broadcast_async(tensor, root, name, to_set(set));
         });
+  m.def("reduce_async", [](torch::Tensor tensor, int root, const std::string& name, int op,
+                           double prescale, double postscale, int set, bool inplace) {
+    auto o = allreduce_options(op, prescale, postscale, set);
+    return inplace ? ct::reduce_async_(tensor, root, name, o)
+                   : ct::reduce_async(tensor, root, name, o);
+  });
   m.def("alltoall_async",
         [](const torch::Tensor& tensor, const std::vector<int64_t>& splits, const std::string& name,
            int set) { return ct::alltoall_async(tensor, splits, name, to_set(set)); });

@@ -87,6 +87,18 @@ TensorHandle broadcast_async_(::torch::Tensor& tensor, int root, const std::stri
 ::torch::Tensor& broadcast_(::torch::Tensor& tensor, int root, const std::string& name = {},
                             const ProcessSet& process_set = {});
 
+/// The reduction over the process set on `root` (its rank within the set, as broadcast):
+/// the same bits allreduce gives there. The other ranks get their own tensor back (the
+/// out-of-place form: a copy of it; in place: `tensor` untouched).
+TensorHandle reduce_async(const ::torch::Tensor& tensor, int root, const std::string& name = {},
+                          const ReduceOptions& options = {});
+TensorHandle reduce_async_(::torch::Tensor& tensor, int root, const std::string& name = {},
+                           const ReduceOptions& options = {});
+::torch::Tensor reduce(const ::torch::Tensor& tensor, int root, const std::string& name = {},
+                       const ReduceOptions& options = {});
+::torch::Tensor& reduce_(::torch::Tensor& tensor, int root, const std::string& name = {},
+                         const ReduceOptions& options = {});
+
 /// splits[i] rows of dimension 0 go to rank i; empty splits mean equal blocks.
 TensorHandle alltoall_async(const ::torch::Tensor& tensor, const std::vector<int64_t>& splits = {},
                             const std::string& name = {}, const ProcessSet& process_set = {});

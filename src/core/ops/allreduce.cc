@@ -47,9 +47,9 @@ const OpDescriptor& allreduce_op() {
   return d;
 }
 
-Status fill_allreduce(Entry& e, const TensorRef& input, const TensorRef& output,
+Status fill_reduction(Entry& e, const TensorRef& input, const TensorRef& output,
                       const AllreduceOptions& options) {
-  const OpType op = OpType::kAllreduce;
+  const OpType op = e.request.op;
   const std::string& name = e.request.name;
   for (Status s : {check_tensor(op, name, "input", input), check_tensor(op, name, "output", output),
                    check_scale(op, name, "prescale", options.prescale),

@@ -9,8 +9,9 @@
 namespace chorus {
 
 const OpDescriptor& allreduce_op();
-/// Checks one allreduce member and fills its request and tensors.
-Status fill_allreduce(Entry& e, const TensorRef& input, const TensorRef& output,
+/// Checks one allreduce member (or reduce: the op prepare() set in the request) and fills
+/// its request and tensors.
+Status fill_reduction(Entry& e, const TensorRef& input, const TensorRef& output,
                       const AllreduceOptions& options);
 
 }  // namespace chorus

@@ -21,7 +21,8 @@ from chorus.torch.mpi_ops import (  # noqa: F401
     grouped_allreduce_, grouped_allreduce_async, grouped_allreduce_async_,
     grouped_reducescatter, grouped_reducescatter_async, init, is_homogeneous, is_initialized, join, local_rank,
     local_size, mark_step, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, poll, rank,
-    reducescatter, reducescatter_async, remove_process_set, rocm_built, shutdown, size,
+    reduce, reduce_, reduce_async, reduce_async_, reducescatter, reducescatter_async,
+    remove_process_set, rocm_built, shutdown, size,
     sparse_allreduce_async, start_timeline, stop_timeline, synchronize)
 from chorus.torch.functions import (allgather_object, broadcast_object,  # noqa: F401
                                     broadcast_optimizer_state, broadcast_parameters)

@@ -368,6 +368,81 @@ def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
     return synchronize(broadcast_async_(tensor, root_rank, name, process_set))
 
 
+def _reduce_async(tensor, root_rank, name, op, prescale_factor, postscale_factor, process_set,
+                  inplace):
+    name = _op_name("reduce", name, process_set)
+    op = _resolve_op(op, None)
+    th = _ext.reduce_async(tensor, _set_root(root_rank, process_set), name, op,
+                           float(prescale_factor), float(postscale_factor),
+                           _set_id(process_set), inplace)
+    return _register(th, _first)
+
+
+def reduce_async(tensor, root_rank, name=None, op=Average, prescale_factor=1.0,
+                 postscale_factor=1.0, process_set=global_process_set):
+    """Starts a reduce to ``root_rank`` (a global rank) into a new tensor; the other ranks get
+    a copy of their own tensor."""
+    return _reduce_async(tensor, root_rank, name, op, prescale_factor, postscale_factor,
+                         process_set, False)
+
+
+def reduce_async_(tensor, root_rank, name=None, op=Average, prescale_factor=1.0,
+                  postscale_factor=1.0, process_set=global_process_set):
+    """Starts a reduce whose result lands in ``tensor`` on ``root_rank``; the other ranks'
+    ``tensor`` is left as it is."""
+    return _reduce_async(tensor, root_rank, name, op, prescale_factor, postscale_factor,
+                         process_set, True)
+
+
+class _ReduceFunction(torch.autograd.Function):
+    """Differentiable reduce (Sum or Average). The root's output is the reduction of every
+    rank's input, so each input's gradient holds the root's output gradient, broadcast and
+    scaled as the forward scaled it; a rank other than the root also returned its input
+    itself, whose gradient is its own output's."""
+
+    @staticmethod
+    def forward(ctx, tensor, root_rank, name, op, prescale, postscale, process_set):
+        ctx.args = (root_rank, name, op, prescale, postscale, process_set)
+        return synchronize(_reduce_async(tensor, root_rank, name, op, prescale, postscale,
+                                         process_set, False))
+
+    @staticmethod
+    def backward(ctx, grad_output):
+        root_rank, name, op, prescale, postscale, process_set = ctx.args
+        scale = prescale * postscale / (_set_size(process_set) if op == Average else 1)
+        grad = broadcast(grad_output.contiguous(), root_rank, name=_grad_name(name),
+                         process_set=process_set) * scale
+        if rank() != root_rank:
+            grad = grad + grad_output
+        return grad, None, None, None, None, None, None
+
+
+def reduce(tensor, root_rank, name=None, op=Average, prescale_factor=1.0, postscale_factor=1.0,
+           process_set=global_process_set):
+    """The reduction of ``tensor`` over the process set (Average by default) on ``root_rank``
+    (a global rank), as a new tensor, with the bits allreduce gives; the other ranks get a
+    copy of their own tensor. Differentiable for Sum and Average (_ReduceFunction)."""
+    if _differentiable(tensor):
+        op = _resolve_op(op, None)
+        if op not in (Sum, Average):
+            raise NotSupportedError(f"the gradient of reduce is defined for hvd.Sum and "
+                                    f"hvd.Average, not {_OP_NAMES[op]}")
+        name = _op_name("reduce", name, process_set)
+        _set_root(root_rank, process_set)  # a bad root raises here, not in the function
+        return _ReduceFunction.apply(tensor, int(root_rank), name, op, float(prescale_factor),
+                                     float(postscale_factor), process_set)
+    return synchronize(reduce_async(tensor, root_rank, name, op, prescale_factor,
+                                    postscale_factor, process_set))
+
+
+def reduce_(tensor, root_rank, name=None, op=Average, prescale_factor=1.0,
+            postscale_factor=1.0, process_set=global_process_set):
+    """Reduces ``tensor`` into itself on ``root_rank``; the other ranks' is left as it is.
+    Returns it."""
+    return synchronize(reduce_async_(tensor, root_rank, name, op, prescale_factor,
+                                     postscale_factor, process_set))
+
+
 def _alltoall_finish(th):
     out = th.wait()
     return out, torch.tensor(th.received_splits(), dtype=torch.int32)

@@ -1,0 +1,50 @@
+#include "core/ops/reduce.h"
+
+#include "core/op_plan.h"
+#include "core/ops/allreduce.h"
+
+namespace chorus {
+namespace {
+
+bool agree(Agreement& a, Response&) {
+  return a.same_shape() && a.same_reduction() && a.same_root();
+}
+
+Batching batching(const Response&) { return Batching::kAlone; }
+
+// The ranks other than the root reduce into scratch, so that their output (which may be
+// their input) is left as it was.
+void run(OpRun& x) {
+  const Response& r = x.r;
+  const int64_t count = num_elements(r.shape);
+  const void* in = x.entry->input.data;
+  void* out = x.backend.rank() == r.root
+                  ? x.entry->output.data
+                  : x.have(x.memory.scratch(static_cast<std::size_t>(count) * dtype_size(r.dtype)));
+  if (r.prescale != 1.0 && out) {
+    x.keep(x.memory.copy({{in, out, count}}, r.dtype, kernels::Scale{1, r.prescale}));
+    in = out;
+  }
+  x.began();
+  if (x.s.ok()) {
+    x.s = x.backend.allreduce(in, out, count, r.dtype, wire_op(r.reduce_op),
+                              result_scale(r, x.backend.size()));
+  }
+}
+
+}  // namespace
+
+const OpDescriptor& reduce_op() {
+  static const OpDescriptor d{
+      .op = OpType::kReduce, .cached = true, .agree = agree, .batching = batching, .run = run};
+  return d;
+}
+
+Status fill_reduce(Entry& e, const TensorRef& input, const TensorRef& output, int root,
+                   const ReduceOptions& options) {
+  if (Status s = fill_reduction(e, input, output, options); !s.ok()) return s;
+  e.request.root = root;
+  return {};
+}
+
+}  // namespace chorus
