@@ -1,8 +1,14 @@
 #pragma once
-// The seam between the runtime and the libraries that move data. Each process set has one
-// Backend for host memory (MPI, with shared-memory reductions on one host) and, once it runs
-// a CUDA collective, one for GPU memory that its GpuContext chooses (NCCL, staged MPI or
-// CUDA-aware MPI; collectives/gpu_path.h), possibly wrapped in the hierarchical allreduce.
+// The seam between the runtime and the libraries that move data. Each backend is a provider:
+// it says which collectives it serves (serves()), and each process set offers its backends
+// for one memory to one BackendChoice (collectives/backend_choice.h), which gives every
+// batch the first that serves it. Host memory: the hierarchical allreduce where the layout
+// allows it, then MPI (with shared-memory reductions on one host); GPU memory, once the set
+// runs a CUDA collective: the hierarchical allreduce, then what its GpuContext chose (NCCL,
+// staged MPI or CUDA-aware MPI; collectives/gpu_path.h).
+//
+// Each collective it does not override fails as not served: a backend implements what it
+// serves and nothing else.
 //
 // Contract: called only from the thread that runs the runtime's cycles (the background
 // thread, or a trainer thread waiting on a handle for a backend whose allreduce makes no
@@ -19,12 +25,34 @@
 
 namespace chorus {
 
+/// The calls a Backend makes, each one a method below.
+enum class Collective : uint8_t {
+  kAllreduce,
+  kReducescatter,
+  kAllgather,
+  kBroadcast,
+  kAlltoall,
+  kBarrier,
+};
+inline constexpr int kNumCollectives = 6;
+const char* collective_name(Collective c);
+
 class Backend {
  public:
   virtual ~Backend() = default;
 
+  /// Its name in the log: "mpi", "nccl", "hierarchical", ...
+  virtual const char* name() const = 0;
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  /// Whether it runs `c` on `dtype` (in the memory it was made for). A backend serves
+  /// every collective unless it says otherwise; the ones it does not serve are never called
+  /// (BackendChoice), and fail if they are.
+  virtual bool serves(Collective c, DataType dtype) const {
+    (void)c;
+    (void)dtype;
+    return true;
+  }
   /// True if allreduce makes no MPI, NCCL or CUDA call (it reduces through shared memory),
   /// so that a thread other than the background thread may run it.
   virtual bool allreduce_without_mpi() const { return false; }
@@ -33,20 +61,24 @@ class Backend {
   /// element (the same bits whatever the buffer's size or offset). send may equal recv.
   /// `op` is kSum, kMin, kMax or kProduct.
   virtual Status allreduce(const void* send, void* recv, int64_t count, DataType dtype, ReduceOp op,
-                           kernels::Scale scale) = 0;
+                           kernels::Scale scale);
   /// Reduces like allreduce, but rank r receives only block r: `counts[r]` elements
   /// starting at the sum of the earlier counts. recv may be this rank's block inside send
   /// (the in-place form that the allreduces built on it use).
   virtual Status reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,
-                               DataType dtype, ReduceOp op, kernels::Scale scale) = 0;
+                               DataType dtype, ReduceOp op, kernels::Scale scale);
   /// recv = concatenation of every rank's block; this rank's block (bytes[rank]) is `send`.
   /// send may point at this rank's place inside recv.
-  virtual Status allgatherv(const void* send, void* recv, const std::vector<int64_t>& bytes) = 0;
-  virtual Status broadcast(void* data, int64_t bytes, int root) = 0;
+  virtual Status allgatherv(const void* send, void* recv, const std::vector<int64_t>& bytes);
+  virtual Status broadcast(void* data, int64_t bytes, int root);
   /// Sends send_bytes[i] consecutive bytes to rank i and receives recv_bytes[i] from it.
   virtual Status alltoallv(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
-                           const std::vector<int64_t>& recv_bytes) = 0;
-  virtual Status barrier() = 0;
+                           const std::vector<int64_t>& recv_bytes);
+  virtual Status barrier();
+
+ protected:
+  /// What a collective it does not serve returns.
+  Status not_served(Collective c) const;
 };
 
 }  // namespace chorus

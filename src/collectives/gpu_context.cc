@@ -201,7 +201,7 @@ Status GpuContext::choose_backend(const GpuContextSetup& setup, const Status& pr
   StatusOr<std::unique_ptr<Backend>> flat = make(host, set_name());
   if (!flat.ok()) return flat.status();
   flat_ = std::move(flat).value();
-  backend_ = flat_.get();
+  choice_.emplace(setup.label, flat_.get(), choice.reason);
   description_ = gpu_path_name(choice.path);
 
   // The same inputs on every rank (the map, the groups the runtime built from it, the
@@ -226,9 +226,8 @@ Status GpuContext::choose_backend(const GpuContextSetup& setup, const Status& pr
       HierarchicalBackend::create(flat_.get(), local_.get(), cross_.get());
   if (!h.ok()) return h.status();
   hierarchical_ = std::move(h).value();
-  backend_ = hierarchical_.get();
+  choice_->prefer(hierarchical_.get(), why);
   description_ += " + hierarchical allreduce";
-  log().debug("{}: {}", setup.label, why);
   return {};
 }
 

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "collectives/backend.h"
+#include "collectives/backend_choice.h"
 #include "collectives/gpu_path.h"
 #include "collectives/topology_groups.h"
 #include "kernels/cuda_fusion.h"
@@ -97,9 +98,10 @@ class GpuContext {
   GpuContext& operator=(const GpuContext&) = delete;
 
   int device() const { return device_; }
-  /// The backend for this set's device tensors. Its calls enqueue on the stream (NCCL) or
-  /// complete before returning (MPI); synchronize() covers both.
-  Backend& backend() { return *backend_; }
+  /// The backend that runs `c` on `dtype` for this set's device tensors: the hierarchical
+  /// allreduce where it is on, else the path chosen (BackendChoice). Its calls enqueue on
+  /// the stream (NCCL) or complete before returning (MPI); synchronize() covers both.
+  Backend& backend(Collective c, DataType dtype) { return choice_->pick(c, dtype); }
   /// "nccl", "mpi (staged ...)", with " + hierarchical allreduce" when on.
   const std::string& description() const { return description_; }
 
@@ -175,7 +177,7 @@ class GpuContext {
   std::unique_ptr<Backend> local_;
   std::unique_ptr<Backend> cross_;
   std::unique_ptr<Backend> hierarchical_;
-  Backend* backend_ = nullptr;
+  std::optional<BackendChoice> choice_;
   std::string description_;
   std::size_t fusion_capacity_ = 0;
   void* fusion_ = nullptr;

@@ -32,6 +32,7 @@ class StagedGpuBackend final : public Backend {
       : host_(host), stream_(stream), cuda_aware_(cuda_aware), drain_(std::move(drain)) {}
   ~StagedGpuBackend() override;
 
+  const char* name() const override { return cuda_aware_ ? "cuda-aware mpi" : "staged mpi"; }
   int rank() const override { return host_.rank(); }
   int size() const override { return host_.size(); }
 

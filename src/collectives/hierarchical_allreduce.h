@@ -5,9 +5,10 @@
 // only 1/local_size of the data, and the local_size cross allreduces (one per local rank)
 // run side by side over the network.
 //
-// A decorator over three Backends: `local` (this host's ranks, ordered by local_rank),
-// `cross` (the ranks with this local_rank, one per host) and `flat` (the whole set), which
-// runs every other collective. It owns none of them. Like every Backend it is called only
+// A provider of allreduce alone (serves()) over three Backends: `local` (this host's ranks,
+// ordered by local_rank), `cross` (the ranks with this local_rank, one per host) and `flat`
+// (the whole set, whose rank and size it has); the set's BackendChoice gives every other
+// collective to another backend. It owns none of them. Like every Backend it is called only
 // from the background thread, in the same order on every member.
 //
 // Bits: the result scale is applied once, at the end (in the cross allreduce), and the
@@ -68,8 +69,10 @@ class HierarchicalBackend final : public Backend {
   static StatusOr<std::unique_ptr<HierarchicalBackend>> create(Backend* flat, Backend* local,
                                                                Backend* cross);
 
+  const char* name() const override { return "hierarchical"; }
   int rank() const override { return flat_->rank(); }
   int size() const override { return flat_->size(); }
+  bool serves(Collective c, DataType) const override { return c == Collective::kAllreduce; }
 
   /// Requires `recv` to hold `count` elements; send may equal recv. The local
   /// reduce-scatter writes this rank's shard at its place inside recv (in place when send
@@ -77,21 +80,6 @@ class HierarchicalBackend final : public Backend {
   /// the rest of recv around it.
   Status allreduce(const void* send, void* recv, int64_t count, DataType dtype, ReduceOp op,
                    kernels::Scale scale) override;
-  Status reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,
-                       DataType dtype, ReduceOp op, kernels::Scale scale) override {
-    return flat_->reducescatter(send, recv, counts, dtype, op, scale);
-  }
-  Status allgatherv(const void* send, void* recv, const std::vector<int64_t>& bytes) override {
-    return flat_->allgatherv(send, recv, bytes);
-  }
-  Status broadcast(void* data, int64_t bytes, int root) override {
-    return flat_->broadcast(data, bytes, root);
-  }
-  Status alltoallv(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
-                   const std::vector<int64_t>& recv_bytes) override {
-    return flat_->alltoallv(send, send_bytes, recv, recv_bytes);
-  }
-  Status barrier() override { return flat_->barrier(); }
 
  private:
   // Shards start on this boundary (bytes): whole cache lines and aligned vector loads.

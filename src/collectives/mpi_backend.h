@@ -49,6 +49,7 @@ class MpiBackend final : public Backend {
   /// `control`, a transport over the same ranks in the same order.
   Status join_host(ControlTransport& control, std::string* why);
 
+  const char* name() const override { return shm_ ? "mpi, shared-memory reductions" : "mpi"; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   bool allreduce_without_mpi() const override { return size_ == 1 || shm_ != nullptr; }

@@ -45,6 +45,7 @@ class NcclBackend final : public Backend {
   /// timeout); one that failed was aborted already.
   ~NcclBackend() override;
 
+  const char* name() const override { return "nccl"; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 

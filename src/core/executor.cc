@@ -33,9 +33,9 @@ std::string describe_batch(const Response& first, std::size_t tensors) {
   return named;
 }
 
-Executor::Executor(Backend* backend, std::size_t fusion_threshold, Timeline* timeline)
-    : host_(backend, fusion_threshold), timeline_(timeline) {
-  gpu_setup_.host = backend;
+Executor::Executor(BackendChoice host, std::size_t fusion_threshold, Timeline* timeline)
+    : host_(std::move(host), fusion_threshold), timeline_(timeline) {
+  gpu_setup_.host = &host_.backends().own();
   gpu_setup_.label = "process set";
   gpu_setup_.fusion_threshold = fusion_threshold;
 }
@@ -44,7 +44,7 @@ Executor::~Executor() = default;
 
 void Executor::set_gpu_setup(const GpuContextSetup& setup) {
   gpu_setup_ = setup;
-  gpu_setup_.host = &host_.backend();
+  gpu_setup_.host = &host_.backends().own();
   gpu_setup_.fusion_threshold = host_.fusion_capacity();
 }
 
@@ -146,7 +146,9 @@ bool Executor::runs_without_mpi(
     const std::vector<std::shared_ptr<const Response>>& responses) const {
   for (const auto& r : responses) {
     if (!r->device.is_cpu()) return false;
-    if (r->status.ok() && !(r->op == OpType::kAllreduce && host_.allreduce_without_mpi())) {
+    if (r->status.ok() &&
+        !(op_descriptor(r->op).collective == Collective::kAllreduce &&
+          host_.backends().pick(Collective::kAllreduce, r->dtype).allreduce_without_mpi())) {
       return false;
     }
   }
@@ -211,13 +213,14 @@ Status Executor::run_fused_allreduce(TensorMemory& m, const std::vector<Job>& ba
   // batch's whole span is one phase, and t1 stays t0.
   const Clock::time_point t1 = m.timed_on_host() ? Clock::now() : t0;
   // Padding between the slots is reduced with the rest and never read.
-  const kernels::Scale result = result_scale(first, m.backend().size());
+  Backend& chosen = m.backend(Collective::kAllreduce, first.dtype);
+  const kernels::Scale result = result_scale(first, chosen.size());
   std::optional<InjectedFailureBackend> failing;
   for (const Job& j : batch) {
     if (!injected_failure_.empty() && j.response->name == injected_failure_)
-      failing.emplace(m.backend(), injected_failure_);
+      failing.emplace(chosen, injected_failure_);
   }
-  Backend& be = failing ? *failing : m.backend();
+  Backend& be = failing ? *failing : chosen;
   Status s =
       be.allreduce(buffer, buffer, static_cast<int64_t>(total / esz), first.dtype,
                    wire_op(first.reduce_op), m.scales_on_unpack() ? kernels::Scale{} : result);
@@ -264,13 +267,14 @@ Status Executor::run_fused_allreduce(TensorMemory& m, const std::vector<Job>& ba
 }
 
 Status Executor::run_single(TensorMemory& m, const Response& r, Entry* e, const Finish& finish) {
+  const OpDescriptor& op = op_descriptor(r.op);
+  Backend& chosen = m.backend(op.collective, r.dtype);
   std::optional<InjectedFailureBackend> failing;
-  if (!injected_failure_.empty() && r.name == injected_failure_)
-    failing.emplace(m.backend(), r.name);
+  if (!injected_failure_.empty() && r.name == injected_failure_) failing.emplace(chosen, r.name);
   const Clock::time_point t0 = Clock::now();
-  OpRun run{m, failing ? *failing : m.backend(), r, e, {}, {}, t0};
+  OpRun run{m, failing ? *failing : chosen, r, e, {}, {}, t0};
   if (e) run.keep(m.wait_ready(*e));
-  op_descriptor(r.op).run(run);
+  op.run(run);
   // The handle completes once the device work on its buffers is done, or ended after a
   // failure (DeferredBatches::complete).
   const bool timed = m.timed_on_host();

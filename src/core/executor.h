@@ -33,8 +33,9 @@ class Executor {
   using Clock = std::chrono::steady_clock;
   using Job = chorus::Job;  ///< looked up once per round
 
-  /// `fusion_threshold`: bytes per fusion buffer (0: no fusion). `timeline` may be null.
-  Executor(Backend* backend, std::size_t fusion_threshold, Timeline* timeline);
+  /// `host`: the set's backends for host memory. `fusion_threshold`: bytes per fusion buffer
+  /// (0: no fusion). `timeline` may be null.
+  Executor(BackendChoice host, std::size_t fusion_threshold, Timeline* timeline);
   ~Executor();
 
   /// What the set's GPU context is built from at its first CUDA response (label, the

@@ -35,7 +35,7 @@ class CudaMemory final : public TensorMemory, public DeferredBatches {
     for (void* e : events_) cudaEventDestroy(static_cast<cudaEvent_t>(e));
   }
 
-  Backend& backend() override { return g_->backend(); }
+  Backend& backend(Collective c, DataType dtype) override { return g_->backend(c, dtype); }
   Status wait_ready(const Entry& e) override { return g_->wait_ready(e.ready_event.get()); }
   Status wait_allocated(const TensorRef& out) override {
     return g_->wait_allocated(out.ready_stream, out.ready_event);

@@ -1,10 +1,13 @@
 #pragma once
-// Host tensors for the executor (core/tensor_memory.h): the set's host backend, the fusion
-// buffer, and scratch, all reused from batch to batch. Each step is done when it returns.
+// Host tensors for the executor (core/tensor_memory.h): the set's host backends and the
+// choice among them, the fusion buffer, and scratch, all reused from batch to batch. Each
+// step is done when it returns.
 
 #include <cstddef>
+#include <utility>
 #include <vector>
 
+#include "collectives/backend_choice.h"
 #include "core/tensor_memory.h"
 #include "fusion/fusion_buffer.h"
 #include "kernels/host_buffer.h"
@@ -13,12 +16,11 @@ namespace chorus {
 
 class HostMemory final : public TensorMemory {
  public:
-  HostMemory(Backend* backend, std::size_t fusion_threshold)
-      : backend_(backend), fusion_(fusion_threshold) {}
+  HostMemory(BackendChoice backends, std::size_t fusion_threshold)
+      : backends_(std::move(backends)), fusion_(fusion_threshold) {}
 
-  Backend& backend() override { return *backend_; }
-  /// The backend's allreduce makes no MPI call (Backend::allreduce_without_mpi).
-  bool allreduce_without_mpi() const { return backend_->allreduce_without_mpi(); }
+  Backend& backend(Collective c, DataType dtype) override { return backends_.pick(c, dtype); }
+  const BackendChoice& backends() const { return backends_; }
   Status wait_ready(const Entry&) override { return {}; }
   Status wait_allocated(const TensorRef&) override { return {}; }
   Status copy(const std::vector<gpu::CopyItem>& items, DataType dtype,
@@ -34,7 +36,7 @@ class HostMemory final : public TensorMemory {
   DeferredBatches* deferred() override { return nullptr; }
 
  private:
-  Backend* backend_;
+  BackendChoice backends_;
   FusionBuffer fusion_;
   HostBuffer zeros_;    // a joined rank's contribution
   HostBuffer scratch_;  // prescaled inputs, fused grouped members, outputs that failed

@@ -17,6 +17,7 @@ class InjectedFailureBackend final : public Backend {
   InjectedFailureBackend(const Backend& real, std::string name)
       : real_(real), name_(std::move(name)) {}
 
+  const char* name() const override { return real_.name(); }
   int rank() const override { return real_.rank(); }
   int size() const override { return real_.size(); }
   Status allreduce(const void*, void*, int64_t, DataType, ReduceOp, kernels::Scale) override {

@@ -52,24 +52,24 @@ StatusOr<std::unique_ptr<SetState>> SetTable::make(int32_t id, const std::vector
     set->control = set->host_rounds.get();
   }
   set->negotiator = std::make_unique<Negotiator>(set->control, nopts, label);
-  Backend* host = &set->group->backend();
+  Backend* own = &set->group->backend();
+  BackendChoice host(label, own, "the set's own communicator");
   if (id == 0 && map.cross_size > 1) {
     std::string why;
     if (use_hierarchical_host_allreduce(config.hierarchical_allreduce, true, map, &why)) {
       // hierarchical_groups_needed() asked for the groups wherever this holds.
       if (!rank_.topology_groups->local) return internal_error("the hierarchy has no local group");
       StatusOr<std::unique_ptr<HierarchicalBackend>> h = HierarchicalBackend::create(
-          host, &rank_.topology_groups->local->backend(), &rank_.topology_groups->cross->backend());
+          own, &rank_.topology_groups->local->backend(), &rank_.topology_groups->cross->backend());
       if (!h.ok()) return h.status();
       set->hierarchical_host = std::move(h).value();
-      host = set->hierarchical_host.get();
-      log().debug("{}: hierarchical host-memory allreduce, {}", label, why);
+      host.prefer(set->hierarchical_host.get(), why);
     } else {
       log().debug("{}: flat host-memory allreduce across hosts: {}", label, why);
     }
   }
   set->executor = std::make_unique<Executor>(
-      host, static_cast<std::size_t>(config.fusion_threshold_for(!map.one_host(ranks))),
+      std::move(host), static_cast<std::size_t>(config.fusion_threshold_for(!map.one_host(ranks))),
       observability_->timeline());
   GpuContextSetup gpu;
   gpu.label = label;

@@ -54,8 +54,8 @@ class TensorMemory {
  public:
   virtual ~TensorMemory() = default;
 
-  /// The set's backend for tensors in this memory.
-  virtual Backend& backend() = 0;
+  /// The set's backend that runs `c` on `dtype` in this memory (BackendChoice).
+  virtual Backend& backend(Collective c, DataType dtype) = 0;
   /// Orders what follows after the producer's last write of `e`'s input (CUDA: the
   /// stream waits on the entry's ready event; host: nothing to wait for).
   virtual Status wait_ready(const Entry& e) = 0;

@@ -125,6 +125,7 @@ class MeetingBackend final : public Backend {
         log_(log),
         on_failure_(std::move(on_failure)) {}
 
+  const char* name() const override { return "meeting"; }
   int rank() const override { return rank_; }
   int size() const override { return meeting_->size(); }
   bool allreduce_without_mpi() const override { return true; }

@@ -25,6 +25,7 @@ class RecordingBackend final : public Backend {
   };
 
   RecordingBackend(int rank, int size) : rank_(rank), size_(size) {}
+  const char* name() const override { return "recording"; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
 

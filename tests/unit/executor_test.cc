@@ -59,7 +59,7 @@ struct Round {
 
 TEST(ExecutorTest, FusesAllreducesIntoOneBackendCall) {
   RecordingBackend be(0, kRanks);
-  Executor ex(&be, 1 << 20, nullptr);
+  Executor ex(BackendChoice("test", &be, "the test's backend"), 1 << 20, nullptr);
   Round round;
   round.allreduce("a", {1, 2, 3, 4});
   round.allreduce("b", {0.5f, -1});
@@ -77,7 +77,7 @@ TEST(ExecutorTest, FusesAllreducesIntoOneBackendCall) {
 
 TEST(ExecutorTest, WithoutFusionEachTensorIsOneCall) {
   RecordingBackend be(0, kRanks);
-  Executor ex(&be, 0, nullptr);
+  Executor ex(BackendChoice("test", &be, "the test's backend"), 0, nullptr);
   Round round;
   round.allreduce("a", {1, 2});
   round.allreduce("b", {3});
@@ -90,7 +90,7 @@ TEST(ExecutorTest, WithoutFusionEachTensorIsOneCall) {
 
 TEST(ExecutorTest, DifferentScalingIsNotFused) {
   RecordingBackend be(0, kRanks);
-  Executor ex(&be, 1 << 20, nullptr);
+  Executor ex(BackendChoice("test", &be, "the test's backend"), 1 << 20, nullptr);
   Round round;
   round.allreduce("plain", {1, 2});
   Response& avg = round.allreduce("scaled", {3, 6});
@@ -106,7 +106,7 @@ TEST(ExecutorTest, DifferentScalingIsNotFused) {
 
 TEST(ExecutorTest, AJoinedRankContributesZerosAndFinishesNothing) {
   RecordingBackend be(0, kRanks);
-  Executor ex(&be, 1 << 20, nullptr);
+  Executor ex(BackendChoice("test", &be, "the test's backend"), 1 << 20, nullptr);
   Round round;
   round.allreduce("mine", {1, 1});
   round.allreduce("theirs", {5, 5, 5}, /*mine=*/false);
@@ -119,7 +119,7 @@ TEST(ExecutorTest, AJoinedRankContributesZerosAndFinishesNothing) {
 
 TEST(ExecutorTest, ABackendFailureFailsTheBatchAndIsReturned) {
   RecordingBackend be(0, kRanks);
-  Executor ex(&be, 1 << 20, nullptr);
+  Executor ex(BackendChoice("test", &be, "the test's backend"), 1 << 20, nullptr);
   be.fail_next(Status(StatusCode::kInternal, "the wire broke"));
   Round round;
   round.allreduce("a", {1});
@@ -134,7 +134,7 @@ TEST(ExecutorTest, ABackendFailureFailsTheBatchAndIsReturned) {
 
 TEST(ExecutorTest, AllgatherAllocatesTheOutputAndPlacesThisRanksRows) {
   RecordingBackend be(0, kRanks);
-  Executor ex(&be, 1 << 20, nullptr);
+  Executor ex(BackendChoice("test", &be, "the test's backend"), 1 << 20, nullptr);
   Round round;
   std::vector<float> rows = {1, 2};  // one row of two floats
   auto r = std::make_shared<Response>();

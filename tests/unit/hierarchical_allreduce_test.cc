@@ -153,26 +153,30 @@ TEST_P(HierarchicalWorld, StepsInOrderWithTheSplitAndNodeThenCrossBits) {
   }
 }
 
-TEST_P(HierarchicalWorld, OutOfPlaceAndOtherCollectivesGoFlat) {
+TEST_P(HierarchicalWorld, OutOfPlaceAndServesAllreduceAlone) {
   const Layout L = GetParam();
   const int64_t count = 333;
   const std::vector<float> want = node_then_cross(L.hosts, L.per_host, count, {});
-  run_world(L.hosts, L.per_host,
-            [&](int g, HierarchicalBackend& hb, std::vector<std::string>& log) {
-              const std::vector<float> in = input_of(g, count);
-              std::vector<float> out(count, -1.0f);
-              ASSERT_TRUE(
-                  hb.allreduce(in.data(), out.data(), count, DataType::kFloat32, ReduceOp::kSum, {})
-                      .ok());
-              EXPECT_EQ(0, std::memcmp(out.data(), want.data(), count * sizeof(float)));
-              EXPECT_EQ(in, input_of(g, count)) << "the input must not change";
-              log.clear();
-              int value = g == 0 ? 42 : 0;
-              ASSERT_TRUE(hb.broadcast(&value, sizeof value, 0).ok());
-              EXPECT_EQ(value, 42);
-              ASSERT_TRUE(hb.barrier().ok());
-              EXPECT_EQ(log, (std::vector<std::string>{"flat.broadcast", "flat.barrier"}));
-            });
+  run_world(
+      L.hosts, L.per_host, [&](int g, HierarchicalBackend& hb, std::vector<std::string>& log) {
+        const std::vector<float> in = input_of(g, count);
+        std::vector<float> out(count, -1.0f);
+        ASSERT_TRUE(
+            hb.allreduce(in.data(), out.data(), count, DataType::kFloat32, ReduceOp::kSum, {})
+                .ok());
+        EXPECT_EQ(0, std::memcmp(out.data(), want.data(), count * sizeof(float)));
+        EXPECT_EQ(in, input_of(g, count)) << "the input must not change";
+        // The set's BackendChoice gives every other collective to the flat backend.
+        for (int c = 0; c < kNumCollectives; ++c) {
+          const auto collective = static_cast<Collective>(c);
+          EXPECT_EQ(hb.serves(collective, DataType::kFloat32), collective == Collective::kAllreduce)
+              << collective_name(collective);
+        }
+        log.clear();
+        int value = 0;
+        EXPECT_EQ(hb.broadcast(&value, sizeof value, 0).code(), StatusCode::kInternal);
+        EXPECT_TRUE(log.empty()) << "a collective it does not serve reached a transport";
+      });
 }
 
 TEST_P(HierarchicalWorld, FusedAndAloneGiveTheSameBits) {

@@ -29,7 +29,7 @@ void run(OpRun& x) {
 // member; one allgatherv moves every block, and each member's output is copied out of the
 // blocks in rank order.
 Status run_group(GroupRun& g) {
-  Backend& be = g.host.backend();
+  Backend& be = g.host.backend(Collective::kAllgather, g.batch.front().response->dtype);
   const int n = be.size();
   const int me = be.rank();
   std::vector<AllgatherPlan> plans;
@@ -70,6 +70,7 @@ Status run_group(GroupRun& g) {
 
 const OpDescriptor& allgather_op() {
   static const OpDescriptor d{.op = OpType::kAllgather,
+                              .collective = Collective::kAllgather,
                               .output_sized_by_agreement = true,
                               .agree = agree,
                               .batching = batching,

@@ -39,6 +39,7 @@ void run(OpRun& x) {
 
 const OpDescriptor& allreduce_op() {
   static const OpDescriptor d{.op = OpType::kAllreduce,
+                              .collective = Collective::kAllreduce,
                               .runs_with_joined = true,
                               .cached = true,
                               .agree = agree,

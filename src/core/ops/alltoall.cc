@@ -57,6 +57,7 @@ void run(OpRun& x) {
 
 const OpDescriptor& alltoall_op() {
   static const OpDescriptor d{.op = OpType::kAlltoall,
+                              .collective = Collective::kAlltoall,
                               .output_sized_by_agreement = true,
                               .agree = agree,
                               .batching = batching,

@@ -19,8 +19,12 @@ void run(OpRun& x) {
 }  // namespace
 
 const OpDescriptor& broadcast_op() {
-  static const OpDescriptor d{
-      .op = OpType::kBroadcast, .cached = true, .agree = agree, .batching = batching, .run = run};
+  static const OpDescriptor d{.op = OpType::kBroadcast,
+                              .collective = Collective::kBroadcast,
+                              .cached = true,
+                              .agree = agree,
+                              .batching = batching,
+                              .run = run};
   return d;
 }
 

@@ -117,6 +117,8 @@ struct GroupRun {
 
 struct OpDescriptor {
   OpType op;
+  /// The backend call its execution makes, which picks the backend (BackendChoice).
+  Collective collective = Collective::kBarrier;
   /// Carries a tensor: its dtype and device type must agree across ranks.
   bool carries_data = true;
   /// Runs while some ranks have joined (they contribute zeros); any other op fails then.

@@ -35,8 +35,12 @@ void run(OpRun& x) {
 }  // namespace
 
 const OpDescriptor& reduce_op() {
-  static const OpDescriptor d{
-      .op = OpType::kReduce, .cached = true, .agree = agree, .batching = batching, .run = run};
+  static const OpDescriptor d{.op = OpType::kReduce,
+                              .collective = Collective::kAllreduce,
+                              .cached = true,
+                              .agree = agree,
+                              .batching = batching,
+                              .run = run};
   return d;
 }
 

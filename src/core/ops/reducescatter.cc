@@ -49,7 +49,7 @@ void run(OpRun& x) {
 // every member back to back. Each element is still combined in set-rank order, so the bits
 // are those of the members reduced alone.
 Status run_group(GroupRun& g) {
-  Backend& be = g.host.backend();
+  Backend& be = g.host.backend(Collective::kReducescatter, g.batch.front().response->dtype);
   const int n = be.size();
   const int me = be.rank();
   const Response& first = *g.batch.front().response;
@@ -93,6 +93,7 @@ Status run_group(GroupRun& g) {
 
 const OpDescriptor& reducescatter_op() {
   static const OpDescriptor d{.op = OpType::kReducescatter,
+                              .collective = Collective::kReducescatter,
                               .cached = true,
                               .output_sized_by_agreement = true,
                               .agree = agree,
