@@ -354,7 +354,8 @@ Status start_timeline(const std::string& path, bool mark_cycles) {
                   "start_timeline called while Chorus is not initialized (call chorus::init() "
                   "first)");
   }
-  return rt->start_timeline(path, mark_cycles);
+  if (path.empty()) return invalid_argument("start_timeline: the file path is empty");
+  return rt->request_timeline(path, mark_cycles);
 }
 
 Status stop_timeline() {
@@ -364,7 +365,7 @@ Status stop_timeline() {
                   "stop_timeline called while Chorus is not initialized (call chorus::init() "
                   "first)");
   }
-  return rt->stop_timeline();
+  return rt->request_timeline({}, false);
 }
 
 void mark_step() {

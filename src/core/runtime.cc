@@ -18,6 +18,11 @@ namespace {
 // short while avoids a futex sleep and wake-up on each of those.
 constexpr auto kWatchAfterWork = std::chrono::microseconds(50);
 
+// CHORUS_CYCLE_TIME: how long the background thread sleeps between cycles without work.
+std::chrono::microseconds cycle_time(const Config& config) {
+  return std::chrono::microseconds(static_cast<int64_t>(config.cycle_time_ms * 1000));
+}
+
 // What a trainer thread did last, to tell whether it waits for each collective right after
 // submitting it.
 struct ThreadPattern {
@@ -164,14 +169,7 @@ Runtime::Runtime(Config config)
              }
            }}),
       sets_(&process_sets_, &observability_),
-      cycle_(&sets_, &submissions_, &doorbells_, &observability_, cycle_time()) {}
-
-Status Runtime::start_timeline(const std::string& path, bool mark_cycles) {
-  if (path.empty()) return invalid_argument("start_timeline: the file path is empty");
-  return request_timeline(path, mark_cycles);
-}
-
-Status Runtime::stop_timeline() { return request_timeline({}, false); }
+      cycle_(&sets_, &submissions_, &doorbells_, &observability_, cycle_time(config_)) {}
 
 // Only rank 0 writes a timeline unless its path holds "{rank}": elsewhere a start of rank
 // 0's file is a stop, since any rank may have a file of its own from an earlier start (a
@@ -216,7 +214,7 @@ void Runtime::run(const WorldFactory& make_world, std::promise<Status> started) 
 }
 
 void Runtime::loop() {
-  const auto cycle_time = this->cycle_time();
+  const auto cycle = cycle_time(config_);
   const auto min_backoff = std::chrono::microseconds(20);
   auto backoff = min_backoff;
   // This thread's last cycle ran something. Cycles that trainer threads ran do not count:
@@ -245,14 +243,14 @@ void Runtime::loop() {
       // ran nothing: back off up to the cycle time.
       bool woken = true;
       if (!(was_pending && productive)) {
-        woken = wait_for_work(was_pending ? backoff : cycle_time, was_pending, cycles);
+        woken = wait_for_work(was_pending ? backoff : cycle, was_pending, cycles);
       }
       progress_mu_.lock();
       handed_over_.store(false, std::memory_order_relaxed);
       // A trainer thread may have left a cycle midway: the queue waits for the next one.
       if (cycle_.at_rest()) {
         const bool took = cycle_.take_queue(&stop_asked);
-        backoff = !took && !productive ? std::min(backoff * 2, cycle_time) : min_backoff;
+        backoff = !took && !productive ? std::min(backoff * 2, cycle) : min_backoff;
         // Woken for work that a trainer thread ran meanwhile: nothing is left to do.
         if (woken && !took && !stop_asked && !sets_.pending() && trainer_failure_.ok()) {
           productive = false;

@@ -84,13 +84,13 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   /// handle state) to the thread that runs the cycle, moving them out of `entries`.
   Handle submit(std::span<Entry> entries);
 
-  /// Starts a timeline in `path` on rank 0, or on every rank with "{rank}" in it, closing
-  /// the active one first (elsewhere, a start of rank 0's file only closes the rank's own),
-  /// or stops the active one (OK when none is). Any thread but the background thread;
-  /// returns once the background thread made the change, so a collective submitted
-  /// afterwards is recorded (or not). Not collective.
-  Status start_timeline(const std::string& path, bool mark_cycles);
-  Status stop_timeline();
+  /// start_timeline (`path` not empty): starts a timeline in `path` on rank 0, or on every
+  /// rank with "{rank}" in it, closing the active one first (elsewhere, a start of rank 0's
+  /// file only closes the rank's own); stop_timeline (`path` empty): stops the active one
+  /// (OK when none is). Any thread but the background thread; returns once the background
+  /// thread made the change, so a collective submitted afterwards is recorded (or not). Not
+  /// collective.
+  Status request_timeline(std::string path, bool mark_cycles);
   /// A training step ended on this rank (timeline/trainer_marks.h). Any thread.
   void mark_step() { observability_.trainer_marks().step(); }
 
@@ -110,17 +110,9 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   void run(const WorldFactory& make_world, std::promise<Status> started)
       CHORUS_EXCLUDES(progress_mu_);
   Status setup(const WorldFactory& make_world) CHORUS_REQUIRES(progress_mu_);
-  Status agree(const Status& local, const std::string& step, const Settings& settings)
-      CHORUS_REQUIRES(progress_mu_);
-  Status setup_topology(const std::vector<std::string>& names) CHORUS_REQUIRES(progress_mu_);
-  Status setup_doorbells() CHORUS_REQUIRES(progress_mu_);
   void loop() CHORUS_EXCLUDES(progress_mu_);
-  std::chrono::microseconds cycle_time() const {
-    return std::chrono::microseconds(static_cast<int64_t>(config_.cycle_time_ms * 1000));
-  }
   bool wait_for_work(std::chrono::microseconds timeout, bool pending, uint64_t cycles)
       CHORUS_EXCLUDES(progress_mu_);
-  Status request_timeline(std::string path, bool mark_cycles);
 
   const Config config_;
   // Written by setup() before start() returns; read-only after.
@@ -138,7 +130,7 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   // thread while it sets up and after its loop.
   Mutex progress_mu_;
   std::unique_ptr<World> world_ CHORUS_GUARDED_BY(progress_mu_);
-  // Built when the hierarchical allreduce may use them (setup_topology), handed to the
+  // Built when the hierarchical allreduce may use them (runtime_setup.cc), handed to the
   // global set's executor; destroyed before the world is finalized.
   TopologyGroups topology_groups_ CHORUS_GUARDED_BY(progress_mu_);
   // The timeline, the flight recorder and the stall lines (core/observability.h); started
