@@ -2,8 +2,8 @@
 // What one agreed response means in numbers on this rank: the bytes each rank sends and
 // receives, the shape of this rank's output, the rows each rank gets, and where the tensors
 // of a fused allreduce sit in the fusion buffer. Pure functions of the Response and the
-// rank's place in the set, used by the executor's routines (executor.cc) for host and CUDA
-// tensors alike.
+// rank's place in the set, used by each op's execution (core/ops/) and the executor's fused
+// allreduce for host and CUDA tensors alike.
 //
 // Every member computes the counts of every rank from the same response, so the count
 // vectors it hands the backend are the same on every member and the calls line up.

@@ -1,8 +1,9 @@
 #pragma once
-// Where one batch's tensors live, for the executor's one routine per op (core/executor.cc):
-// the few steps that differ between host memory and a CUDA device. The host's steps run
-// on the calling thread and are done when they return; a device's are enqueued on the
-// set's stream (collectives/gpu_context.h) and done when DeferredBatches says so.
+// Where one batch's tensors live, for each op's execution (core/ops/) and the executor's
+// fused allreduce (core/executor.cc): the few steps that differ between host memory and a
+// CUDA device. The host's steps run on the calling thread and are done when they return; a
+// device's are enqueued on the set's stream (collectives/gpu_context.h) and done when
+// DeferredBatches says so.
 //
 // Failures: a step's Status is this rank's own failure (the executor still makes the
 // backend call, so the other members never wait for this rank); a pointer that cannot be
