@@ -12,30 +12,38 @@ bool agree(Agreement& a, Response&) {
 
 Batching batching(const Response&) { return Batching::kFused; }
 
-void run(OpRun& x) {
+void call(OpRun& x, const void* in, void* out) {
   const Response& r = x.r;
-  const int64_t count = num_elements(r.shape);
-  const void* in = nullptr;
-  void* out = nullptr;
-  if (x.entry) {
-    in = x.entry->input.data;
-    out = x.entry->output.data;
-    if (r.prescale != 1.0) {
-      x.keep(x.memory.copy({{in, out, count}}, r.dtype, kernels::Scale{1, r.prescale}));
-      in = out;
-    }
-  } else {
-    out = x.have(x.memory.zeros(static_cast<std::size_t>(count) * dtype_size(r.dtype)));
-    in = out;
-  }
   x.began();
   if (x.s.ok()) {
-    x.s = x.backend.allreduce(in, out, count, r.dtype, wire_op(r.reduce_op),
+    x.s = x.backend.allreduce(in, out, num_elements(r.shape), r.dtype, wire_op(r.reduce_op),
                               result_scale(r, x.backend.size()));
   }
 }
 
+// A rank that joined (no entry) contributes zeros, which no prescale changes.
+void run(OpRun& x) {
+  if (x.entry) {
+    allreduce_into(x, x.entry->input.data, x.entry->output.data);
+    return;
+  }
+  const Response& r = x.r;
+  char* zeros =
+      x.have(x.memory.zeros(static_cast<std::size_t>(num_elements(r.shape)) * dtype_size(r.dtype)));
+  call(x, zeros, zeros);
+}
+
 }  // namespace
+
+void allreduce_into(OpRun& x, const void* in, void* out) {
+  const Response& r = x.r;
+  if (r.prescale != 1.0 && out) {
+    x.keep(
+        x.memory.copy({{in, out, num_elements(r.shape)}}, r.dtype, kernels::Scale{1, r.prescale}));
+    in = out;
+  }
+  call(x, in, out);
+}
 
 const OpDescriptor& allreduce_op() {
   static const OpDescriptor d{.op = OpType::kAllreduce,

@@ -9,6 +9,10 @@
 namespace chorus {
 
 const OpDescriptor& allreduce_op();
+/// The allreduce of `in` into `out` (null: memory this rank could not have, kept in x.s)
+/// with the response's reduction: the input prescaled into `out` first. Shared by allreduce
+/// and reduce, so that reduce's root gets allreduce's bits.
+void allreduce_into(OpRun& x, const void* in, void* out);
 /// Checks one allreduce member (or reduce: the op prepare() set in the request) and fills
 /// its request and tensors.
 Status fill_reduction(Entry& e, const TensorRef& input, const TensorRef& output,

@@ -1,6 +1,5 @@
 #include "core/ops/reduce.h"
 
-#include "core/op_plan.h"
 #include "core/ops/allreduce.h"
 
 namespace chorus {
@@ -16,20 +15,11 @@ Batching batching(const Response&) { return Batching::kAlone; }
 // their input) is left as it was.
 void run(OpRun& x) {
   const Response& r = x.r;
-  const int64_t count = num_elements(r.shape);
-  const void* in = x.entry->input.data;
   void* out = x.backend.rank() == r.root
                   ? x.entry->output.data
-                  : x.have(x.memory.scratch(static_cast<std::size_t>(count) * dtype_size(r.dtype)));
-  if (r.prescale != 1.0 && out) {
-    x.keep(x.memory.copy({{in, out, count}}, r.dtype, kernels::Scale{1, r.prescale}));
-    in = out;
-  }
-  x.began();
-  if (x.s.ok()) {
-    x.s = x.backend.allreduce(in, out, count, r.dtype, wire_op(r.reduce_op),
-                              result_scale(r, x.backend.size()));
-  }
+                  : x.have(x.memory.scratch(static_cast<std::size_t>(num_elements(r.shape)) *
+                                            dtype_size(r.dtype)));
+  allreduce_into(x, x.entry->input.data, out);
 }
 
 }  // namespace
