@@ -8,6 +8,13 @@
 //
 // The log says, at debug level, which backend each collective first runs on and why it was
 // offered, and again whenever another dtype of it runs elsewhere.
+//
+// A BackendChoice is itself a Backend that sends each call to its pick, for what is built
+// over the set's host backend: the staged GPU path reduces through it, so that a GPU
+// allreduce combines in the host's order (the hierarchical one where it is preferred).
+//
+// Like every Backend, used only by the thread that runs the cycles, one at a time: the
+// picks it remembers are not locked.
 
 #include <array>
 #include <string>
@@ -17,7 +24,7 @@
 
 namespace chorus {
 
-class BackendChoice {
+class BackendChoice final : public Backend {
  public:
   /// `label` names the set in the log; `own` serves everything and is picked last; `why`
   /// says what it is ("the set's MPI communicator").
@@ -30,6 +37,33 @@ class BackendChoice {
   Backend& pick(Collective c, DataType dtype) const;
   /// The set's own backend, which serves everything.
   Backend& own() const { return *offers_.back().backend; }
+
+  // Backend: each call goes to pick(); byte moves as uint8.
+  const char* name() const override { return "the set's choice"; }
+  int rank() const override { return own().rank(); }
+  int size() const override { return own().size(); }
+  bool allreduce_without_mpi() const override { return false; }
+  Status allreduce(const void* send, void* recv, int64_t count, DataType dtype, ReduceOp op,
+                   kernels::Scale scale) override {
+    return pick(Collective::kAllreduce, dtype).allreduce(send, recv, count, dtype, op, scale);
+  }
+  Status reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,
+                       DataType dtype, ReduceOp op, kernels::Scale scale) override {
+    return pick(Collective::kReducescatter, dtype)
+        .reducescatter(send, recv, counts, dtype, op, scale);
+  }
+  Status allgatherv(const void* send, void* recv, const std::vector<int64_t>& bytes) override {
+    return pick(Collective::kAllgather, DataType::kUInt8).allgatherv(send, recv, bytes);
+  }
+  Status broadcast(void* data, int64_t bytes, int root) override {
+    return pick(Collective::kBroadcast, DataType::kUInt8).broadcast(data, bytes, root);
+  }
+  Status alltoallv(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
+                   const std::vector<int64_t>& recv_bytes) override {
+    return pick(Collective::kAlltoall, DataType::kUInt8)
+        .alltoallv(send, send_bytes, recv, recv_bytes);
+  }
+  Status barrier() override { return pick(Collective::kBarrier, DataType::kUInt8).barrier(); }
 
  private:
   struct Offer {

@@ -201,7 +201,7 @@ Status GpuContext::choose_backend(const GpuContextSetup& setup, const Status& pr
   StatusOr<std::unique_ptr<Backend>> flat = make(host, set_name());
   if (!flat.ok()) return flat.status();
   flat_ = std::move(flat).value();
-  choice_.emplace(setup.label, flat_.get(), choice.reason);
+  choice_.emplace(setup.label + " (GPU)", flat_.get(), choice.reason);
   description_ = gpu_path_name(choice.path);
 
   // The same inputs on every rank (the map, the groups the runtime built from it, the

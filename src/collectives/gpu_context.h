@@ -53,8 +53,11 @@ class RankDevice {
 };
 
 struct GpuContextSetup {
-  Backend* host = nullptr;  ///< the set's MPI backend (id broadcast, staged MPI)
-  std::string label;        ///< "global", "set 3": names the set in messages
+  /// The set's host backends, each call to the one the host memory's choice picks
+  /// (core/host_memory.h): NCCL's id broadcast, and the staged MPI path, whose allreduce
+  /// then combines as the host's does.
+  Backend* host = nullptr;
+  std::string label;  ///< "global", "set 3": names the set in messages
   bool global_set = false;
   std::size_t fusion_threshold = 0;  ///< bytes of the device fusion buffer
   /// CHORUS_HIERARCHICAL_ALLREDUCE: unset automatic, true on, false off

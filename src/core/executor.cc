@@ -35,7 +35,7 @@ std::string describe_batch(const Response& first, std::size_t tensors) {
 
 Executor::Executor(BackendChoice host, std::size_t fusion_threshold, Timeline* timeline)
     : host_(std::move(host), fusion_threshold), timeline_(timeline) {
-  gpu_setup_.host = &host_.backends().own();
+  gpu_setup_.host = &host_.backends();
   gpu_setup_.label = "process set";
   gpu_setup_.fusion_threshold = fusion_threshold;
 }
@@ -44,7 +44,7 @@ Executor::~Executor() = default;
 
 void Executor::set_gpu_setup(const GpuContextSetup& setup) {
   gpu_setup_ = setup;
-  gpu_setup_.host = &host_.backends().own();
+  gpu_setup_.host = &host_.backends();
   gpu_setup_.fusion_threshold = host_.fusion_capacity();
 }
 
@@ -164,12 +164,12 @@ Status Executor::run_batch(TensorMemory& m, const std::vector<Job>& batch, Clock
   return run_single(m, *j.response, j.entry, finish);
 }
 
-// The failure discipline of both routines: this rank's own failure (an output it cannot
-// allocate, an event it cannot wait on, a kernel it cannot launch) is kept in `local` and
-// goes to its handle, and the backend call is still made, so that the other members never
-// wait for this rank; only the backend's failure (the ranks are out of step), or memory
-// this rank cannot have to call it with, or a failed wait for the device, is returned and
-// stops the runtime.
+// The failure discipline of the fused allreduce, as of each op's execution (OpRun): this
+// rank's own failure (an output it cannot allocate, an event it cannot wait on, a kernel it
+// cannot launch) is kept in `local` and goes to its handle, and the backend call is still made, so
+// that the other members never wait for this rank; only the backend's failure (the ranks are out of
+// step), or memory this rank cannot have to call it with, or a failed wait for the device, is
+// returned and stops the runtime.
 Status Executor::run_fused_allreduce(TensorMemory& m, const std::vector<Job>& batch,
                                      Clock::time_point agreed, const Finish& finish) {
   const Response& first = *batch.front().response;

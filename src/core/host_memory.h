@@ -20,6 +20,7 @@ class HostMemory final : public TensorMemory {
       : backends_(std::move(backends)), fusion_(fusion_threshold) {}
 
   Backend& backend(Collective c, DataType dtype) override { return backends_.pick(c, dtype); }
+  BackendChoice& backends() { return backends_; }
   const BackendChoice& backends() const { return backends_; }
   Status wait_ready(const Entry&) override { return {}; }
   Status wait_allocated(const TensorRef&) override { return {}; }

@@ -58,6 +58,25 @@ TEST(BackendChoiceTest, TheLatestPreferredIsTriedFirst) {
   EXPECT_EQ(&choice.pick(Collective::kAllreduce, DataType::kFloat32), &second);
 }
 
+// What is built over the set's host backends (the staged GPU path) calls the choice itself.
+TEST(BackendChoiceTest, AsABackendItSendsEachCallToItsPick) {
+  RecordingBackend own(0, 2);
+  NarrowBackend narrow(Collective::kAllreduce, DataType::kFloat64);
+  BackendChoice choice("set", &own, "the set's own");
+  choice.prefer(&narrow, "a test");
+  float x[2] = {1, 2};
+  ASSERT_TRUE(choice.allreduce(x, x, 2, DataType::kFloat32, ReduceOp::kSum, {}).ok());
+  char byte = 0;
+  ASSERT_TRUE(choice.broadcast(&byte, 1, 0).ok());
+  ASSERT_EQ(own.calls().size(), 2u);  // float32 is not the narrow backend's
+  EXPECT_EQ(own.calls()[0].op, "allreduce");
+  EXPECT_EQ(own.calls()[1].op, "broadcast");
+  double y[2] = {1, 2};
+  ASSERT_TRUE(choice.allreduce(y, y, 2, DataType::kFloat64, ReduceOp::kSum, {}).ok());
+  EXPECT_EQ(own.calls().size(), 2u) << "the float64 allreduce is the narrow backend's";
+  EXPECT_EQ(choice.size(), 2);
+}
+
 TEST(BackendChoiceTest, ACollectiveNotServedFailsNamingTheBackend) {
   NarrowBackend narrow(Collective::kAllreduce, DataType::kFloat32);
   char byte = 0;

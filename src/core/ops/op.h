@@ -71,7 +71,7 @@ class Agreement {
 enum class Batching {
   kAlone,        ///< each response is a batch of its own
   kFused,        ///< fuses with responses of the same reduction (one fused allreduce)
-  kGroupOnHost,  ///< a host tensor of a group fuses with its group (Descriptor::run_group)
+  kGroupOnHost,  ///< a host tensor of a group fuses with its group (OpDescriptor::run_group)
 };
 
 /// One response's execution on this rank (OpDescriptor::run), on the memory its tensors live

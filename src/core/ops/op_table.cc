@@ -14,7 +14,7 @@ namespace chorus {
 namespace {
 
 // A number this build does not know (from a rank built otherwise): the coordinator fails
-// it on every rank (check_request); nothing else asks.
+// it on every rank (check_request), and asks only whether it runs with joined ranks (no).
 const OpDescriptor& unknown_op() {
   static const OpDescriptor d{.op = OpType::kAllreduce,
                               .carries_data = false,

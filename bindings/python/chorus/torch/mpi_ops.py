@@ -370,7 +370,6 @@ def broadcast_(tensor, root_rank, name=None, process_set=global_process_set):
 
 def _reduce_async(tensor, root_rank, name, op, prescale_factor, postscale_factor, process_set,
                   inplace):
-    name = _op_name("reduce", name, process_set)
     op = _resolve_op(op, None)
     th = _ext.reduce_async(tensor, _set_root(root_rank, process_set), name, op,
                            float(prescale_factor), float(postscale_factor),
@@ -382,6 +381,7 @@ def reduce_async(tensor, root_rank, name=None, op=Average, prescale_factor=1.0,
                  postscale_factor=1.0, process_set=global_process_set):
     """Starts a reduce to ``root_rank`` (a global rank) into a new tensor; the other ranks get
     a copy of their own tensor."""
+    name = _op_name("reduce", name, process_set)
     return _reduce_async(tensor, root_rank, name, op, prescale_factor, postscale_factor,
                          process_set, False)
 
@@ -390,6 +390,7 @@ def reduce_async_(tensor, root_rank, name=None, op=Average, prescale_factor=1.0,
                   postscale_factor=1.0, process_set=global_process_set):
     """Starts a reduce whose result lands in ``tensor`` on ``root_rank``; the other ranks'
     ``tensor`` is left as it is."""
+    name = _op_name("reduce", name, process_set)
     return _reduce_async(tensor, root_rank, name, op, prescale_factor, postscale_factor,
                          process_set, True)
 
@@ -421,18 +422,21 @@ def reduce(tensor, root_rank, name=None, op=Average, prescale_factor=1.0, postsc
            process_set=global_process_set):
     """The reduction of ``tensor`` over the process set (Average by default) on ``root_rank``
     (a global rank), as a new tensor, with the bits allreduce gives; the other ranks get a
-    copy of their own tensor. Differentiable for Sum and Average (_ReduceFunction)."""
+    copy of their own tensor. Differentiable for Sum and Average (_ReduceFunction): its
+    backward is a collective too, so every rank of the set must run it, the ranks other than
+    the root included (a loss that uses the output on the root alone still backpropagates
+    through it everywhere, with a zero gradient where it is unused)."""
+    name = _op_name("reduce", name, process_set)
     if _differentiable(tensor):
         op = _resolve_op(op, None)
         if op not in (Sum, Average):
             raise NotSupportedError(f"the gradient of reduce is defined for hvd.Sum and "
                                     f"hvd.Average, not {_OP_NAMES[op]}")
-        name = _op_name("reduce", name, process_set)
         _set_root(root_rank, process_set)  # a bad root raises here, not in the function
         return _ReduceFunction.apply(tensor, int(root_rank), name, op, float(prescale_factor),
                                      float(postscale_factor), process_set)
-    return synchronize(reduce_async(tensor, root_rank, name, op, prescale_factor,
-                                    postscale_factor, process_set))
+    return synchronize(_reduce_async(tensor, root_rank, name, op, prescale_factor,
+                                     postscale_factor, process_set, False))
 
 
 def reduce_(tensor, root_rank, name=None, op=Average, prescale_factor=1.0,
