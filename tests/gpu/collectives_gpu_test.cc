@@ -200,6 +200,51 @@ TEST(GpuCollectives, BroadcastAllgatherAlltoallReducescatter) {
 // Average with a prescale, fused (many tensors) and alone, on float32 and int32: the
 // scaling folded into the kernels must match the CPU semantics (float: times
 // postscale / size in float; integers: truncating division).
+// reduce on CUDA tensors: every root; the root's output against the sum, the others' output
+// and every input left as they were; in place with scaling, the root's bits are those of
+// the allreduce of the same tensor on this path.
+TEST(GpuCollectives, ReduceToEveryRoot) {
+  CHORUS_REQUIRE_GPU();
+  const int n = size(), me = rank();
+  for (DataType t : {DataType::kInt32, DataType::kFloat32, DataType::kBFloat16}) {
+    for (int root = 0; root < n; ++root) {
+      const std::string what = std::string(dtype_name(t)) + " root " + std::to_string(root);
+      GpuTensor in(make_buffer(t, {41}, me));
+      Buffer sentinel(t, {41});
+      for (int64_t i = 0; i < 41; ++i) sentinel.set(i, 7);
+      GpuTensor out(sentinel);
+      ReduceOptions o;
+      o.op = ReduceOp::kSum;
+      Status st = reduce("gpu.reduce." + what, in.ref(), out.ref(), root, o).wait();
+      ASSERT_TRUE(st.ok()) << what << ": " << st.to_string();
+      EXPECT_EQ(in.back().bytes, make_buffer(t, {41}, me).bytes) << what << ": input written";
+      Buffer got = out.back();
+      for (int64_t i = 0; i < 41; ++i) {
+        double want = 7;
+        if (me == root) {
+          want = 0;
+          for (int r = 0; r < n; ++r) want += value(t, r, i);
+        }
+        ASSERT_EQ(got.at(i), as_stored(t, want)) << what << " element " << i;
+      }
+    }
+  }
+  Buffer rounding(DataType::kFloat32, {1001});
+  for (int64_t i = 0; i < 1001; ++i) rounding.set(i, 1.0 / (3 + me + (i % 89)));
+  GpuTensor mine(rounding), all(rounding);
+  ReduceOptions o;
+  o.op = ReduceOp::kAverage;
+  o.prescale = 0.7;
+  o.postscale = 3.0;
+  ASSERT_TRUE(reduce("gpu.reduce.bits", mine.ref(), mine.ref(), n - 1, o).wait().ok());
+  ASSERT_TRUE(allreduce("gpu.allreduce.bits", all.ref(), all.ref(), o).wait().ok());
+  if (me == n - 1) {
+    EXPECT_EQ(mine.back().bytes, all.back().bytes) << "reduce and allreduce differ on the root";
+  } else {
+    EXPECT_EQ(mine.back().bytes, rounding.bytes) << "a rank other than the root was written";
+  }
+}
+
 TEST(GpuCollectives, AveragePrescaleFusedAndAlone) {
   CHORUS_REQUIRE_GPU();
   const int n = size();
