@@ -2,9 +2,11 @@
 // Helpers shared by the multi-rank tests: typed storage for every dtype and exact-valued
 // test data, so expected results are computed independently of the library's arithmetic.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "chorus/types.h"
@@ -90,6 +92,43 @@ struct Buffer {
 inline double value(DataType t, int rank, int64_t i) {
   int64_t v = (i * 7 + rank * 3 + 1) % 11;
   return t == DataType::kUInt8 ? static_cast<double>(v) : static_cast<double>(v - 5);
+}
+
+inline double combine(ReduceOp op, double a, double b) {
+  switch (op) {
+    case ReduceOp::kMin: return std::min(a, b);
+    case ReduceOp::kMax: return std::max(a, b);
+    case ReduceOp::kProduct: return a * b;
+    default: return a + b;
+  }
+}
+
+// The value every rank should hold at element i after an allreduce of value(t, r, i).
+inline double expected(DataType t, ReduceOp op, int n, int64_t i, double postscale = 1.0) {
+  double acc = value(t, 0, i);
+  for (int r = 1; r < n; ++r) acc = combine(op, acc, value(t, r, i));
+  const int divisor = op == ReduceOp::kAverage ? n : 1;
+  Buffer one(t, {1});
+  if (!is_float(t)) {
+    int64_t x = static_cast<int64_t>(acc);
+    one.set(0, static_cast<double>(x));  // wrap into the type first
+    x = static_cast<int64_t>(one.at(0));
+    x = postscale == 1.0
+            ? x / divisor
+            : static_cast<int64_t>(std::trunc(static_cast<double>(x) * postscale / divisor));
+    one.set(0, static_cast<double>(x));
+  } else if (t == DataType::kFloat64) {
+    one.set(0, divisor == 1 && postscale == 1.0 ? acc : acc * (postscale / divisor));
+  } else {
+    float f = static_cast<float>(acc);
+    if (divisor != 1 || postscale != 1.0) f *= static_cast<float>(postscale / divisor);
+    one.set(0, f);
+  }
+  return one.at(0);
+}
+
+inline std::string label(DataType t, ReduceOp op, int64_t count) {
+  return std::string(dtype_name(t)) + " " + reduce_op_name(op) + " x" + std::to_string(count);
 }
 
 }  // namespace chorus::testing
