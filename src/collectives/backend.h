@@ -3,9 +3,9 @@
 // it says which collectives it serves (serves()), and each process set offers its backends
 // for one memory to one BackendChoice (collectives/backend_choice.h), which gives every
 // batch the first that serves it. Host memory: the hierarchical allreduce where the layout
-// allows it, then MPI (with shared-memory reductions on one host); GPU memory, once the set
-// runs a CUDA collective: the hierarchical allreduce, then what its GpuContext chose (NCCL,
-// staged MPI or CUDA-aware MPI; collectives/gpu_path.h).
+// allows it, shared memory for a set on one host (collectives/shm_backend.h), then MPI;
+// GPU memory, once the set runs a CUDA collective: the hierarchical allreduce, NCCL where
+// the set's agreed path is NCCL, then MPI, staged or CUDA-aware (collectives/gpu_path.h).
 //
 // Each collective it does not override fails as not served: a backend implements what it
 // serves and nothing else.

@@ -81,7 +81,8 @@ GpuContext::~GpuContext() {
     static_cast<void>(hierarchical_.release());
     static_cast<void>(cross_.release());
     static_cast<void>(local_.release());
-    static_cast<void>(flat_.release());
+    static_cast<void>(nccl_flat_.release());
+    static_cast<void>(mpi_.release());
     static_cast<void>(copy_.release());
     return;
   }
@@ -89,7 +90,8 @@ GpuContext::~GpuContext() {
   hierarchical_.reset();
   cross_.reset();
   local_.reset();
-  flat_.reset();
+  nccl_flat_.reset();
+  mpi_.reset();
   copy_.reset();
   for (void* p : {fusion_, zeros_, staging_}) {
     if (p) cudaFree(p);
@@ -181,49 +183,64 @@ Status GpuContext::choose_backend(const GpuContextSetup& setup, const Status& pr
   // errors polled (the hierarchical cross step waits behind the local NCCL step), and the
   // same deadline.
   auto drain = [this] { return synchronize("a staged MPI copy"); };
-  // One factory for the set and, when hierarchical, for the local group.
-  auto make = [&](Backend& group_host,
+  // Device memory over MPI (staged, or CUDA-aware where every rank's MPI is), and NCCL,
+  // each over a group's host backends: for the whole set and, when hierarchical, the host.
+  auto mpi = [&](Backend& group_host) -> std::unique_ptr<Backend> {
+    return std::make_unique<StagedGpuBackend>(group_host, stream_, in.mpi_cuda_aware, drain);
+  };
+  auto nccl = [&](Backend& group_host,
                   const std::string& label) -> StatusOr<std::unique_ptr<Backend>> {
 #ifdef CHORUS_WITH_NCCL
-    if (choice.path == GpuPath::kNccl) {
-      StatusOr<std::unique_ptr<NcclBackend>> b =
-          NcclBackend::create(group_host, device_, stream_, copy_.get(), label, timeout_,
-                              [this] { return await_producers(); });
-      if (!b.ok()) return b.status();
-      nccl_.push_back(b->get());
-      return std::unique_ptr<Backend>(std::move(b).value());
-    }
+    StatusOr<std::unique_ptr<NcclBackend>> b =
+        NcclBackend::create(group_host, device_, stream_, copy_.get(), label, timeout_,
+                            [this] { return await_producers(); });
+    if (!b.ok()) return b.status();
+    nccl_.push_back(b->get());
+    return std::unique_ptr<Backend>(std::move(b).value());
+#else
+    (void)group_host;
+    return internal_error(label + ": NCCL is not in this build");  // never the agreed path
 #endif
-    return std::unique_ptr<Backend>(std::make_unique<StagedGpuBackend>(
-        group_host, stream_, choice.path == GpuPath::kMpiCudaAware, drain));
   };
-  // NCCL's own failures name the set's ranks too: NCCL cannot say which one failed.
-  StatusOr<std::unique_ptr<Backend>> flat = make(host, set_name());
-  if (!flat.ok()) return flat.status();
-  flat_ = std::move(flat).value();
-  choice_.emplace(setup.label + " (GPU)", flat_.get(), choice.reason);
+  // The providers, last tried first: MPI serves every collective and is the set's own;
+  // NCCL, where the agreed path is NCCL, is offered before it. NCCL's own failures name the
+  // set's ranks too: NCCL cannot say which one failed.
+  mpi_ = mpi(host);
+  choice_.emplace(setup.label + " (GPU)", mpi_.get(),
+                  choice.path == GpuPath::kNccl ? "MPI serves every collective" : choice.reason);
+  Backend* flat = mpi_.get();
+  if (choice.path == GpuPath::kNccl) {
+    StatusOr<std::unique_ptr<Backend>> nccl_flat = nccl(host, set_name());
+    if (!nccl_flat.ok()) return nccl_flat.status();
+    nccl_flat_ = std::move(nccl_flat).value();
+    flat = nccl_flat_.get();
+    choice_->prefer(flat, choice.reason);
+  }
   description_ = gpu_path_name(choice.path);
 
   // The same inputs on every rank (the map, the groups the runtime built from it, the
   // agreed path), so every member decides the same.
   std::string why = "the runtime built no local and cross groups";
   const bool hierarchical =
-      setup.map && setup.groups && setup.groups->local && setup.groups->cross &&
+      setup.map && setup.groups && setup.groups->local_host && setup.groups->cross &&
       use_hierarchical_allreduce(setup.hierarchical_requested, setup.global_set, choice.path,
                                  *setup.map, &why);
   if (!hierarchical) {
     log().debug("{}: flat GPU allreduce: {}", setup.label, why);
     return {};
   }
-  StatusOr<std::unique_ptr<Backend>> local_backend =
-      make(setup.groups->local->backend(), setup.label + "/local");
-  if (!local_backend.ok()) return local_backend.status();
-  local_ = std::move(local_backend).value();
+  if (choice.path == GpuPath::kNccl) {
+    StatusOr<std::unique_ptr<Backend>> local_nccl =
+        nccl(*setup.groups->local_host, setup.label + "/local");
+    if (!local_nccl.ok()) return local_nccl.status();
+    local_ = std::move(local_nccl).value();
+  } else {
+    local_ = mpi(*setup.groups->local_host);
+  }
   // Across nodes always MPI: each rank moves only its node's shard.
-  cross_ = std::make_unique<StagedGpuBackend>(setup.groups->cross->backend(), stream_,
-                                              in.mpi_cuda_aware, drain);
+  cross_ = mpi(setup.groups->cross->backend());
   StatusOr<std::unique_ptr<HierarchicalBackend>> h =
-      HierarchicalBackend::create(flat_.get(), local_.get(), cross_.get());
+      HierarchicalBackend::create(flat, local_.get(), cross_.get());
   if (!h.ok()) return h.status();
   hierarchical_ = std::move(h).value();
   choice_->prefer(hierarchical_.get(), why);

@@ -175,8 +175,9 @@ class GpuContext {
   std::vector<void*> marks_;      // cudaEvent_t recorded on outputs' allocation streams
   std::size_t marks_used_ = 0;    // of marks_, in the current batch
   std::unique_ptr<gpu::BatchedCopy> copy_;
-  std::vector<NcclBackend*> nccl_;  // every NCCL communicator in use, for error polling
-  std::unique_ptr<Backend> flat_;
+  std::vector<NcclBackend*> nccl_;      // every NCCL communicator in use, for error polling
+  std::unique_ptr<Backend> mpi_;        // MPI over the whole set: staged or CUDA-aware
+  std::unique_ptr<Backend> nccl_flat_;  // NCCL over the whole set, where the path is NCCL
   std::unique_ptr<Backend> local_;
   std::unique_ptr<Backend> cross_;
   std::unique_ptr<Backend> hierarchical_;

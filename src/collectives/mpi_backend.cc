@@ -53,18 +53,6 @@ MpiBackend::MpiBackend(MPI_Comm comm, HostAlgorithm algorithm)
   tree_ = std::make_unique<MpiTree>(comm_, rank_, size_);
 }
 
-Status MpiBackend::join_host(ControlTransport& control, std::string* why) {
-  SharedSegment segment;
-  if (Status s = segment.join(
-          control, "reduce", ShmReducer::segment_bytes(size_),
-          [n = size_](void* p) { ShmReducer::init_segment(p, n); }, why);
-      !s.ok()) {
-    return s;
-  }
-  if (segment.mapped()) shm_ = std::make_unique<ShmReducer>(std::move(segment), rank_, size_);
-  return {};
-}
-
 char* MpiBackend::scratch(std::size_t bytes) { return scratch_.get(bytes); }
 
 const std::vector<int64_t>& MpiBackend::blocks(int64_t count) {
@@ -80,7 +68,6 @@ Status MpiBackend::allreduce(const void* send, void* recv, int64_t count, DataTy
     kernels::reduce_ordered(recv, &send, 1, count, dtype, op, scale);
     return {};
   }
-  if (shm_) return shm_->allreduce(send, recv, blocks(count), dtype, op, scale);
   HostAlgorithm algorithm = algorithm_;
   // MPI_Allgather counts in int: a forced gather of more falls back to the model's choice.
   if (algorithm == HostAlgorithm::kAuto ||
@@ -147,7 +134,6 @@ Status MpiBackend::reducescatter(const void* send, void* recv, const std::vector
     kernels::reduce_ordered(recv, &send, 1, counts[0], dtype, op, scale);
     return {};
   }
-  if (shm_) return shm_->reducescatter(send, recv, counts, dtype, op, scale);
   HostAlgorithm algorithm = algorithm_;
   if (algorithm != HostAlgorithm::kDirect && algorithm != HostAlgorithm::kHalvingDoubling) {
     algorithm =

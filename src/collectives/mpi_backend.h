@@ -16,9 +16,9 @@
 // Each call takes the one the cost model finds cheapest for its size and the set's
 // (collectives/cost_model.h), unless CHORUS_HOST_ALGORITHM forces one.
 //
-// A set whose members all run on one host reduces through shared memory instead
-// (collectives/shm_reducer.h): ((x0 op x1) op x2) ..., in rank order, whatever the size.
-// The runtime's global set on a uniform layout of several hosts, several ranks each, runs
+// A set whose members all run on one host reduces through shared memory instead, where
+// every member can map it (collectives/shm_backend.h, offered before this backend). The
+// runtime's global set on a uniform layout of several hosts, several ranks each, runs
 // its allreduces over two of these instead (collectives/hierarchical_allreduce.h): each
 // host's ranks in rank order, then the tree over the hosts.
 
@@ -31,12 +31,9 @@
 #include "collectives/backend.h"
 #include "collectives/cost_model.h"
 #include "collectives/mpi_tree.h"
-#include "collectives/shm_reducer.h"
 #include "kernels/host_buffer.h"
 
 namespace chorus {
-
-class ControlTransport;
 
 class MpiBackend final : public Backend {
  public:
@@ -44,15 +41,10 @@ class MpiBackend final : public Backend {
   /// reductions' algorithm, kAuto to choose per call.
   MpiBackend(MPI_Comm comm, HostAlgorithm algorithm);
 
-  /// Reduces through shared memory from now on, if every member could map it; otherwise
-  /// (`why` says why) stays on MPI. Every member must run on this host. Collective over
-  /// `control`, a transport over the same ranks in the same order.
-  Status join_host(ControlTransport& control, std::string* why);
-
-  const char* name() const override { return shm_ ? "mpi, shared-memory reductions" : "mpi"; }
+  const char* name() const override { return "mpi"; }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
-  bool allreduce_without_mpi() const override { return size_ == 1 || shm_ != nullptr; }
+  bool allreduce_without_mpi() const override { return size_ == 1; }
 
   Status allreduce(const void* send, void* recv, int64_t count, DataType dtype, ReduceOp op,
                    kernels::Scale scale) override;
@@ -90,7 +82,6 @@ class MpiBackend final : public Backend {
   std::vector<MPI_Request> requests_;
   std::vector<const void*> sources_;
   std::vector<int64_t> blocks_;
-  std::unique_ptr<ShmReducer> shm_;  // set by join_host
 };
 
 }  // namespace chorus

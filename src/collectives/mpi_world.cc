@@ -10,6 +10,7 @@
 #include "collectives/clock_offset.h"
 #include "collectives/mpi_backend.h"
 #include "collectives/mpi_check.h"
+#include "collectives/shm_backend.h"
 
 namespace chorus {
 namespace {
@@ -267,7 +268,11 @@ class MpiGroup final : public Group {
   int size() const override { return control_.size(); }
   ControlTransport& control() override { return control_; }
   Backend& backend() override { return backend_; }
-  Status join_host(std::string* why) override { return backend_.join_host(control_, why); }
+  StatusOr<std::unique_ptr<Backend>> shared_memory(std::string* why) override {
+    StatusOr<std::unique_ptr<ShmBackend>> shm = ShmBackend::join(control_, why);
+    if (!shm.ok()) return shm.status();
+    return std::unique_ptr<Backend>(std::move(shm).value());
+  }
 
  private:
   MPI_Comm control_comm_;

@@ -21,9 +21,16 @@ StatusOr<TopologyGroups> create_topology_groups(World& world, const RankMap& map
   }
   // The local group is one host's ranks: like any set on one host, it reduces through shared
   // memory where every rank can map it, and by MPI messages otherwise.
+  groups.local_host = std::make_unique<BackendChoice>("local group", &groups.local->backend(),
+                                                      "the local group's own communicator");
   if (groups.local->size() > 1) {
-    std::string unmapped;
-    if (Status s = groups.local->join_host(&unmapped); !s.ok()) return s;
+    std::string why;
+    StatusOr<std::unique_ptr<Backend>> shared = groups.local->shared_memory(&why);
+    if (!shared.ok()) return shared.status();
+    groups.local_shared = std::move(shared).value();
+    if (groups.local_shared) {
+      groups.local_host->prefer(groups.local_shared.get(), "every local rank maps the segment");
+    }
   }
   return groups;
 }

@@ -41,10 +41,10 @@ class Group {
   virtual int size() const = 0;
   virtual ControlTransport& control() = 0;
   virtual Backend& backend() = 0;
-  /// Lets the backend reduce through shared memory (collectives/shm_reducer.h) where every
-  /// member can map it; `why` says why not otherwise. Every member must run on this host.
-  /// Collective over the group.
-  virtual Status join_host(std::string* why) = 0;
+  /// A backend that reduces among the members through shared memory
+  /// (collectives/shm_backend.h), or nullptr on every member (`why` says why) where some
+  /// member cannot map it. Every member must run on this host. Collective over the group.
+  virtual StatusOr<std::unique_ptr<Backend>> shared_memory(std::string* why) = 0;
 };
 
 class World {

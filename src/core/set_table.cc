@@ -38,14 +38,6 @@ StatusOr<std::unique_ptr<SetState>> SetTable::make(int32_t id, const std::vector
                           config.stall_shutdown_seconds, config.liveness_seconds};
   set->control = &set->group->control();
   const std::string label = id == 0 ? "global" : "set " + std::to_string(id);
-  // A set on one host reduces through shared memory. The map is the same on every rank, so
-  // all its members join or none.
-  if (ranks.size() > 1 && map.one_host(ranks)) {
-    std::string why;
-    if (Status s = set->group->join_host(&why); !s.ok()) return s;
-    if (!why.empty())
-      log().debug("{}: no shared memory for reductions ({}); MPI moves them", label, why);
-  }
   // The global set of a job on one host runs its rounds on the host's board.
   if (id == 0 && map.cross_size == 1 && rank_.doorbells->shared()) {
     set->host_rounds = std::make_unique<HostRounds>(set->control, rank_.doorbells);
@@ -54,13 +46,26 @@ StatusOr<std::unique_ptr<SetState>> SetTable::make(int32_t id, const std::vector
   set->negotiator = std::make_unique<Negotiator>(set->control, nopts, label);
   Backend* own = &set->group->backend();
   BackendChoice host(label, own, "the set's own communicator");
+  // A set on one host reduces through shared memory. The map is the same on every rank, so
+  // all its members join or none.
+  if (ranks.size() > 1 && map.one_host(ranks)) {
+    std::string why;
+    StatusOr<std::unique_ptr<Backend>> shared = set->group->shared_memory(&why);
+    if (!shared.ok()) return shared.status();
+    set->shared_memory = std::move(shared).value();
+    if (set->shared_memory) {
+      host.prefer(set->shared_memory.get(), "every member runs on this host");
+    } else {
+      log().debug("{}: no shared memory for reductions ({}); MPI moves them", label, why);
+    }
+  }
   if (id == 0 && map.cross_size > 1) {
     std::string why;
     if (use_hierarchical_host_allreduce(config.hierarchical_allreduce, true, map, &why)) {
       // hierarchical_groups_needed() asked for the groups wherever this holds.
       if (!rank_.topology_groups->local) return internal_error("the hierarchy has no local group");
       StatusOr<std::unique_ptr<HierarchicalBackend>> h = HierarchicalBackend::create(
-          own, &rank_.topology_groups->local->backend(), &rank_.topology_groups->cross->backend());
+          own, rank_.topology_groups->local_host.get(), &rank_.topology_groups->cross->backend());
       if (!h.ok()) return h.status();
       set->hierarchical_host = std::move(h).value();
       host.prefer(set->hierarchical_host.get(), why);

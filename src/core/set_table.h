@@ -38,6 +38,10 @@ struct SetState {
   std::unique_ptr<ControlTransport> host_rounds;  // set when its rounds use the board
   ControlTransport* control = nullptr;            // host_rounds, or the group's
   std::unique_ptr<Negotiator> negotiator;
+  // Its reductions through shared memory when every member runs on this host and maps it
+  // (collectives/shm_backend.h); null otherwise. Like hierarchical_host, offered to the
+  // executor's choice and declared before it.
+  std::unique_ptr<Backend> shared_memory;
   // The global set's host-memory reductions across hosts, over the topology groups
   // (collectives/hierarchical_allreduce.h); null: the group's backend, flat. Declared
   // before the executor, which uses it, so that it outlives it.

@@ -21,9 +21,9 @@ class InMemoryGroup final : public Group {
   int size() const override { return control_.size(); }
   ControlTransport& control() override { return control_; }
   Backend& backend() override { return backend_; }
-  Status join_host(std::string* why) override {
+  StatusOr<std::unique_ptr<Backend>> shared_memory(std::string* why) override {
     *why = "an in-memory group reads its members' buffers in place";
-    return {};
+    return std::unique_ptr<Backend>();
   }
 
  private:

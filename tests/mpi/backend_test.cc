@@ -1,5 +1,6 @@
-// The MPI backend's reductions on both of its paths, with no runtime around them: point to
-// point messages (a set across hosts) and shared memory (a set on one host). For every
+// The host-memory reductions of both providers, with no runtime around them: the MPI
+// backend's point-to-point messages (a set across hosts) and the shared-memory backend (a
+// set on one host, collectives/shm_backend.h). For every
 // dtype and op, sizes from one element to several chunks long, in place and out of place,
 // every rank's result must have the bits of the same reduction computed here from every
 // rank's input: in rank order for shared memory, and by the combination tree
@@ -30,7 +31,7 @@ using testing::all_dtypes;
 
 int g_rank = 0;
 int g_size = 1;
-Group* g_shared = nullptr;        // reduces through shared memory
+Backend* g_shared = nullptr;      // reduces through shared memory
 Group* g_messages = nullptr;      // reduces by messages
 MPI_Comm g_comm = MPI_COMM_NULL;  // for backends made by the tests
 
@@ -89,7 +90,7 @@ std::vector<int64_t> counts_for(DataType t) {
 class BothPaths : public ::testing::TestWithParam<const char*> {
  protected:
   bool shared() const { return std::string(GetParam()) == "shared"; }
-  Backend& backend() const { return (shared() ? g_shared : g_messages)->backend(); }
+  Backend& backend() const { return shared() ? *g_shared : g_messages->backend(); }
   Combine combine() const { return shared() ? &kernels::reduce_ordered : &kernels::reduce_tree; }
 };
 
@@ -251,18 +252,20 @@ int main(int argc, char** argv) {
     if (!shared.ok() || !messages.ok()) return rc;
     std::string why;
     // Otherwise every rank runs on this host: the segment must map.
-    chorus::Status s = across_hosts ? chorus::Status() : (*shared)->join_host(&why);
-    if (!s.ok() || !why.empty()) {
+    chorus::StatusOr<std::unique_ptr<chorus::Backend>> shm =
+        across_hosts ? std::unique_ptr<chorus::Backend>() : (*shared)->shared_memory(&why);
+    if (!shm.ok() || (!across_hosts && !*shm)) {
       std::fprintf(stderr, "rank %d: no shared memory for the backend: %s %s\n", chorus::g_rank,
-                   s.to_string().c_str(), why.c_str());
+                   shm.status().to_string().c_str(), why.c_str());
       return rc;
     }
-    if (!across_hosts) chorus::g_shared = shared->get();
+    chorus::g_shared = shm->get();
     chorus::g_messages = messages->get();
     MPI_Comm_dup(MPI_COMM_WORLD, &chorus::g_comm);
     MPI_Comm_set_errhandler(chorus::g_comm, MPI_ERRORS_RETURN);
     if (chorus::g_rank != 0) ::testing::GTEST_FLAG(brief) = true;
     rc = RUN_ALL_TESTS();
+    shm->reset();
     shared->reset();
     messages->reset();
     MPI_Comm_free(&chorus::g_comm);

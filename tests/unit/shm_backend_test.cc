@@ -1,6 +1,6 @@
-// ShmReducer between two processes of this test (a fork), without MPI: the reduction's bits,
+// ShmBackend between two processes of this test (a fork), without MPI: the reduction's bits,
 // and a peer that exits mid-reduction failing the wait instead of hanging it.
-#include "collectives/shm_reducer.h"
+#include "collectives/shm_backend.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -36,8 +36,8 @@ SharedSegment two_rank_segment() {
   SharedSegment segment;
   std::string why;
   Status s = segment.join(
-      host, "reducer-test", ShmReducer::segment_bytes(2),
-      [](void* p) { ShmReducer::init_segment(p, 2); }, &why);
+      host, "reducer-test", ShmBackend::segment_bytes(2),
+      [](void* p) { ShmBackend::init_segment(p, 2); }, &why);
   EXPECT_TRUE(s.ok()) << s.to_string();
   EXPECT_TRUE(segment.mapped()) << why;
   return segment;
@@ -55,11 +55,10 @@ constexpr int64_t kCount = 3 * 32768 * 2 + 11;
 
 // Runs the allreduce as `rank` and returns whether every element is the sum of both inputs.
 bool allreduce_as(SharedSegment segment, int rank) {
-  ShmReducer reducer(std::move(segment), rank, 2);
+  ShmBackend reducer(std::move(segment), rank, 2);
   std::vector<float> data = input(rank, kCount);
-  const std::vector<int64_t> blocks = {kCount / 2 + 1, kCount / 2};
   Status s =
-      reducer.allreduce(data.data(), data.data(), blocks, DataType::kFloat32, ReduceOp::kSum, {});
+      reducer.allreduce(data.data(), data.data(), kCount, DataType::kFloat32, ReduceOp::kSum, {});
   if (!s.ok()) return false;
   const std::vector<float> a = input(0, kCount), b = input(1, kCount);
   for (int64_t i = 0; i < kCount; ++i) {
@@ -68,7 +67,23 @@ bool allreduce_as(SharedSegment segment, int rank) {
   return true;
 }
 
-TEST(ShmReducer, TwoProcessesAllreduceInPlace) {
+// A provider of the two reductions alone, on every dtype, which a trainer thread may run:
+// the set's BackendChoice gives it those and leaves the data movement to MPI.
+TEST(ShmBackend, ServesTheReductionsAlone) {
+  ShmBackend backend(two_rank_segment(), 0, 2);
+  for (DataType t : {DataType::kFloat32, DataType::kBFloat16, DataType::kInt64}) {
+    EXPECT_TRUE(backend.serves(Collective::kAllreduce, t));
+    EXPECT_TRUE(backend.serves(Collective::kReducescatter, t));
+  }
+  for (Collective c : {Collective::kAllgather, Collective::kBroadcast, Collective::kAlltoall,
+                       Collective::kBarrier}) {
+    EXPECT_FALSE(backend.serves(c, DataType::kUInt8)) << collective_name(c);
+  }
+  EXPECT_TRUE(backend.allreduce_without_mpi());
+  EXPECT_EQ(std::string("shared memory"), backend.name());
+}
+
+TEST(ShmBackend, TwoProcessesAllreduceInPlace) {
   SharedSegment segment = two_rank_segment();
   ASSERT_TRUE(segment.mapped());
   const pid_t child = fork();
@@ -80,7 +95,7 @@ TEST(ShmReducer, TwoProcessesAllreduceInPlace) {
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "rank 1's result is wrong";
 }
 
-TEST(ShmReducer, APeerThatExitedFailsTheWaitNamingIt) {
+TEST(ShmBackend, APeerThatExitedFailsTheWaitNamingIt) {
   SharedSegment segment = two_rank_segment();
   ASSERT_TRUE(segment.mapped());
   // Children reaped at once: an exited peer leaves no zombie that would still look alive.
@@ -88,14 +103,14 @@ TEST(ShmReducer, APeerThatExitedFailsTheWaitNamingIt) {
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    ShmReducer joined_then_left(std::move(segment), 1, 2);
+    ShmBackend joined_then_left(std::move(segment), 1, 2);
     _exit(0);
   }
-  ShmReducer reducer(std::move(segment), 0, 2);
+  ShmBackend reducer(std::move(segment), 0, 2);
   std::vector<float> data(1000, 1.0f);
   const auto start = std::chrono::steady_clock::now();
-  Status s = reducer.allreduce(data.data(), data.data(), {500, 500}, DataType::kFloat32,
-                               ReduceOp::kSum, {});
+  Status s =
+      reducer.allreduce(data.data(), data.data(), 1000, DataType::kFloat32, ReduceOp::kSum, {});
   const auto waited = std::chrono::steady_clock::now() - start;
   signal(SIGCHLD, SIG_DFL);
   EXPECT_EQ(s.code(), StatusCode::kAborted) << s.to_string();

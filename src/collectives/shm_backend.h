@@ -1,6 +1,8 @@
 #pragma once
-// Reductions among the ranks of one host through shared memory: the MPI backend's
-// allreduce and reducescatter when every member of its set runs on one host.
+// The shared-memory provider of host-memory reductions: allreduce and reducescatter among
+// the ranks of one host, every dtype. A set whose members all run on one host offers it
+// before the set's MPI backend (core/set_table.cc), and so does the hierarchical
+// allreduce's local group (collectives/topology_groups.h); MPI keeps the data movement.
 //
 // Between ranks of one host an MPI message of any size costs a handshake, and a large one
 // a copy made by a system call that pins the sender's pages; the receiver makes progress
@@ -21,26 +23,37 @@
 // a rank that died mid-reduction fails the reduction on the others, naming it, where the
 // launcher does not end the job.
 //
-// Every element is combined by its block's owner in rank order, exactly as on the MPI
-// path: the same bits on every rank, fused or alone, whichever path ran.
+// Every element is ((x0 op x1) op x2) ..., combined by its block's owner in rank order:
+// the same bits on every rank, fused or alone, whatever the size. It makes no MPI call, so
+// a trainer thread waiting on a handle may run its allreduce (allreduce_without_mpi).
 //
 // Thread contract: the backend's (collectives/backend.h), one thread at a time; every
 // member calls the same methods in the same order.
 
 #include <atomic>
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "chorus/status.h"
 #include "chorus/types.h"
+#include "collectives/backend.h"
 #include "collectives/process_id.h"
 #include "kernels/reduce_kernels.h"
 #include "transport/shared_segment.h"
 
 namespace chorus {
 
-class ShmReducer {
+class ControlTransport;
+
+class ShmBackend final : public Backend {
  public:
+  /// Maps one segment among the members of `control`, which must all run on this host:
+  /// the backend, or nullptr on every member where some member could not map it (`why`
+  /// says why; not an error). Collective over `control`.
+  static StatusOr<std::unique_ptr<ShmBackend>> join(ControlTransport& control, std::string* why);
+
   /// The segment's size for `size` ranks.
   static std::size_t segment_bytes(int size);
   /// Initializes a new segment of segment_bytes(size) (on the rank that created it).
@@ -48,16 +61,22 @@ class ShmReducer {
 
   /// Uses `segment` (mapped by every member, initialized by init_segment), as `rank` of
   /// `size`.
-  ShmReducer(SharedSegment segment, int rank, int size);
+  ShmBackend(SharedSegment segment, int rank, int size);
 
-  /// The MPI backend's allreduce, with its blocks: `counts[q]` elements for rank q, in
-  /// rank order, adding up to the tensor. send may equal recv.
-  Status allreduce(const void* send, void* recv, const std::vector<int64_t>& counts, DataType dtype,
-                   ReduceOp op, kernels::Scale scale);
-  /// The MPI backend's reducescatter: recv gets this rank's block. recv may be that block
-  /// inside send.
+  const char* name() const override { return "shared memory"; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  bool serves(Collective c, DataType) const override {
+    return c == Collective::kAllreduce || c == Collective::kReducescatter;
+  }
+  bool allreduce_without_mpi() const override { return true; }
+
+  /// Blocks as on the MPI path: rank q combines count / size elements, the first
+  /// count % size ranks one more.
+  Status allreduce(const void* send, void* recv, int64_t count, DataType dtype, ReduceOp op,
+                   kernels::Scale scale) override;
   Status reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,
-                       DataType dtype, ReduceOp op, kernels::Scale scale);
+                       DataType dtype, ReduceOp op, kernels::Scale scale) override;
 
  private:
   struct alignas(64) Counter {
@@ -84,6 +103,7 @@ class ShmReducer {
   uint64_t arrivals_ = 0;  // this rank's, as in its counter
   std::vector<const void*> sources_;
   std::vector<int64_t> offsets_;
+  std::vector<int64_t> blocks_;
 };
 
 }  // namespace chorus

@@ -1,4 +1,4 @@
-#include "collectives/shm_reducer.h"
+#include "collectives/shm_backend.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "collectives/backoff.h"
+#include "transport/control_transport.h"
 
 namespace chorus {
 namespace {
@@ -21,22 +22,22 @@ constexpr std::size_t kMinRegionBytes = std::size_t{16} << 10;
 
 }  // namespace
 
-std::size_t ShmReducer::region_bytes(int size) {
+std::size_t ShmBackend::region_bytes(int size) {
   const std::size_t bytes =
       std::max(kBufferBytes / static_cast<std::size_t>(size), kMinRegionBytes);
   return bytes / 64 * 64;
 }
 
-std::size_t ShmReducer::segment_bytes(int size) {
+std::size_t ShmBackend::segment_bytes(int size) {
   const auto n = static_cast<std::size_t>(size);
   return sizeof(Counter) * n + 2 * n * n * region_bytes(size);
 }
 
-void ShmReducer::init_segment(void* base, int size) {
+void ShmBackend::init_segment(void* base, int size) {
   for (int i = 0; i < size; ++i) new (static_cast<Counter*>(base) + i) Counter();
 }
 
-ShmReducer::ShmReducer(SharedSegment segment, int rank, int size)
+ShmBackend::ShmBackend(SharedSegment segment, int rank, int size)
     : segment_(std::move(segment)),
       rank_(rank),
       size_(size),
@@ -48,24 +49,39 @@ ShmReducer::ShmReducer(SharedSegment segment, int rank, int size)
   counters_[rank_].process.set_to_this_process();
 }
 
-char* ShmReducer::region(int owner, uint64_t chunk, int block) const {
+StatusOr<std::unique_ptr<ShmBackend>> ShmBackend::join(ControlTransport& control,
+                                                       std::string* why) {
+  SharedSegment segment;
+  const int size = control.size();
+  if (Status s = segment.join(
+          control, "reduce", segment_bytes(size), [size](void* p) { init_segment(p, size); }, why);
+      !s.ok()) {
+    return s;
+  }
+  if (!segment.mapped()) return std::unique_ptr<ShmBackend>();
+  return std::make_unique<ShmBackend>(std::move(segment), control.rank(), size);
+}
+
+char* ShmBackend::region(int owner, uint64_t chunk, int block) const {
   const std::size_t buffer = static_cast<std::size_t>(owner) * 2 + chunk % 2;
   return buffers_ + (buffer * size_ + block) * region_;
 }
 
-Status ShmReducer::allreduce(const void* send, void* recv, const std::vector<int64_t>& counts,
-                             DataType dtype, ReduceOp op, kernels::Scale scale) {
-  return reduce(send, recv, counts, dtype, op, scale, /*share=*/true);
+Status ShmBackend::allreduce(const void* send, void* recv, int64_t count, DataType dtype,
+                             ReduceOp op, kernels::Scale scale) {
+  blocks_.assign(size_, count / size_);
+  for (int64_t i = 0; i < count % size_; ++i) ++blocks_[i];
+  return reduce(send, recv, blocks_, dtype, op, scale, /*share=*/true);
 }
 
-Status ShmReducer::reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,
+Status ShmBackend::reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,
                                  DataType dtype, ReduceOp op, kernels::Scale scale) {
   return reduce(send, recv, counts, dtype, op, scale, /*share=*/false);
 }
 
 // `share`: recv is the whole output and every rank gets every block (allreduce); otherwise
 // recv is this rank's block.
-Status ShmReducer::reduce(const void* send, void* recv, const std::vector<int64_t>& counts,
+Status ShmBackend::reduce(const void* send, void* recv, const std::vector<int64_t>& counts,
                           DataType dtype, ReduceOp op, kernels::Scale scale, bool share) {
   const auto esz = static_cast<int64_t>(dtype_size(dtype));
   const int64_t per = static_cast<int64_t>(region_) / esz;  // of each block, per chunk
@@ -105,7 +121,7 @@ Status ShmReducer::reduce(const void* send, void* recv, const std::vector<int64_
   return {};
 }
 
-Status ShmReducer::arrive_and_wait(int64_t bytes) {
+Status ShmBackend::arrive_and_wait(int64_t bytes) {
   // Tight polling for the first kSpins reads (a peer that is running arrives within
   // microseconds), then a yield per read, so that a peer waiting for this core gets it.
   // Once napping, the awaited process is checked every kCheckEvery naps (a few ms).
