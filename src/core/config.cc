@@ -161,6 +161,31 @@ std::string horovod_log_level(const std::string& raw, std::string*) {
   return v;
 }
 
+// A switch, 0 or 1 (a Horovod switch read as horovod_switch does); `Option` null where programs
+// cannot set it (the test-only settings).
+template <bool Config::*Field, std::optional<bool> Options::*Option = nullptr>
+SettingRow flag(const char* var, const char* horovod, const char* accepted, bool agreed) {
+  return {
+      var,
+      horovod,
+      accepted,
+      agreed,
+      [](const std::string& name, const std::string& v, const char* accepted, Config& c) -> Status {
+        if (v != "0" && v != "1") return bad_value(name, v, accepted);
+        c.*Field = v == "1";
+        return {};
+      },
+      [](const std::string&, const Options& o, Config& c) -> Status {
+        if constexpr (Option != nullptr) {
+          if (o.*Option) c.*Field = *(o.*Option);
+        }
+        return {};
+      },
+      [](const Config&) { return true; },
+      [](const Config& c) { return std::string(c.*Field ? "1" : "0"); },
+      horovod ? horovod_switch : nullptr};
+}
+
 std::vector<SettingRow> make_table() {
   std::vector<SettingRow> t;
   t.push_back({"CHORUS_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD",
@@ -213,20 +238,8 @@ std::vector<SettingRow> make_table() {
                }});
   t.push_back(number<int64_t, &Config::timeline_max_mb, &Options::timeline_max_mb, 1 << 20, true>(
       "CHORUS_TIMELINE_MAX_MB", nullptr, "MiB, an integer between 1 and 1048576", false));
-  t.push_back({"CHORUS_TIMELINE_MARK_CYCLES", "HOROVOD_TIMELINE_MARK_CYCLES", "0 or 1", false,
-               [](const std::string& name, const std::string& v, const char* accepted,
-                  Config& c) -> Status {
-                 if (v != "0" && v != "1") return bad_value(name, v, accepted);
-                 c.timeline_mark_cycles = v == "1";
-                 return {};
-               },
-               [](const std::string&, const Options& o, Config& c) -> Status {
-                 if (o.timeline_mark_cycles) c.timeline_mark_cycles = *o.timeline_mark_cycles;
-                 return {};
-               },
-               [](const Config&) { return true; },
-               [](const Config& c) { return std::string(c.timeline_mark_cycles ? "1" : "0"); },
-               horovod_switch});
+  t.push_back(flag<&Config::timeline_mark_cycles, &Options::timeline_mark_cycles>(
+      "CHORUS_TIMELINE_MARK_CYCLES", "HOROVOD_TIMELINE_MARK_CYCLES", "0 or 1", false));
   t.push_back({"CHORUS_DEBUG_DIR", nullptr, "a directory", false,
                [](const std::string&, const std::string& raw, const char*, Config& c) -> Status {
                  c.debug_dir = raw;
@@ -280,17 +293,8 @@ std::vector<SettingRow> make_table() {
           "CHORUS_HOST_ALGORITHM", true));
   t.push_back(word<BindMode, &Config::bind, &Options::bind, kBindWords>("CHORUS_BIND", false));
   // The test-only settings have no Options field: a program sets them in its environment.
-  t.push_back({"CHORUS_TEST_SHARED_GPU", nullptr, "0 or 1 (tests only)", true,
-               [](const std::string& name, const std::string& v, const char* accepted,
-                  Config& c) -> Status {
-                 if (v != "0" && v != "1") return bad_value(name, v, accepted);
-                 c.test_shared_gpu = v == "1";
-                 return {};
-               },
-               [](const std::string&, const Options&, Config&) { return Status(); },
-               [](const Config&) { return true; },
-               [](const Config& c) { return std::string(c.test_shared_gpu ? "1" : "0"); },
-               nullptr});
+  t.push_back(flag<&Config::test_shared_gpu>("CHORUS_TEST_SHARED_GPU", nullptr,
+                                             "0 or 1 (tests only)", true));
   t.push_back({"CHORUS_TEST_FAIL_COLLECTIVE", nullptr, "a collective's name (tests only)", false,
                [](const std::string&, const std::string& raw, const char*, Config& c) -> Status {
                  c.test_fail_collective = raw;
