@@ -35,6 +35,7 @@ struct Options {
   std::optional<std::string> bind;                ///< CHORUS_BIND
   std::optional<std::string> gpu_backend;         ///< CHORUS_GPU_BACKEND
   std::optional<std::string> host_algorithm;      ///< CHORUS_HOST_ALGORITHM
+  std::optional<bool> shared_memory;              ///< CHORUS_SHARED_MEMORY
 };
 
 /// A group of ranks that collectives can run within. id 0 is the global set, which always

@@ -4,7 +4,8 @@
 
 namespace chorus {
 
-StatusOr<TopologyGroups> create_topology_groups(World& world, const RankMap& map) {
+StatusOr<TopologyGroups> create_topology_groups(World& world, const RankMap& map,
+                                                bool shared_memory) {
   // Two splits of the whole world: by host (color: the host's index, cross_rank; order:
   // local_rank) and by local rank index (color: local_rank; order: cross_rank). Every rank
   // computed the same map, so ranks agree on colors and keys.
@@ -20,10 +21,11 @@ StatusOr<TopologyGroups> create_topology_groups(World& world, const RankMap& map
     return internal_error("create_topology_groups: the groups MPI built disagree with the map");
   }
   // The local group is one host's ranks: like any set on one host, it reduces through shared
-  // memory where every rank can map it, and by MPI messages otherwise.
+  // memory where every rank can map it (unless CHORUS_SHARED_MEMORY=0), and by MPI messages
+  // otherwise.
   groups.local_host = std::make_unique<BackendChoice>("local group", &groups.local->backend(),
                                                       "the local group's own communicator");
-  if (groups.local->size() > 1) {
+  if (shared_memory && groups.local->size() > 1) {
     std::string why;
     StatusOr<std::unique_ptr<Backend>> shared = groups.local->shared_memory(&why);
     if (!shared.ok()) return shared.status();

@@ -25,6 +25,9 @@ struct TopologyGroups {
 
 /// Collective over every rank of `world`, with `map` computed on every rank from the same
 /// names. Costs two communicator splits (and a dup each), whatever the number of hosts.
-StatusOr<TopologyGroups> create_topology_groups(World& world, const RankMap& map);
+/// `shared_memory` (CHORUS_SHARED_MEMORY, the same on every rank): whether the local group
+/// may reduce through shared memory.
+StatusOr<TopologyGroups> create_topology_groups(World& world, const RankMap& map,
+                                                bool shared_memory);
 
 }  // namespace chorus

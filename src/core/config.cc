@@ -291,6 +291,8 @@ std::vector<SettingRow> make_table() {
   t.push_back(
       word<HostAlgorithm, &Config::host_algorithm, &Options::host_algorithm, kHostAlgorithmWords>(
           "CHORUS_HOST_ALGORITHM", true));
+  t.push_back(flag<&Config::shared_memory, &Options::shared_memory>("CHORUS_SHARED_MEMORY", nullptr,
+                                                                    "0 or 1", true));
   t.push_back(word<BindMode, &Config::bind, &Options::bind, kBindWords>("CHORUS_BIND", false));
   // The test-only settings have no Options field: a program sets them in its environment.
   t.push_back(flag<&Config::test_shared_gpu>("CHORUS_TEST_SHARED_GPU", nullptr,

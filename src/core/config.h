@@ -152,6 +152,12 @@ struct Config {
   /// allows it; 0: off (use_hierarchical_host_allreduce in collectives/hierarchical_allreduce.h,
   /// use_hierarchical_allreduce in collectives/gpu_path.h).
   std::optional<bool> hierarchical_allreduce;
+  /// CHORUS_SHARED_MEMORY: 1 (default): a set whose ranks all run on one host, and each
+  /// host's ranks under the hierarchical allreduce, reduce through shared memory
+  /// (collectives/shm_backend.h), combining in rank order; 0: by MPI messages, in the tree
+  /// order of sets across hosts (collectives/mpi_backend.h), with CHORUS_HOST_ALGORITHM's
+  /// choice of algorithm. Data movement is MPI's either way.
+  bool shared_memory = true;
   /// CHORUS_LOG_LEVEL: trace, debug, info, warn, error, critical or off.
   std::string log_level = "warn";
   /// CHORUS_BIND: none, core or numa. Whether each rank (and its background thread) is

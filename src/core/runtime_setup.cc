@@ -53,7 +53,7 @@ Status setup_topology(World& world, const Config& config, const std::vector<std:
   // The hierarchical GPU allreduce needs them when asked for, and may choose itself on a
   // layout that allows it; the map is the same on every rank, so all build them or none.
   if (hierarchical_groups_needed(config.hierarchical_allreduce, map)) {
-    StatusOr<TopologyGroups> made = create_topology_groups(world, map);
+    StatusOr<TopologyGroups> made = create_topology_groups(world, map, config.shared_memory);
     if (!made.ok()) return made.status();
     *groups = std::move(made).value();
   }

@@ -46,13 +46,15 @@ StatusOr<std::unique_ptr<SetState>> SetTable::make(int32_t id, const std::vector
   set->negotiator = std::make_unique<Negotiator>(set->control, nopts, label);
   Backend* own = &set->group->backend();
   BackendChoice host(label, own, "the set's own communicator");
-  // A set on one host reduces through shared memory. The map is the same on every rank, so
-  // all its members join or none.
+  // A set on one host reduces through shared memory unless CHORUS_SHARED_MEMORY=0. The map
+  // and the setting are the same on every rank, so all its members join or none.
   if (ranks.size() > 1 && map.one_host(ranks)) {
-    std::string why;
-    StatusOr<std::unique_ptr<Backend>> shared = set->group->shared_memory(&why);
-    if (!shared.ok()) return shared.status();
-    set->shared_memory = std::move(shared).value();
+    std::string why = "CHORUS_SHARED_MEMORY=0";
+    if (config.shared_memory) {
+      StatusOr<std::unique_ptr<Backend>> shared = set->group->shared_memory(&why);
+      if (!shared.ok()) return shared.status();
+      set->shared_memory = std::move(shared).value();
+    }
     if (set->shared_memory) {
       host.prefer(set->shared_memory.get(), "every member runs on this host");
     } else {

@@ -50,7 +50,7 @@ void check_group(Group& group, const std::vector<std::string>& names, const std:
 void run_layout(World& world, const std::vector<std::string>& names, const char* label) {
   const int rank = world.rank();
   RankMap map = compute_rank_map(names, rank);
-  StatusOr<TopologyGroups> groups = create_topology_groups(world, map);
+  StatusOr<TopologyGroups> groups = create_topology_groups(world, map, true);
   check(groups.ok(), std::string(label) + ": " + groups.status().to_string(), rank);
   if (!groups.ok()) return;
   check_group(*groups->local, names, map.local_set(), rank, std::string(label) + " local");

@@ -6,6 +6,8 @@
 //    each host's ranks in local rank order as above, then the hosts' partial sums over the
 //    tree of the host count;
 //  - any other layout across hosts: the tree over the set's size.
+// With CHORUS_SHARED_MEMORY=0 no host reduces through shared memory: its ranks combine by the
+// tree over their number, as ranks across hosts do (one host: the tree over the ranks).
 // Across hosts partials travel in the tensor's type, so float16 rounds at every combination of
 // the tree.
 // The inputs span many magnitudes, so that the orders give different bits (checked), and every
@@ -28,12 +30,14 @@
 namespace chorus::testing {
 namespace {
 
-enum class Order { kRankOrder, kHostsThenTree, kTree };
+enum class Order { kRankOrder, kHostsThenTree, kHostTreesThenTree, kTree };
 
 const char* order_name(Order o) {
   switch (o) {
     case Order::kRankOrder: return "rank order (one host)";
     case Order::kHostsThenTree: return "each host in rank order, then the tree over the hosts";
+    case Order::kHostTreesThenTree:
+      return "each host by the tree over its ranks, then the tree over the hosts";
     case Order::kTree: return "the tree over the ranks";
   }
   return "?";
@@ -41,11 +45,16 @@ const char* order_name(Order o) {
 
 bool uniform_hosts() { return local_size() * cross_size() == size(); }
 
+bool set_to_zero(const char* variable) {
+  const char* v = std::getenv(variable);
+  return v && std::string(v) == "0";
+}
+
 Order expected_order() {
-  if (cross_size() == 1) return Order::kRankOrder;
-  const char* h = std::getenv("CHORUS_HIERARCHICAL_ALLREDUCE");
-  const bool off = h && std::string(h) == "0";
-  if (!off && uniform_hosts() && local_size() > 1) return Order::kHostsThenTree;
+  const bool shared_memory = !set_to_zero("CHORUS_SHARED_MEMORY");
+  if (cross_size() == 1) return shared_memory ? Order::kRankOrder : Order::kTree;
+  if (!set_to_zero("CHORUS_HIERARCHICAL_ALLREDUCE") && uniform_hosts() && local_size() > 1)
+    return shared_memory ? Order::kHostsThenTree : Order::kHostTreesThenTree;
   return Order::kTree;
 }
 
@@ -75,11 +84,15 @@ float expected_sum(Order order, const std::vector<float>& x, bool half) {
   switch (order) {
     case Order::kRankOrder: return store(rank_order(x, 0, x.size()));
     case Order::kTree: return combination_tree(x, add);
-    case Order::kHostsThenTree: {
+    case Order::kHostsThenTree:
+    case Order::kHostTreesThenTree: {
       const auto per_host = static_cast<std::size_t>(local_size());
       std::vector<float> hosts;
       for (std::size_t h = 0; h < x.size() / per_host; ++h) {
-        hosts.push_back(store(rank_order(x, h * per_host, (h + 1) * per_host)));
+        const auto first = x.begin() + static_cast<std::ptrdiff_t>(h * per_host);
+        hosts.push_back(order == Order::kHostsThenTree
+                            ? store(rank_order(x, h * per_host, (h + 1) * per_host))
+                            : combination_tree(std::vector<float>(first, first + per_host), add));
       }
       return combination_tree(hosts, add);
     }
@@ -151,7 +164,8 @@ TEST(Order, Float32AndFloat16AloneHaveTheLayoutsBits) {
   const Order order = expected_order();
   if (rank() == 0) std::printf("order: %s\n", order_name(order));
   // The hosts' partial sums are of consecutive ranks.
-  if (order == Order::kHostsThenTree) ASSERT_EQ(rank(), cross_rank() * local_size() + local_rank());
+  if (order == Order::kHostsThenTree || order == Order::kHostTreesThenTree)
+    ASSERT_EQ(rank(), cross_rank() * local_size() + local_rank());
   Check all;
   for (bool half : {false, true}) {
     // Sizes that end inside a shard, a fusion piece and a chunk of every path.

@@ -74,7 +74,9 @@ INSTANTIATE_TEST_SUITE_P(Words, ConfigBadEnvTest,
                                            BadValue{"CHORUS_BIND", "Core"},
                                            BadValue{"CHORUS_TIMELINE_MARK_CYCLES", "yes"},
                                            BadValue{"CHORUS_TIMELINE_MARK_CYCLES", "2"},
-                                           BadValue{"CHORUS_TIMELINE_MARK_CYCLES", "true"}));
+                                           BadValue{"CHORUS_TIMELINE_MARK_CYCLES", "true"},
+                                           BadValue{"CHORUS_SHARED_MEMORY", "off"},
+                                           BadValue{"CHORUS_SHARED_MEMORY", "2"}));
 
 TEST(ConfigTest, MessageStatesTheAcceptedForm) {
   StatusOr<Config> c = load_env({{"CHORUS_HIERARCHICAL_ALLREDUCE", "maybe"}});

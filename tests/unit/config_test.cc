@@ -232,6 +232,27 @@ TEST(ConfigTest, TestOnlySettings) {
   expect_invalid(load_env({{"CHORUS_TEST_SHARED_GPU", "yes"}}), "CHORUS_TEST_SHARED_GPU", "yes");
 }
 
+// Shared-memory reductions: on by default, off by the variable or Options (which wins), and
+// agreed: a member that joined the segment would wait there for one that did not.
+TEST(ConfigTest, SharedMemory) {
+  StatusOr<Config> c = load_env({});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_TRUE(c->shared_memory);
+  c = load_env({{"CHORUS_SHARED_MEMORY", "0"}});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_FALSE(c->shared_memory);
+  bool agreed = false;
+  for (const auto& [name, value] : c->agreed()) {
+    agreed = agreed || (name == "CHORUS_SHARED_MEMORY" && value == "0");
+  }
+  EXPECT_TRUE(agreed);
+  Options o;
+  o.shared_memory = true;
+  c = load_env({{"CHORUS_SHARED_MEMORY", "0"}}, o);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_TRUE(c->shared_memory);
+}
+
 TEST(ConfigTest, LivenessSeconds) {
   StatusOr<Config> c = load_env({});
   ASSERT_TRUE(c.ok()) << c.status().to_string();
