@@ -57,26 +57,22 @@ INSTANTIATE_TEST_SUITE_P(
         BadValue{"CHORUS_LIVENESS_SECONDS", "forever"}, BadValue{"CHORUS_LIVENESS_SECONDS", "-1"},
         BadValue{"CHORUS_LIVENESS_SECONDS", "604801"}));
 
-INSTANTIATE_TEST_SUITE_P(Words, ConfigBadEnvTest,
-                         ::testing::Values(BadValue{"CHORUS_HIERARCHICAL_ALLREDUCE", "yes"},
-                                           BadValue{"CHORUS_HIERARCHICAL_ALLREDUCE", "2"},
-                                           BadValue{"CHORUS_HIERARCHICAL_ALLREDUCE", "TRUE"},
-                                           BadValue{"CHORUS_HIERARCHICAL_ALLREDUCE", "1 "},
-                                           BadValue{"CHORUS_HIERARCHICAL_ALLREDUCE", "AUTO"},
-                                           BadValue{"CHORUS_HIERARCHICAL_ALLREDUCE", "-1"},
-                                           BadValue{"CHORUS_LOG_LEVEL", "verbose"},
-                                           BadValue{"CHORUS_LOG_LEVEL", "warning"},
-                                           BadValue{"CHORUS_LOG_LEVEL", "WARN"},
-                                           BadValue{"CHORUS_GPU_BACKEND", "NCCL"},
-                                           BadValue{"CHORUS_GPU_BACKEND", "gloo"},
-                                           BadValue{"CHORUS_GPU_BACKEND", "mpi "},
-                                           BadValue{"CHORUS_BIND", "socket"},
-                                           BadValue{"CHORUS_BIND", "Core"},
-                                           BadValue{"CHORUS_TIMELINE_MARK_CYCLES", "yes"},
-                                           BadValue{"CHORUS_TIMELINE_MARK_CYCLES", "2"},
-                                           BadValue{"CHORUS_TIMELINE_MARK_CYCLES", "true"},
-                                           BadValue{"CHORUS_SHARED_MEMORY", "off"},
-                                           BadValue{"CHORUS_SHARED_MEMORY", "2"}));
+INSTANTIATE_TEST_SUITE_P(
+    Words, ConfigBadEnvTest,
+    ::testing::Values(
+        BadValue{"CHORUS_HIERARCHICAL_ALLREDUCE", "yes"},
+        BadValue{"CHORUS_HIERARCHICAL_ALLREDUCE", "2"},
+        BadValue{"CHORUS_HIERARCHICAL_ALLREDUCE", "TRUE"},
+        BadValue{"CHORUS_HIERARCHICAL_ALLREDUCE", "1 "},
+        BadValue{"CHORUS_HIERARCHICAL_ALLREDUCE", "AUTO"},
+        BadValue{"CHORUS_HIERARCHICAL_ALLREDUCE", "-1"}, BadValue{"CHORUS_LOG_LEVEL", "verbose"},
+        BadValue{"CHORUS_LOG_LEVEL", "warning"}, BadValue{"CHORUS_LOG_LEVEL", "WARN"},
+        BadValue{"CHORUS_GPU_BACKEND", "NCCL"}, BadValue{"CHORUS_GPU_BACKEND", "gloo"},
+        BadValue{"CHORUS_GPU_BACKEND", "mpi "}, BadValue{"CHORUS_BIND", "socket"},
+        BadValue{"CHORUS_BIND", "Core"}, BadValue{"CHORUS_TIMELINE_MARK_CYCLES", "yes"},
+        BadValue{"CHORUS_TIMELINE_MARK_CYCLES", "2"},
+        BadValue{"CHORUS_TIMELINE_MARK_CYCLES", "true"}, BadValue{"CHORUS_SHARED_MEMORY", "off"},
+        BadValue{"CHORUS_SHARED_MEMORY", "2"}));
 
 TEST(ConfigTest, MessageStatesTheAcceptedForm) {
   StatusOr<Config> c = load_env({{"CHORUS_HIERARCHICAL_ALLREDUCE", "maybe"}});
