@@ -90,8 +90,8 @@ StatusOr<Prepared> prepare(OpType op, const std::string& name, ProcessSet ps) {
   }
   if (info->rank < 0) {
     return invalid_argument(std::string(op_type_name(op)) + ": rank " +
-                            std::to_string(p.rt->rank()) + " is not a member of process set " +
-                            std::to_string(ps.id));
+                            std::to_string(p.rt->rank_map().rank) +
+                            " is not a member of process set " + std::to_string(ps.id));
   }
   p.set = *info;
   p.entry.set_id = ps.id;
@@ -167,7 +167,7 @@ Status init(const Options& options) {
     g_runtime->shutdown();
     g_runtime.reset();
   }
-  StatusOr<std::unique_ptr<Runtime>> rt = Runtime::start(options);
+  StatusOr<std::shared_ptr<Runtime>> rt = Runtime::start(options);
   if (!rt.ok()) return rt.status();
   g_runtime = std::move(rt).value();
   return {};
@@ -189,11 +189,11 @@ bool is_initialized() {
 
 int rank() {
   auto rt = runtime();
-  return rt ? rt->rank() : -1;
+  return rt ? rt->rank_map().rank : -1;
 }
 int size() {
   auto rt = runtime();
-  return rt ? rt->size() : -1;
+  return rt ? rt->rank_map().size : -1;
 }
 int local_rank() {
   auto rt = runtime();
@@ -324,9 +324,9 @@ StatusOr<ProcessSet> add_process_set(const std::vector<int>& ranks) {
   std::vector<int> sorted = ranks;
   std::sort(sorted.begin(), sorted.end());
   if (sorted.empty() || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end() ||
-      sorted.front() < 0 || sorted.back() >= p->rt->size()) {
+      sorted.front() < 0 || sorted.back() >= p->rt->rank_map().size) {
     return invalid_argument("add_process_set: ranks must be distinct global ranks in [0, " +
-                            std::to_string(p->rt->size()) + "), at least one");
+                            std::to_string(p->rt->rank_map().size) + "), at least one");
   }
   p->entry.request.ranks.assign(sorted.begin(), sorted.end());
   Handle h = submit_one(*p);

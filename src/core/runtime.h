@@ -8,11 +8,11 @@
 //
 // The services: the submissions that trainer threads hand over (core/submissions.h), what
 // any thread may ask of the process sets (core/process_sets.h), the sets as the cycle runs
-// them (core/set_table.h), the cycle itself (core/cycle.h), and the timeline, flight
-// recorder and stall reports (core/observability.h). The runtime sets up the world, the rank
-// map, binding and the host's board (runtime_setup.cc), runs the background thread's loop,
-// which sleeps until there is work and runs cycles under progress_mu_, and tears everything
-// down in order when the loop ends.
+// them (core/set_table.h), the cycle and who drives it, the background thread or a waiting
+// trainer thread (core/cycle_driver.h), and the timeline, flight recorder and stall reports
+// (core/observability.h). The runtime sets up the world, the rank map, binding and the
+// host's board (runtime_setup.cc), hands the background thread to the driver's loop, and
+// tears everything down in order when the loop ends.
 
 #include <atomic>
 #include <chrono>
@@ -32,7 +32,7 @@
 #include "collectives/topology_groups.h"
 #include "collectives/world.h"
 #include "core/config.h"
-#include "core/cycle.h"
+#include "core/cycle_driver.h"
 #include "core/doorbell.h"
 #include "core/entry.h"
 #include "core/entry_table.h"
@@ -48,7 +48,7 @@
 
 namespace chorus {
 
-class Runtime final : public detail::Driver, public std::enable_shared_from_this<Runtime> {
+class Runtime final {
  public:
   using Clock = std::chrono::steady_clock;
   /// Makes the world on the background thread: MPI's (init_mpi_world) for a job, an
@@ -57,7 +57,7 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
 
   /// Loads the configuration, starts the background thread, and returns once the world and
   /// the global process set are up on this rank (or with the reason they are not).
-  static StatusOr<std::unique_ptr<Runtime>> start(const Options& options,
+  static StatusOr<std::shared_ptr<Runtime>> start(const Options& options,
                                                   WorldFactory make_world = init_mpi_world);
   ~Runtime();
 
@@ -70,11 +70,9 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   /// stopped it, or NOT_INITIALIZED after this rank's own shutdown.
   Status stopped(const std::string& call) const { return submissions_.stopped(call); }
 
-  // Set up before start() returns, read-only after: any thread.
+  /// Where this rank runs, its rank and the job's size; set up before start() returns,
+  /// read-only after: any thread.
   const RankMap& rank_map() const { return map_; }
-  int rank() const { return rank_; }
-  int size() const { return size_; }
-  const Config& config() const { return config_; }
   /// The GPU this rank's collectives use (pinned by its first CUDA tensor). Any thread.
   RankDevice& gpu_device() { return gpu_device_; }
   /// The sets' sizes, this rank's place in them, and the names in flight. Any thread.
@@ -94,14 +92,8 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   /// A training step ended on this rank (timeline/trainer_marks.h). Any thread.
   void mark_step() { observability_.trainer_marks().step(); }
 
-  /// Cycles that trainer threads waiting on a handle ran to the end (see above). Any thread.
-  uint64_t trainer_cycles() const { return cycle_.trainer_cycles(); }
-
-  /// Handle's hooks (detail::Driver): runs cycles on the calling thread while it may (see
-  /// above); wakes the background thread for work this thread's submit left to it.
-  void drive(detail::HandleState& handle) override;
-  void wake() override;
-  void waited(Clock::time_point since) override { observability_.trainer_marks().waited(since); }
+  /// Cycles that trainer threads waiting on a handle ran to the end. Any thread.
+  uint64_t trainer_cycles() const { return driver_.trainer_cycles(); }
 
  private:
   explicit Runtime(Config config);
@@ -110,15 +102,10 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   void run(const WorldFactory& make_world, std::promise<Status> started)
       CHORUS_EXCLUDES(progress_mu_);
   Status setup(const WorldFactory& make_world) CHORUS_REQUIRES(progress_mu_);
-  void loop() CHORUS_EXCLUDES(progress_mu_);
-  bool wait_for_work(std::chrono::microseconds timeout, bool pending, uint64_t cycles)
-      CHORUS_EXCLUDES(progress_mu_);
 
   const Config config_;
   // Written by setup() before start() returns; read-only after.
   RankMap map_;
-  int rank_ = -1;
-  int size_ = -1;
   RankDevice gpu_device_;
   ProcessSets process_sets_;
   Submissions submissions_;
@@ -126,8 +113,8 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   // ranks; the background thread sleeps on it. Joined to the host's board by setup().
   Doorbells doorbells_;
 
-  // Held by whichever thread runs the cycle's phases (see above), and by the background
-  // thread while it sets up and after its loop.
+  // Held by whichever thread runs the cycle's phases (core/cycle_driver.h), and by the
+  // background thread while it sets up and tears down.
   Mutex progress_mu_;
   std::unique_ptr<World> world_ CHORUS_GUARDED_BY(progress_mu_);
   // Built when the hierarchical allreduce may use them (runtime_setup.cc), handed to the
@@ -138,16 +125,11 @@ class Runtime final : public detail::Driver, public std::enable_shared_from_this
   Observability observability_;
   // The sets as the cycle runs them (core/set_table.h).
   SetTable sets_ CHORUS_GUARDED_BY(progress_mu_);
-  // The cycle (core/cycle.h): its phases run under progress_mu_, which is its contract
-  // rather than an annotation, since trainer threads ask it, without the lock, whether
-  // they may drive it.
-  Cycle cycle_;
-  // A phase failed on a trainer thread; the loop ends.
-  Status trainer_failure_ CHORUS_GUARDED_BY(progress_mu_);
-  std::atomic<bool> driving_{false};  // a trainer thread holds progress_mu_
-  // A trainer thread left work for the background thread (a cycle in flight, requests
-  // pending, or a queue), and rang its doorbell.
-  std::atomic<bool> handed_over_{false};
+  // The cycle, run by the background thread's loop or by a waiting trainer thread.
+  CycleDriver driver_;
+  // The driver as the handles reach it, sharing the runtime's ownership: a handle that
+  // drives keeps the runtime alive. Set by start(), read-only after.
+  std::weak_ptr<detail::Driver> handle_driver_;
 
   std::thread thread_;
   // Written by the background thread before start() returns; read by request_timeline.

@@ -81,19 +81,18 @@ Status Runtime::setup(const WorldFactory& make_world) {
   StatusOr<std::unique_ptr<World>> world = make_world(WorldOptions{config_.host_algorithm});
   if (!world.ok()) return world.status();
   world_ = std::move(world).value();
-  rank_ = world_->rank();
-  size_ = world_->size();
-  configure_logging(rank_, config_.log_level);
+  const int rank = world_->rank();
+  configure_logging(rank, config_.log_level);
   log().debug("config: {}", config_.describe());
   // The HOROVOD_* variables of a job script that Chorus reads otherwise than by their value,
   // or not at all: once per job, at info level (none changes a result; the ranks share one
   // environment).
-  if (rank_ == 0) {
+  if (rank == 0) {
     for (const std::string& note : config_.horovod_notes) log().info("{}", note);
   }
   if (nccl_compiled_version_code() != 0) log().debug("built with {}", nccl_version_string());
   StatusOr<ClockOffset> clock = world_->clock_offset();
-  observability_.start(rank_, clock.ok() ? *clock : ClockOffset{});
+  observability_.start(rank, clock.ok() ? *clock : ClockOffset{});
   if (Status s = agree(*world_, clock.status(), "measuring the clocks"); !s.ok()) return s;
   const Status local =
       observability_.open_initial_timeline(config_.timeline_path, config_.timeline_mark_cycles);
@@ -111,7 +110,7 @@ Status Runtime::setup(const WorldFactory& make_world) {
       !s.ok()) {
     return s;
   }
-  const SetTable::Rank made_of{world_.get(),      rank_,       &config_, &map_, &doorbells_,
+  const SetTable::Rank made_of{world_.get(),      rank,        &config_, &map_, &doorbells_,
                                &topology_groups_, &gpu_device_};
   if (Status s = agree(*world_, sets_.start(made_of), "the global process set"); !s.ok()) {
     return s;

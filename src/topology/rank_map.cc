@@ -24,6 +24,8 @@ void classify_layout(RankMap& map) {
 
 RankMap compute_rank_map(const std::vector<std::string>& names, int rank) {
   RankMap map;
+  map.rank = rank;
+  map.size = static_cast<int>(names.size());
   std::map<std::string, int> host_index;
   std::vector<int> host_of(names.size());
   for (int r = 0; r < static_cast<int>(names.size()); ++r) {

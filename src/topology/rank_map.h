@@ -9,6 +9,8 @@
 namespace chorus {
 
 struct RankMap {
+  int rank = 0;        ///< this rank's global rank
+  int size = 1;        ///< ranks in the job
   int local_rank = 0;  ///< index among the ranks on this host, in global rank order
   int local_size = 1;  ///< ranks on this host
   int cross_rank = 0;  ///< this host's index, hosts ordered by their lowest global rank

@@ -52,7 +52,7 @@ std::vector<std::shared_ptr<Runtime>> run_job(
   std::vector<std::thread> threads;
   for (int r = 0; r < job.size(); ++r) {
     threads.emplace_back([&, r] {
-      StatusOr<std::unique_ptr<Runtime>> rt = Runtime::start(options(r), job.world(r));
+      StatusOr<std::shared_ptr<Runtime>> rt = Runtime::start(options(r), job.world(r));
       if (!rt.ok()) {
         ADD_FAILURE() << "rank " << r << ": start failed: " << rt.status().to_string();
         job.abort("rank " + std::to_string(r) + " did not start");
@@ -259,7 +259,7 @@ TEST_P(MultiRankTest, DisagreeingSettingFailsStartOnEveryRank) {
     threads.emplace_back([&, r] {
       Options o;
       o.fusion_threshold_bytes = r == n - 1 ? 1 << 20 : 1 << 21;
-      StatusOr<std::unique_ptr<Runtime>> rt = Runtime::start(o, job_.world(r));
+      StatusOr<std::shared_ptr<Runtime>> rt = Runtime::start(o, job_.world(r));
       std::lock_guard<std::mutex> lock(mu);
       starts[r] = rt.status();
     });
