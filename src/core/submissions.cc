@@ -29,7 +29,7 @@ bool Submissions::push(std::span<Entry> entries) {
     e.enqueued = now;
     queue_.push_back(std::move(e));
   }
-  // Sequentially consistent, like the doorbell's ring and Runtime::drive()'s reads: a
+  // Sequentially consistent, like the doorbell's ring and CycleDriver::drive()'s reads: a
   // trainer thread that stops driving sees it, or the background thread does.
   work_queued_.store(true, std::memory_order_seq_cst);
   return true;

@@ -50,7 +50,7 @@ class Submissions {
   /// the requests.
   Taken take(std::vector<Entry>* fresh);
   /// Set by a push of entries, cleared by take(); sequentially consistent (see
-  /// Runtime::drive()).
+  /// CycleDriver::drive()).
   bool work_queued() const { return work_queued_.load(std::memory_order_seq_cst); }
   /// A stop or timeline request waits (`requests`), or entries do (`entries`).
   void waiting(bool* requests, bool* entries) const;
