@@ -12,6 +12,7 @@
 #define CHORUS_CAPABILITY(name) CHORUS_THREAD_ANNOTATION(capability(name))
 #define CHORUS_SCOPED_CAPABILITY CHORUS_THREAD_ANNOTATION(scoped_lockable)
 #define CHORUS_GUARDED_BY(mu) CHORUS_THREAD_ANNOTATION(guarded_by(mu))
+#define CHORUS_PT_GUARDED_BY(mu) CHORUS_THREAD_ANNOTATION(pt_guarded_by(mu))
 #define CHORUS_REQUIRES(...) CHORUS_THREAD_ANNOTATION(requires_capability(__VA_ARGS__))
 #define CHORUS_EXCLUDES(...) CHORUS_THREAD_ANNOTATION(locks_excluded(__VA_ARGS__))
 #define CHORUS_ACQUIRE(...) CHORUS_THREAD_ANNOTATION(acquire_capability(__VA_ARGS__))

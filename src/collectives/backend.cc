@@ -38,4 +38,9 @@ Status Backend::alltoallv(const void*, const std::vector<int64_t>&, void*,
 }
 Status Backend::barrier() { return not_served(Collective::kBarrier); }
 
+void even_blocks(int64_t count, int parts, std::vector<int64_t>* blocks) {
+  blocks->assign(static_cast<std::size_t>(parts), count / parts);
+  for (int64_t i = 0; i < count % parts; ++i) ++(*blocks)[static_cast<std::size_t>(i)];
+}
+
 }  // namespace chorus

@@ -37,6 +37,11 @@ enum class Collective : uint8_t {
 inline constexpr int kNumCollectives = 6;
 const char* collective_name(Collective c);
 
+/// The blocks an allreduce of `count` elements is reduced in, block q by rank q of `parts`:
+/// count / parts elements each, the first count % parts one more. The MPI and shared-memory
+/// providers split alike.
+void even_blocks(int64_t count, int parts, std::vector<int64_t>* blocks);
+
 class Backend {
  public:
   virtual ~Backend() = default;

@@ -1,7 +1,8 @@
 #pragma once
 // Everything one process set needs on this rank's GPU: the communication stream, the
-// device backend (NCCL, or MPI staged / CUDA-aware, optionally hierarchical), the device
-// fusion buffer, the batched copy kernels, and the wait for completion. Created by the
+// device providers and their choice (the hierarchical allreduce, NCCL, MPI staged or
+// CUDA-aware; collectives/backend_choice.h), the device fusion buffer, the batched copy
+// kernels, and the wait for completion. Created by the
 // executor at the set's first CUDA response, which is the same response on every member,
 // so the collective setup (agreeing on the path, NCCL's id broadcast) lines up.
 // No CUDA header: streams and events travel as void*.

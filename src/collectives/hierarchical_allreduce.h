@@ -14,7 +14,9 @@
 // Bits: the result scale is applied once, at the end (in the cross allreduce), and the
 // order is node first, then across nodes in the cross backend's order. Inside the node the
 // order is the local backend's: on host memory (shared memory, or MPI staged for GPU
-// memory) it is local rank order and independent of the element's place in the buffer,
+// memory) it is local rank order, or the tree over the local ranks where the local group
+// reduces by MPI messages (no segment, CHORUS_SHARED_MEMORY=0), and independent of the
+// element's place in the buffer,
 // and across nodes the host backend's tree over the hosts is too, so fused and unfused
 // allreduces agree bit for bit (what the unit test checks over fake transports, and
 // cluster.netns_hierarchy across fake hosts); with NCCL as the local backend it is
@@ -48,10 +50,10 @@ bool hierarchical_groups_needed(std::optional<bool> requested, const RankMap& ma
 /// local allgather: only the global set (`global_set`) has local and cross groups, and the
 /// layout must allow it (hierarchical_layout); then always, unless
 /// CHORUS_HIERARCHICAL_ALLREDUCE is 0 (`requested` false). Inside a host the local group
-/// reduces through shared memory, so only 1/local_size of the data crosses the network per
-/// rank, in local_size flows side by side. Fixed for the set, never per call: the
-/// combination order depends on it (host order in mpi_backend.h). `reason` says why or why
-/// not.
+/// reduces through shared memory (by MPI messages where it cannot), so only 1/local_size of the
+/// data crosses the network per rank, in local_size flows side by side. Fixed for the set, never
+/// per call: the combination order depends on it (host order in mpi_backend.h). `reason` says why
+/// or why not.
 bool use_hierarchical_host_allreduce(std::optional<bool> requested, bool global_set,
                                      const RankMap& map, std::string* reason);
 

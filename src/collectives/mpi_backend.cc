@@ -56,8 +56,7 @@ MpiBackend::MpiBackend(MPI_Comm comm, HostAlgorithm algorithm)
 char* MpiBackend::scratch(std::size_t bytes) { return scratch_.get(bytes); }
 
 const std::vector<int64_t>& MpiBackend::blocks(int64_t count) {
-  blocks_.assign(size_, count / size_);
-  for (int64_t i = 0; i < count % size_; ++i) ++blocks_[i];
+  even_blocks(count, size_, &blocks_);
   return blocks_;
 }
 

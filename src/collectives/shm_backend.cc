@@ -69,8 +69,7 @@ char* ShmBackend::region(int owner, uint64_t chunk, int block) const {
 
 Status ShmBackend::allreduce(const void* send, void* recv, int64_t count, DataType dtype,
                              ReduceOp op, kernels::Scale scale) {
-  blocks_.assign(size_, count / size_);
-  for (int64_t i = 0; i < count % size_; ++i) ++blocks_[i];
+  even_blocks(count, size_, &blocks_);
   return reduce(send, recv, blocks_, dtype, op, scale, /*share=*/true);
 }
 

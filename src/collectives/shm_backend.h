@@ -71,8 +71,7 @@ class ShmBackend final : public Backend {
   }
   bool allreduce_without_mpi() const override { return true; }
 
-  /// Blocks as on the MPI path: rank q combines count / size elements, the first
-  /// count % size ranks one more.
+  /// In the MPI path's blocks (even_blocks), block q combined by rank q.
   Status allreduce(const void* send, void* recv, int64_t count, DataType dtype, ReduceOp op,
                    kernels::Scale scale) override;
   Status reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,

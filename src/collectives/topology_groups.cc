@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "base/logging.h"
+
 namespace chorus {
 
 StatusOr<TopologyGroups> create_topology_groups(World& world, const RankMap& map,
@@ -25,13 +27,19 @@ StatusOr<TopologyGroups> create_topology_groups(World& world, const RankMap& map
   // otherwise.
   groups.local_host = std::make_unique<BackendChoice>("local group", &groups.local->backend(),
                                                       "the local group's own communicator");
-  if (shared_memory && groups.local->size() > 1) {
+  if (groups.local->size() > 1) {
     std::string why;
-    StatusOr<std::unique_ptr<Backend>> shared = groups.local->shared_memory(&why);
-    if (!shared.ok()) return shared.status();
-    groups.local_shared = std::move(shared).value();
+    if (!shared_memory) {
+      why = "CHORUS_SHARED_MEMORY=0";
+    } else {
+      StatusOr<std::unique_ptr<Backend>> shared = groups.local->shared_memory(&why);
+      if (!shared.ok()) return shared.status();
+      groups.local_shared = std::move(shared).value();
+    }
     if (groups.local_shared) {
       groups.local_host->prefer(groups.local_shared.get(), "every local rank maps the segment");
+    } else {
+      log().debug("local group: no shared memory for reductions ({}); MPI moves them", why);
     }
   }
   return groups;

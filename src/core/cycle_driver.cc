@@ -4,7 +4,6 @@
 #include <exception>
 #include <new>
 #include <thread>
-#include <vector>
 
 #include "base/logging.h"
 

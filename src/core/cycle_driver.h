@@ -68,7 +68,7 @@ class CycleDriver final : public detail::Driver {
       CHORUS_EXCLUDES(*progress_mu_);
 
   Mutex* const progress_mu_;
-  SetTable* const sets_;
+  SetTable* const sets_ CHORUS_PT_GUARDED_BY(*progress_mu_);
   Submissions* const submissions_;
   Doorbells* const doorbells_;
   Observability* const observability_;

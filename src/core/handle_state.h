@@ -52,7 +52,8 @@ struct HandleState {
   /// Records output `index` (a group's member i is output i; members finish in any order).
   void set_output(std::size_t index, const TensorRef& t);
 
-  std::weak_ptr<Driver> driver;  ///< the runtime that runs the collective; set before submit
+  std::weak_ptr<Driver>
+      driver;  ///< the runtime's cycle driver (core/cycle_driver.h); set before submit
   std::atomic<bool> done{false};
   std::mutex mu;
   std::condition_variable cv;

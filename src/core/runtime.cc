@@ -3,8 +3,6 @@
 #include <pthread.h>
 #include <sys/prctl.h>
 
-#include "base/logging.h"
-
 namespace chorus {
 namespace {
 

@@ -14,7 +14,6 @@
 // host's board (runtime_setup.cc), hands the background thread to the driver's loop, and
 // tears everything down in order when the loop ends.
 
-#include <atomic>
 #include <chrono>
 #include <functional>
 #include <future>
@@ -50,7 +49,6 @@ namespace chorus {
 
 class Runtime final {
  public:
-  using Clock = std::chrono::steady_clock;
   /// Makes the world on the background thread: MPI's (init_mpi_world) for a job, an
   /// in-memory one for the in-process tests, whose ranks are threads of one process.
   using WorldFactory = std::function<StatusOr<std::unique_ptr<World>>(const WorldOptions&)>;

@@ -38,6 +38,20 @@ StatusOr<std::unique_ptr<SetState>> SetTable::make(int32_t id, const std::vector
                           config.stall_shutdown_seconds, config.liveness_seconds};
   set->control = &set->group->control();
   const std::string label = id == 0 ? "global" : "set " + std::to_string(id);
+  // A set on one host reduces through shared memory unless CHORUS_SHARED_MEMORY=0. The map
+  // and the setting are the same on every rank, so all its members join or none.
+  if (ranks.size() > 1 && map.one_host(ranks)) {
+    std::string why;
+    if (!config.shared_memory) {
+      why = "CHORUS_SHARED_MEMORY=0";
+    } else {
+      StatusOr<std::unique_ptr<Backend>> shared = set->group->shared_memory(&why);
+      if (!shared.ok()) return shared.status();
+      set->shared_memory = std::move(shared).value();
+    }
+    if (!set->shared_memory)
+      log().debug("{}: no shared memory for reductions ({}); MPI moves them", label, why);
+  }
   // The global set of a job on one host runs its rounds on the host's board.
   if (id == 0 && map.cross_size == 1 && rank_.doorbells->shared()) {
     set->host_rounds = std::make_unique<HostRounds>(set->control, rank_.doorbells);
@@ -46,21 +60,7 @@ StatusOr<std::unique_ptr<SetState>> SetTable::make(int32_t id, const std::vector
   set->negotiator = std::make_unique<Negotiator>(set->control, nopts, label);
   Backend* own = &set->group->backend();
   BackendChoice host(label, own, "the set's own communicator");
-  // A set on one host reduces through shared memory unless CHORUS_SHARED_MEMORY=0. The map
-  // and the setting are the same on every rank, so all its members join or none.
-  if (ranks.size() > 1 && map.one_host(ranks)) {
-    std::string why = "CHORUS_SHARED_MEMORY=0";
-    if (config.shared_memory) {
-      StatusOr<std::unique_ptr<Backend>> shared = set->group->shared_memory(&why);
-      if (!shared.ok()) return shared.status();
-      set->shared_memory = std::move(shared).value();
-    }
-    if (set->shared_memory) {
-      host.prefer(set->shared_memory.get(), "every member runs on this host");
-    } else {
-      log().debug("{}: no shared memory for reductions ({}); MPI moves them", label, why);
-    }
-  }
+  if (set->shared_memory) host.prefer(set->shared_memory.get(), "every member runs on this host");
   if (id == 0 && map.cross_size > 1) {
     std::string why;
     if (use_hierarchical_host_allreduce(config.hierarchical_allreduce, true, map, &why)) {
