@@ -17,10 +17,12 @@
 //  3. allreduce only: it also copies that result into its own region, arrives, and once
 //     all have, copies the other blocks' pieces from their owners' buffers.
 // A rank writes buffer g % 2 again in chunk g + 2 only after every rank arrived in step 1
-// of chunk g + 1, and so finished reading it in chunk g. A rank waits for the others by
-// reading their counters: polling while they should be close, then sleeping in short naps,
-// and every few milliseconds of naps checking that the process it waits for still exists:
-// a rank that died mid-reduction fails the reduction on the others, naming it, where the
+// of chunk g + 1, and so finished reading it in chunk g. An allreduce whose input fits in
+// one region (16 KiB or more) is one chunk of its own with one wait: every rank copies its
+// input into its own buffer, arrives, and combines every element from every rank's copy. A rank
+// waits for the others by reading their counters: polling while they should be close, then sleeping
+// in short naps, and every few milliseconds of naps checking that the process it waits for still
+// exists: a rank that died mid-reduction fails the reduction on the others, naming it, where the
 // launcher does not end the job.
 //
 // Every element is ((x0 op x1) op x2) ..., combined by its block's owner in rank order:
@@ -85,6 +87,9 @@ class ShmBackend final : public Backend {
 
   Status reduce(const void* send, void* recv, const std::vector<int64_t>& counts, DataType dtype,
                 ReduceOp op, kernels::Scale scale, bool share);
+  // An allreduce small enough for one region per rank (cc).
+  Status allreduce_whole(const void* send, void* recv, int64_t count, DataType dtype, ReduceOp op,
+                         kernels::Scale scale);
   char* region(int owner, uint64_t chunk, int block) const;
   // Counts this rank's arrival, then waits until every rank has arrived as often; `bytes`:
   // about what the others move in the meantime. Fails if a rank waited for has exited.
