@@ -286,7 +286,7 @@ TEST_P(MultiRankTest, ShutdownOnOneRankStopsEveryRank) {
 }
 
 // On one host, a trainer that waits for each collective right after submitting it runs the
-// cycles itself (core/runtime.h), and the results stay right.
+// cycles itself (core/cycle_driver.h), and the results stay right.
 TEST_P(OneHostTest, WaitingTrainerRunsCycles) {
   const int n = this->n();
   std::vector<std::shared_ptr<Runtime>> runtimes = run_job(job_, [&](int rank) {

@@ -1,5 +1,5 @@
 // Trainer threads that wait on their handles run the cycle themselves where no phase needs
-// MPI (core/runtime.h), and hand the rest to the background thread. This job makes them
+// MPI (core/cycle_driver.h), and hand the rest to the background thread. This job makes them
 // do both, many times, and checks every result; expect.sh then checks, from the debug log,
 // that waiting trainers did run cycles. A hand-over that loses its wake-up hangs the job
 // (the hard timeout fails it); one that runs MPI off the background thread breaks MPI.
