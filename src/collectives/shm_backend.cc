@@ -8,6 +8,7 @@
 #include <thread>
 #include <utility>
 
+#include "base/logging.h"
 #include "collectives/backoff.h"
 #include "transport/control_transport.h"
 
@@ -60,6 +61,21 @@ StatusOr<std::unique_ptr<ShmBackend>> ShmBackend::join(ControlTransport& control
   }
   if (!segment.mapped()) return std::unique_ptr<ShmBackend>();
   return std::make_unique<ShmBackend>(std::move(segment), control.rank(), size);
+}
+
+StatusOr<std::unique_ptr<Backend>> shared_memory_provider(Group& group, bool allowed,
+                                                          const std::string& label) {
+  std::string why = "CHORUS_SHARED_MEMORY=0";
+  std::unique_ptr<Backend> provider;
+  if (allowed) {
+    why.clear();
+    StatusOr<std::unique_ptr<Backend>> shared = group.shared_memory(&why);
+    if (!shared.ok()) return shared.status();
+    provider = std::move(shared).value();
+  }
+  if (!provider)
+    log().debug("{}: no shared memory for reductions ({}); MPI moves them", label, why);
+  return provider;
 }
 
 char* ShmBackend::region(int owner, uint64_t chunk, int block) const {

@@ -42,12 +42,20 @@
 #include "chorus/types.h"
 #include "collectives/backend.h"
 #include "collectives/process_id.h"
+#include "collectives/world.h"
 #include "kernels/reduce_kernels.h"
 #include "transport/shared_segment.h"
 
 namespace chorus {
 
 class ControlTransport;
+
+/// The shared-memory provider of `group`'s reductions (Group::shared_memory), every member
+/// on this host; nullptr where `allowed` (CHORUS_SHARED_MEMORY) is false or some member
+/// cannot map it, and then the debug log says why, naming `label`. Collective over the
+/// group when allowed; `allowed` must be the same on every member.
+StatusOr<std::unique_ptr<Backend>> shared_memory_provider(Group& group, bool allowed,
+                                                          const std::string& label);
 
 class ShmBackend final : public Backend {
  public:

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "base/logging.h"
+#include "collectives/shm_backend.h"
 
 namespace chorus {
 
@@ -28,19 +28,12 @@ StatusOr<TopologyGroups> create_topology_groups(World& world, const RankMap& map
   groups.local_host = std::make_unique<BackendChoice>("local group", &groups.local->backend(),
                                                       "the local group's own communicator");
   if (groups.local->size() > 1) {
-    std::string why;
-    if (!shared_memory) {
-      why = "CHORUS_SHARED_MEMORY=0";
-    } else {
-      StatusOr<std::unique_ptr<Backend>> shared = groups.local->shared_memory(&why);
-      if (!shared.ok()) return shared.status();
-      groups.local_shared = std::move(shared).value();
-    }
-    if (groups.local_shared) {
+    StatusOr<std::unique_ptr<Backend>> shared =
+        shared_memory_provider(*groups.local, shared_memory, "local group");
+    if (!shared.ok()) return shared.status();
+    groups.local_shared = std::move(shared).value();
+    if (groups.local_shared)
       groups.local_host->prefer(groups.local_shared.get(), "every local rank maps the segment");
-    } else {
-      log().debug("local group: no shared memory for reductions ({}); MPI moves them", why);
-    }
   }
   return groups;
 }

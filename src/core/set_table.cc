@@ -5,6 +5,7 @@
 
 #include "base/logging.h"
 #include "collectives/hierarchical_allreduce.h"
+#include "collectives/shm_backend.h"
 #include "core/host_rounds.h"
 
 namespace chorus {
@@ -41,16 +42,10 @@ StatusOr<std::unique_ptr<SetState>> SetTable::make(int32_t id, const std::vector
   // A set on one host reduces through shared memory unless CHORUS_SHARED_MEMORY=0. The map
   // and the setting are the same on every rank, so all its members join or none.
   if (ranks.size() > 1 && map.one_host(ranks)) {
-    std::string why;
-    if (!config.shared_memory) {
-      why = "CHORUS_SHARED_MEMORY=0";
-    } else {
-      StatusOr<std::unique_ptr<Backend>> shared = set->group->shared_memory(&why);
-      if (!shared.ok()) return shared.status();
-      set->shared_memory = std::move(shared).value();
-    }
-    if (!set->shared_memory)
-      log().debug("{}: no shared memory for reductions ({}); MPI moves them", label, why);
+    StatusOr<std::unique_ptr<Backend>> shared =
+        shared_memory_provider(*set->group, config.shared_memory, label);
+    if (!shared.ok()) return shared.status();
+    set->shared_memory = std::move(shared).value();
   }
   // The global set of a job on one host runs its rounds on the host's board.
   if (id == 0 && map.cross_size == 1 && rank_.doorbells->shared()) {
