@@ -3,8 +3,6 @@
 // newest commit over the job's collectives.
 #include "chorus/elastic.h"
 
-#include <vector>
-
 #include "base/logging.h"
 #include "chorus/chorus.h"
 #include "transport/commit_store.h"
