@@ -28,6 +28,16 @@ SGE/ABCI PE_HOSTFILE, PBS_NODEFILE), else this host.
   --check-job             instead of a program, start the ranks of this layout and report
                           host -> rank -> CPUs, NUMA nodes, GPU; the MPI and NCCL versions;
                           and a 1 MiB allreduce's time on each path the job will use
+  --max-restarts N        supervise the job: relaunch it after a failure, up to N
+                          times, on the hosts left (a host the launcher names as
+                          failed is excluded); the training state comes back from the
+                          newest commit a node holds (docs/elastic.md)
+  --min-np N              end the job when fewer ranks fit (default: -np, else 1)
+  --max-np N              never run more ranks than N (hosts added may grow the job)
+  --host-discovery-script FILE
+                          prints the hosts the job may use now ("name" or "name:slots"
+                          lines), run at each launch and every 2 s while the job runs;
+                          hosts it adds join at the next commit
   --version               print the version and exit
   -h, --help              this text
 
@@ -98,6 +108,20 @@ StatusOr<Cli> parse_cli(const std::vector<std::string>& args) {
         if (!split.ok()) return split.status();
         cli.launcher_args.insert(cli.launcher_args.end(), split->begin(), split->end());
       }
+    } else if (arg == "--max-restarts") {
+      std::string v;
+      s = take(&v);
+      if (s.ok()) {
+        StatusOr<int> n = v == "0" ? StatusOr<int>(0) : parse_positive(v, arg);
+        if (n.ok()) cli.max_restarts = *n;
+        s = n.status();
+      }
+    } else if (arg == "--min-np") {
+      s = take_int(&cli.min_np);
+    } else if (arg == "--max-np") {
+      s = take_int(&cli.max_np);
+    } else if (arg == "--host-discovery-script") {
+      s = take(&cli.host_discovery_script);
     } else if (arg == "--bind") {
       s = take(&cli.bind);
     } else if (arg == "--oversubscribe" && !inline_value) {
@@ -129,6 +153,13 @@ StatusOr<Cli> parse_cli(const std::vector<std::string>& args) {
   }
   if (cli.program.empty() && !cli.check_job) {
     return invalid_argument("no program given (chorusrun --help)");
+  }
+  if (cli.elastic() && cli.check_job) {
+    return invalid_argument("--check-job is not supervised: drop the elastic options");
+  }
+  if (cli.min_np && cli.max_np && *cli.min_np > *cli.max_np) {
+    return invalid_argument("--min-np " + std::to_string(*cli.min_np) + " is more than --max-np " +
+                            std::to_string(*cli.max_np));
   }
   if (!cli.host_list.empty() && !cli.hostfile.empty()) {
     return invalid_argument("give -H or --hostfile, not both");

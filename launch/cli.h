@@ -25,6 +25,14 @@ struct Cli {
   bool version = false;
   bool check_build = false;
   bool check_job = false;  ///< run chorus-check-job on the layout instead of a program
+  // Elastic supervision (launch/supervisor.h), on when any of these is given.
+  std::optional<int> max_restarts;
+  std::optional<int> min_np;
+  std::optional<int> max_np;
+  std::string host_discovery_script;
+  bool elastic() const {
+    return max_restarts || min_np || max_np || !host_discovery_script.empty();
+  }
   std::vector<std::string> program;
 };
 

@@ -4,8 +4,8 @@
 /// commits of the state in node-local memory, and a job started again after a failure agrees
 /// on the newest commit that some node still holds. The state is whatever bytes the trainer
 /// serializes (its model, optimizer and own values), the same on every rank at a commit.
-/// Not yet the whole of elastic training: the state objects, the run loop and the supervisor
-/// come on top of these two calls.
+/// The front ends build on these calls: chorus.torch.elastic (TorchState, run) and
+/// chorus/torch/elastic.h for LibTorch trainers; chorusrun --max-restarts supervises.
 
 #include <cstdint>
 #include <optional>
@@ -23,10 +23,17 @@ struct CommittedState {
   std::string bytes;
 };
 
+/// This node's store of the elastic job's commits:
+/// `$CHORUS_ELASTIC_DIR/chorus-elastic-$CHORUS_ELASTIC_JOB/<host name>` (the host's name
+/// keeps hosts that share a /dev/shm apart). Empty where CHORUS_ELASTIC_JOB is unset: the job
+/// is not elastic, and commits stay in the process. Not collective.
+CHORUS_API StatusOr<std::string> commit_dir();
+
 /// Stores `bytes` as commit `number` in `dir`, a directory of node-local memory
 /// (/dev/shm/...) that the job's next launch on this node will read, on the node's first
 /// local rank; the other ranks return at once, since one copy per node is enough. `number`
-/// must be newer than the node's newest stored commit. Not collective.
+/// must be newer than the node's newest stored commit; the node keeps the newest
+/// CHORUS_ELASTIC_KEEP. Not collective.
 CHORUS_API Status store_commit(const std::string& dir, uint64_t number, std::string_view bytes);
 
 /// The newest commit that some node holds in its `dir`, the same bytes on every rank (the
@@ -34,5 +41,16 @@ CHORUS_API Status store_commit(const std::string& dir, uint64_t number, std::str
 /// cannot read its store fails the call on every rank, naming that rank. Collective over
 /// every rank, like a collective of the global set.
 CHORUS_API StatusOr<std::optional<CommittedState>> newest_commit(const std::string& dir);
+
+/// Whether chorusrun reported hosts added since this launch started (its discovery script
+/// found hosts the job could grow onto): rank 0 asks the supervisor and every rank returns
+/// its answer, so that all stop at the same commit. False when the job is not supervised;
+/// a supervisor that does not answer is logged and read as no news. Collective over every
+/// rank.
+CHORUS_API StatusOr<bool> hosts_added();
+
+/// Removes this node's commits in `dir` (on the node's first local rank), once the training
+/// they served has finished on every rank. Not collective.
+CHORUS_API Status remove_commits(const std::string& dir);
 
 }  // namespace chorus::elastic

@@ -30,12 +30,6 @@ std::shared_ptr<Runtime> g_runtime;
 // The calling thread's own, if it named one (core/thread_runtime.h).
 thread_local std::shared_ptr<Runtime> t_runtime;
 
-std::shared_ptr<Runtime> runtime() {
-  if (t_runtime) return t_runtime;
-  std::lock_guard<std::mutex> lock(g_mu);
-  return g_runtime;
-}
-
 Handle failed(Status status) { return Handle(detail::HandleState::failed(std::move(status))); }
 
 // CUDA inputs: the event the background thread waits on before reading (types.h), taken
@@ -76,7 +70,7 @@ struct Prepared {
 
 StatusOr<Prepared> prepare(OpType op, const std::string& name, ProcessSet ps) {
   Prepared p;
-  p.rt = runtime();
+  p.rt = current_runtime();
   if (!p.rt) {
     return Status(StatusCode::kNotInitialized,
                   std::string("chorus::") + op_type_name(op) +
@@ -156,6 +150,12 @@ Handle submit_group(OpType op, const std::vector<std::string>& names, std::size_
 
 }  // namespace
 
+std::shared_ptr<Runtime> current_runtime() {
+  if (t_runtime) return t_runtime;
+  std::lock_guard<std::mutex> lock(g_mu);
+  return g_runtime;
+}
+
 ThreadRuntime::ThreadRuntime(std::shared_ptr<Runtime> runtime)
     : previous_(std::exchange(t_runtime, std::move(runtime))) {}
 ThreadRuntime::~ThreadRuntime() { t_runtime = std::move(previous_); }
@@ -183,32 +183,32 @@ Status shutdown() {
 }
 
 bool is_initialized() {
-  std::shared_ptr<Runtime> rt = runtime();
+  std::shared_ptr<Runtime> rt = current_runtime();
   return rt && rt->running();
 }
 
 int rank() {
-  auto rt = runtime();
+  auto rt = current_runtime();
   return rt ? rt->rank_map().rank : -1;
 }
 int size() {
-  auto rt = runtime();
+  auto rt = current_runtime();
   return rt ? rt->rank_map().size : -1;
 }
 int local_rank() {
-  auto rt = runtime();
+  auto rt = current_runtime();
   return rt ? rt->rank_map().local_rank : -1;
 }
 int local_size() {
-  auto rt = runtime();
+  auto rt = current_runtime();
   return rt ? rt->rank_map().local_size : -1;
 }
 int cross_rank() {
-  auto rt = runtime();
+  auto rt = current_runtime();
   return rt ? rt->rank_map().cross_rank : -1;
 }
 int cross_size() {
-  auto rt = runtime();
+  auto rt = current_runtime();
   return rt ? rt->rank_map().cross_size : -1;
 }
 
@@ -348,7 +348,7 @@ Status remove_process_set(ProcessSet process_set) {
 }
 
 Status start_timeline(const std::string& path, bool mark_cycles) {
-  std::shared_ptr<Runtime> rt = runtime();
+  std::shared_ptr<Runtime> rt = current_runtime();
   if (!rt) {
     return Status(StatusCode::kNotInitialized,
                   "start_timeline called while Chorus is not initialized (call chorus::init() "
@@ -359,7 +359,7 @@ Status start_timeline(const std::string& path, bool mark_cycles) {
 }
 
 Status stop_timeline() {
-  std::shared_ptr<Runtime> rt = runtime();
+  std::shared_ptr<Runtime> rt = current_runtime();
   if (!rt) {
     return Status(StatusCode::kNotInitialized,
                   "stop_timeline called while Chorus is not initialized (call chorus::init() "
@@ -369,18 +369,18 @@ Status stop_timeline() {
 }
 
 void mark_step() {
-  if (std::shared_ptr<Runtime> rt = runtime()) rt->mark_step();
+  if (std::shared_ptr<Runtime> rt = current_runtime()) rt->mark_step();
 }
 
 int process_set_rank(ProcessSet process_set) {
-  auto rt = runtime();
+  auto rt = current_runtime();
   if (!rt) return -1;
   auto info = rt->process_sets().info(process_set.id);
   return info ? info->rank : -1;
 }
 
 int process_set_size(ProcessSet process_set) {
-  auto rt = runtime();
+  auto rt = current_runtime();
   if (!rt) return -1;
   auto info = rt->process_sets().info(process_set.id);
   return info ? info->size : -1;

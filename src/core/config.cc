@@ -58,7 +58,8 @@ bool valid_log_level(const std::string& v) {
 // copies a field that Options sets; `valid` checks the merged value (Options bypass the
 // parsers); `show` writes it as describe() and agreed() do.
 // A number: whole (int64_t) or real (double), at least 0 (more than 0 where `Positive`),
-// at most Max; doubles are written exactly and NaN fails the range.
+// at most Max; doubles are written exactly and NaN fails the range. `Option` null where
+// programs cannot set it (chorusrun sets it for the workers it launches).
 template <class T, T Config::*Field, std::optional<T> Options::*Option, int64_t Max,
           bool Positive = false>
 SettingRow number(const char* var, const char* horovod, const char* accepted, bool agreed) {
@@ -77,7 +78,9 @@ SettingRow number(const char* var, const char* horovod, const char* accepted, bo
             return ok ? Status() : bad_value(name, raw, accepted);
           },
           [](const std::string&, const Options& o, Config& c) -> Status {
-            if (o.*Option) c.*Field = *(o.*Option);
+            if constexpr (Option != nullptr) {
+              if (o.*Option) c.*Field = *(o.*Option);
+            }
             return {};
           },
           [](const Config& c) {
@@ -186,6 +189,28 @@ SettingRow flag(const char* var, const char* horovod, const char* accepted, bool
       horovod ? horovod_switch : nullptr};
 }
 
+// Text taken as it is: a path or a name; `Option` null where only the environment sets it.
+template <std::string Config::*Field, std::optional<std::string> Options::*Option = nullptr>
+SettingRow text(const char* var, const char* accepted, bool agreed) {
+  return {var,
+          nullptr,
+          accepted,
+          agreed,
+          [](const std::string&, const std::string& raw, const char*, Config& c) -> Status {
+            c.*Field = raw;
+            return {};
+          },
+          [](const std::string&, const Options& o, Config& c) -> Status {
+            if constexpr (Option != nullptr) {
+              if (o.*Option) c.*Field = *(o.*Option);
+            }
+            return {};
+          },
+          [](const Config&) { return true; },
+          [](const Config& c) { return c.*Field; },
+          nullptr};
+}
+
 std::vector<SettingRow> make_table() {
   std::vector<SettingRow> t;
   t.push_back({"CHORUS_FUSION_THRESHOLD", "HOROVOD_FUSION_THRESHOLD",
@@ -240,17 +265,8 @@ std::vector<SettingRow> make_table() {
       "CHORUS_TIMELINE_MAX_MB", nullptr, "MiB, an integer between 1 and 1048576", false));
   t.push_back(flag<&Config::timeline_mark_cycles, &Options::timeline_mark_cycles>(
       "CHORUS_TIMELINE_MARK_CYCLES", "HOROVOD_TIMELINE_MARK_CYCLES", "0 or 1", false));
-  t.push_back({"CHORUS_DEBUG_DIR", nullptr, "a directory", false,
-               [](const std::string&, const std::string& raw, const char*, Config& c) -> Status {
-                 c.debug_dir = raw;
-                 return {};
-               },
-               [](const std::string&, const Options& o, Config& c) -> Status {
-                 if (o.debug_dir) c.debug_dir = *o.debug_dir;
-                 return {};
-               },
-               [](const Config&) { return true; }, [](const Config& c) { return c.debug_dir; },
-               nullptr});
+  t.push_back(
+      text<&Config::debug_dir, &Options::debug_dir>("CHORUS_DEBUG_DIR", "a directory", false));
   constexpr auto kWeek = static_cast<int64_t>(Config::kMaxSeconds);
   const char* seconds = "seconds, between 0 and 604800 (a week)";
   t.push_back(number<double, &Config::stall_check_seconds, &Options::stall_check_seconds, kWeek>(
@@ -294,17 +310,20 @@ std::vector<SettingRow> make_table() {
   t.push_back(flag<&Config::shared_memory, &Options::shared_memory>("CHORUS_SHARED_MEMORY", nullptr,
                                                                     "0 or 1", true));
   t.push_back(word<BindMode, &Config::bind, &Options::bind, kBindWords>("CHORUS_BIND", false));
+  // Elastic jobs (docs/elastic.md): chorusrun sets the job, the supervisor and the version.
+  t.push_back(text<&Config::elastic_job>("CHORUS_ELASTIC_JOB", "a name", true));
+  t.push_back(text<&Config::elastic_dir>("CHORUS_ELASTIC_DIR", "a directory", false));
+  t.push_back(number<int64_t, &Config::elastic_keep, nullptr, 1000, true>(
+      "CHORUS_ELASTIC_KEEP", nullptr, "commits, an integer between 1 and 1000", true));
+  t.push_back(text<&Config::elastic_supervisor>("CHORUS_ELASTIC_SUPERVISOR",
+                                                "addresses and a port (set by chorusrun)", true));
+  t.push_back(number<int64_t, &Config::elastic_hosts_version, nullptr, int64_t{1} << 40>(
+      "CHORUS_ELASTIC_HOSTS_VERSION", nullptr, "an integer (set by chorusrun)", true));
   // The test-only settings have no Options field: a program sets them in its environment.
   t.push_back(flag<&Config::test_shared_gpu>("CHORUS_TEST_SHARED_GPU", nullptr,
                                              "0 or 1 (tests only)", true));
-  t.push_back({"CHORUS_TEST_FAIL_COLLECTIVE", nullptr, "a collective's name (tests only)", false,
-               [](const std::string&, const std::string& raw, const char*, Config& c) -> Status {
-                 c.test_fail_collective = raw;
-                 return {};
-               },
-               [](const std::string&, const Options&, Config&) { return Status(); },
-               [](const Config&) { return true; },
-               [](const Config& c) { return c.test_fail_collective; }, nullptr});
+  t.push_back(text<&Config::test_fail_collective>("CHORUS_TEST_FAIL_COLLECTIVE",
+                                                  "a collective's name (tests only)", false));
   t.push_back({"CHORUS_LOG_LEVEL", "HOROVOD_LOG_LEVEL",
                "one of trace, debug, info, warn, error, critical, off", false,
                [](const std::string&, const std::string& raw, const char*, Config& c) -> Status {
@@ -390,8 +409,8 @@ std::vector<HorovodVariable> make_horovod_variables() {
        "Chorus lets every job add and remove process sets after init()"},
       {"HOROVOD_ELASTIC",
        {},
-       "set by horovodrun's elastic mode; Chorus has no elastic mode (hvd.elastic raises "
-       "NotSupportedError)"},
+       "set by horovodrun's elastic mode; a Chorus elastic job is chorusrun's "
+       "(--max-restarts, docs/elastic.md), which sets CHORUS_ELASTIC_JOB"},
       {"HOROVOD_LOG_HIDE_TIME", {}, "Chorus's log lines carry no time"},
       {"HOROVOD_GLOO_IFACE", {}, gloo},
       {"HOROVOD_GLOO_TIMEOUT_SECONDS", {}, gloo},

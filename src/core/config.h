@@ -163,6 +163,20 @@ struct Config {
   /// CHORUS_BIND: none, core or numa. Whether each rank (and its background thread) is
   /// bound to CPUs of its own; off by default since mpirun and srun may bind already.
   BindMode bind = BindMode::kNone;
+  /// CHORUS_ELASTIC_JOB: the elastic job whose commits this rank stores and restores
+  /// (include/chorus/elastic.h); chorusrun sets it for a supervised job. Empty: none, and
+  /// commits stay in the process.
+  std::string elastic_job;
+  /// CHORUS_ELASTIC_DIR: the node-local directory holding each job's commit stores.
+  std::string elastic_dir = "/dev/shm";
+  /// CHORUS_ELASTIC_KEEP: the commits each node keeps, newest first.
+  int64_t elastic_keep = 2;
+  /// CHORUS_ELASTIC_SUPERVISOR: where chorusrun answers whether hosts were added
+  /// (launch/hosts_notice.h), "a,b:port"; empty: not supervised.
+  std::string elastic_supervisor;
+  /// CHORUS_ELASTIC_HOSTS_VERSION: the hosts' version this launch started at; a newer one
+  /// from the supervisor means hosts were added.
+  int64_t elastic_hosts_version = 0;
   /// CHORUS_GPU_BACKEND: auto, nccl or mpi. Which transport GPU collectives use: auto
   /// chooses NCCL when the build has it and every rank of the set has its own GPU, MPI
   /// otherwise; nccl and mpi force one (choose_gpu_path in collectives/gpu_path.h). nccl

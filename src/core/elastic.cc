@@ -3,25 +3,89 @@
 // newest commit over the job's collectives.
 #include "chorus/elastic.h"
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <system_error>
+
 #include "base/logging.h"
 #include "chorus/chorus.h"
+#include "core/config.h"
+#include "core/runtime.h"
+#include "core/thread_runtime.h"
 #include "transport/commit_store.h"
+#include "transport/hosts_version.h"
 
 namespace chorus::elastic {
+namespace {
+
+StatusOr<std::shared_ptr<Runtime>> running(const char* call) {
+  std::shared_ptr<Runtime> rt = current_runtime();
+  if (!rt)
+    return Status(StatusCode::kNotInitialized, std::string(call) + ": Chorus is not initialized");
+  return rt;
+}
+
+}  // namespace
+
+StatusOr<std::string> commit_dir() {
+  StatusOr<std::shared_ptr<Runtime>> rt = running("commit_dir");
+  if (!rt.ok()) return rt.status();
+  const Config& config = (*rt)->config();
+  if (config.elastic_job.empty()) return std::string();
+  char host[256] = {0};
+  if (gethostname(host, sizeof(host) - 1) != 0) {
+    return Status(StatusCode::kInternal, "commit_dir: gethostname failed");
+  }
+  return config.elastic_dir + "/chorus-elastic-" + config.elastic_job + "/" + host;
+}
 
 Status store_commit(const std::string& dir, uint64_t number, std::string_view bytes) {
-  if (!is_initialized())
-    return Status(StatusCode::kNotInitialized, "store_commit: Chorus is not initialized");
+  StatusOr<std::shared_ptr<Runtime>> rt = running("store_commit");
+  if (!rt.ok()) return rt.status();
   if (local_rank() != 0) return {};
-  return CommitStore(dir).write(number, bytes);
+  return CommitStore(dir, static_cast<int>((*rt)->config().elastic_keep)).write(number, bytes);
+}
+
+Status remove_commits(const std::string& dir) {
+  StatusOr<std::shared_ptr<Runtime>> rt = running("remove_commits");
+  if (!rt.ok()) return rt.status();
+  if (local_rank() != 0) return {};
+  if (Status s = CommitStore(dir).remove_all(); !s.ok()) return s;
+  // The job's folder goes with its last node store (on a shared /dev/shm, the last host's).
+  std::error_code ec;
+  std::filesystem::remove(std::filesystem::path(dir).parent_path(), ec);
+  return {};
+}
+
+StatusOr<bool> hosts_added() {
+  StatusOr<std::shared_ptr<Runtime>> rt = running("hosts_added");
+  if (!rt.ok()) return rt.status();
+  const Config& config = (*rt)->config();
+  if (config.elastic_supervisor.empty()) return false;
+  int32_t added = 0;
+  if (rank() == 0) {
+    StatusOr<int64_t> version = ask_hosts_version(config.elastic_supervisor, 2.0);
+    if (!version.ok()) {
+      log().warn("hosts_added: {}; read as no hosts added", version.status().message());
+    } else {
+      added = *version > config.elastic_hosts_version ? 1 : 0;
+    }
+  }
+  if (Status s =
+          broadcast("chorus.elastic.hosts", TensorRef{&added, DataType::kInt32, {1}, {}}, 0).wait();
+      !s.ok()) {
+    return s;
+  }
+  return added != 0;
 }
 
 // Every rank tells what its node holds ({number + 1, or 0 for none; 1 if its store could not
 // be read}); the highest number wins, and the lowest rank holding it sends its size, then
 // its bytes.
 StatusOr<std::optional<CommittedState>> newest_commit(const std::string& dir) {
-  if (!is_initialized())
-    return Status(StatusCode::kNotInitialized, "newest_commit: Chorus is not initialized");
+  StatusOr<std::shared_ptr<Runtime>> rt = running("newest_commit");
+  if (!rt.ok()) return rt.status();
   std::optional<Commit> mine;
   Status read;
   if (local_rank() == 0) {

@@ -68,6 +68,8 @@ class Runtime final {
   /// stopped it, or NOT_INITIALIZED after this rank's own shutdown.
   Status stopped(const std::string& call) const { return submissions_.stopped(call); }
 
+  /// The settings init() read (the elastic calls take theirs from here). Any thread.
+  const Config& config() const { return config_; }
   /// Where this rank runs, its rank and the job's size; set up before start() returns,
   /// read-only after: any thread.
   const RankMap& rank_map() const { return map_; }

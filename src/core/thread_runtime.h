@@ -9,6 +9,10 @@ namespace chorus {
 
 class Runtime;
 
+/// The runtime the public API serves on the calling thread: the thread's own if it named
+/// one, else the process's; null before init() and after shutdown().
+std::shared_ptr<Runtime> current_runtime();
+
 /// While it lives, the public API calls made on this thread go to `runtime`.
 class ThreadRuntime {
  public:

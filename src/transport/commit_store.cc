@@ -17,7 +17,6 @@ namespace chorus {
 namespace {
 
 constexpr char kPrefix[] = "commit-";
-constexpr int kKept = 2;
 
 // A 64-bit checksum of the bytes, eight at a time: a torn or foreign file fails it.
 uint64_t checksum(std::string_view bytes) {
@@ -86,9 +85,16 @@ Status CommitStore::write(uint64_t number, std::string_view bytes) {
   if (int err = replace_file(path(number), file); err != 0) {
     return io_error("cannot write", path(number), err);
   }
-  for (std::size_t i = kKept - 1; i < stored->size(); ++i) {
+  for (std::size_t i = static_cast<std::size_t>(std::max(keep_, 1)) - 1; i < stored->size(); ++i) {
     std::filesystem::remove(path((*stored)[i]), ec);
   }
+  return {};
+}
+
+Status CommitStore::remove_all() {
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+  if (ec) return io_error("cannot remove the commits in", dir_, ec.value());
   return {};
 }
 

@@ -2,10 +2,10 @@
 // The node-local store of an elastic job's committed training state (docs/elastic.md): one
 // file per commit in a directory of node-local memory (/dev/shm), each written whole to a
 // temporary file and renamed into place, with a header that names it (the commit number,
-// the size and a checksum of the bytes). The store keeps the newest two: a writer killed
-// midway leaves the previous commit in force, and a file whose header, size or checksum
-// does not match is never returned. The files outlive the processes that wrote them, which
-// is the point: the next launch of the job on this node reads them.
+// the size and a checksum of the bytes). The store keeps the newest few (two by default,
+// CHORUS_ELASTIC_KEEP): a writer killed midway leaves the previous commit in force, and a file
+// whose header, size or checksum does not match is never returned. The files outlive the processes
+// that wrote them, which is the point: the next launch of the job on this node reads them.
 //
 // Thread contract: none; one writer per directory (the node's first local rank).
 
@@ -27,13 +27,15 @@ struct Commit {
 
 class CommitStore {
  public:
-  /// Commits live in `dir`, made on the first write.
-  explicit CommitStore(std::string dir) : dir_(std::move(dir)) {}
+  /// Commits live in `dir`, made on the first write; `keep` (>= 1) are kept.
+  explicit CommitStore(std::string dir, int keep = 2) : dir_(std::move(dir)), keep_(keep) {}
 
   const std::string& dir() const { return dir_; }
   /// Stores commit `number`, which must be newer than every commit stored, then removes all
-  /// but the newest two.
+  /// but the newest `keep`.
   Status write(uint64_t number, std::string_view bytes);
+  /// Removes the directory and every commit in it (the training they served finished).
+  Status remove_all();
   /// The newest commit whose file is whole and matches its checksum; none in an empty or
   /// missing directory. Files that are not commits are ignored.
   StatusOr<std::optional<Commit>> newest() const;
@@ -44,6 +46,7 @@ class CommitStore {
   std::string path(uint64_t number) const;
 
   std::string dir_;
+  int keep_;
 };
 
 }  // namespace chorus

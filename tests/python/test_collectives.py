@@ -290,7 +290,3 @@ def test_bad_arguments_raise_locally():
         hvd.allreduce(torch.ones(2, dtype=torch.bool))
     with pytest.raises(hvd.NotSupportedError, match="Adasum"):
         hvd.allreduce(torch.ones(2), op=hvd.Adasum)
-    with pytest.raises(hvd.NotSupportedError, match="elastic"):
-        hvd.elastic.run(lambda state: None)
-    with pytest.raises(NotImplementedError):
-        hvd.elastic.TorchState(model=None)

@@ -5,9 +5,11 @@
 #include <gtest/gtest.h>
 #include <stdlib.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 namespace chorus {
 namespace {
@@ -72,6 +74,22 @@ TEST_F(CommitStoreTest, TheNewestCommitComesBackWholeAndTwoAreKept) {
   int kept = 0;
   for (const auto& e : std::filesystem::directory_iterator(job.dir())) kept += e.is_regular_file();
   EXPECT_EQ(kept, 2) << "commits 7 and 8 only";
+}
+
+TEST_F(CommitStoreTest, KeepsAsManyAsAskedAndRemovesAllWhenDone) {
+  CommitStore store(dir_ + "/job", 3);
+  for (uint64_t n = 1; n <= 5; ++n) ASSERT_TRUE(store.write(n, std::to_string(n)).ok()) << n;
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(store.dir())) {
+    names.push_back(e.path().filename().string());
+  }
+  std::sort(names.begin(), names.end());
+  ASSERT_EQ(names.size(), 3u);
+  EXPECT_EQ(names.front(), "commit-00000000000000000003") << "the oldest kept is commit 3";
+  EXPECT_EQ(newest_number(store), 5u);
+  ASSERT_TRUE(store.remove_all().ok());
+  EXPECT_FALSE(std::filesystem::exists(store.dir()));
+  EXPECT_TRUE(store.remove_all().ok()) << "nothing left to remove is not an error";
 }
 
 TEST_F(CommitStoreTest, AnOlderNumberIsRefusedNamingBoth) {

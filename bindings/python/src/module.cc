@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "chorus/chorus.h"
+#include "chorus/elastic.h"
 #include "chorus/torch.h"
 
 namespace py = pybind11;
@@ -217,6 +218,39 @@ PYBIND11_MODULE(_ext, m) {
     throw_if_error(h.wait());
     return h.last_joined_rank();
   });
+
+  // The node-local commits of chorus.torch.elastic (include/chorus/elastic.h); the state is
+  // the bytes Python serialized.
+  m.def("elastic_commit_dir", [] {
+    chorus::StatusOr<std::string> dir = chorus::elastic::commit_dir();
+    throw_if_error(dir.status());
+    return *dir;
+  });
+  m.def("elastic_store_commit", [](const std::string& dir, uint64_t number, py::bytes bytes) {
+    char* data = nullptr;
+    Py_ssize_t size = 0;
+    PyBytes_AsStringAndSize(bytes.ptr(), &data, &size);
+    const std::string_view view(data, static_cast<std::size_t>(size));
+    py::gil_scoped_release release;
+    throw_if_error(chorus::elastic::store_commit(dir, number, view));
+  });
+  m.def("elastic_newest_commit", [](const std::string& dir) -> py::object {
+    chorus::StatusOr<std::optional<chorus::elastic::CommittedState>> newest = [&] {
+      py::gil_scoped_release release;
+      return chorus::elastic::newest_commit(dir);
+    }();
+    throw_if_error(newest.status());
+    if (!*newest) return py::none();
+    return py::make_tuple((*newest)->number, py::bytes((*newest)->bytes));
+  });
+  m.def("elastic_hosts_added", [] {
+    py::gil_scoped_release release;
+    chorus::StatusOr<bool> added = chorus::elastic::hosts_added();
+    throw_if_error(added.status());
+    return *added;
+  });
+  m.def("elastic_remove_commits",
+        [](const std::string& dir) { throw_if_error(chorus::elastic::remove_commits(dir)); });
 
   // The engine of the Python DistributedOptimizer: C++ hooks on every parameter's gradient
   // accumulator start its allreduce during backward, without entering Python.

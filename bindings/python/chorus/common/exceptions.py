@@ -24,8 +24,9 @@ class NotSupportedError(NotImplementedError):
 
 
 class HostsUpdatedInterrupt(RuntimeError):
-    """Horovod's elastic-training signal. Chorus has no elastic mode, so it is never raised;
-    it exists so that scripts naming it in an ``except`` clause still import."""
+    """Raised by ``state.commit()`` on every rank when the supervisor found hosts to grow
+    onto (chorus.torch.elastic); ``run`` then stops the workers at that commit so that
+    chorusrun relaunches the job on the larger set of hosts."""
 
     def __init__(self, skip_sync=False):
         super().__init__("hosts updated")

@@ -1,35 +1,20 @@
-"""Horovod's elastic training is not provided by Chorus: a job runs on the ranks it started
-with. Every entry point here raises NotSupportedError saying so, so that a script fails at
-once with a clear message rather than deep inside a recovery path."""
+"""Elastic training for scripts written for ``horovod.torch.elastic``: ``run``,
+``TorchState``, ``ElasticSampler``, ``State``, ``ObjectState``. Launch the script with
+``chorusrun --max-restarts N`` (docs/elastic.md): a job that loses a rank or a host is
+relaunched on the hosts left and resumes from the newest commit a node holds; hosts that
+the discovery script adds join at the next commit."""
 
-from chorus.common.exceptions import NotSupportedError
-
-_MESSAGE = ("hvd.elastic.{} is not provided: Chorus has no elastic mode (a job keeps the ranks "
-            "it was launched with); run the script without elastic, or restart the job from a "
-            "checkpoint")
-
-
-def _unsupported(what):
-    raise NotSupportedError(_MESSAGE.format(what))
+from chorus.common.elastic import ObjectState, State, run_fn
+from chorus.torch.elastic.sampler import ElasticSampler
+from chorus.torch.elastic.state import TorchState
+from chorus.torch.mpi_ops import barrier, shutdown
 
 
 def run(func):
-    _unsupported("run")
+    """Decorates the training function ``func(state, ...)``: it starts from the newest
+    commit of the job (after the reset callbacks and a sync from rank 0), and a worker that
+    meets added hosts at a commit stops so that the supervisor relaunches the job on them."""
+    return run_fn(func, shutdown, barrier)
 
 
-class State:
-    def __init__(self, *args, **kwargs):
-        _unsupported(type(self).__name__)
-
-
-class ObjectState(State):
-    pass
-
-
-class TorchState(State):
-    pass
-
-
-class ElasticSampler:
-    def __init__(self, *args, **kwargs):
-        _unsupported("ElasticSampler")
+__all__ = ["ElasticSampler", "ObjectState", "State", "TorchState", "run"]

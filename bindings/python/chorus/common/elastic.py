@@ -1,0 +1,167 @@
+"""Elastic training's state and run loop, under the names of ``horovod.common.elastic``.
+
+A Chorus worker cannot rebuild its MPI job in place, so where Horovod resets the running
+workers, a Chorus job is relaunched by its supervisor (``chorusrun --max-restarts``) and
+the new workers resume from the newest commit some node still holds (docs/elastic.md):
+
+- ``state.commit()`` saves the state in memory (``state.restore()`` returns to it), and, in
+  a job chorusrun supervises, stores its bytes in the node's commit store; then it asks
+  whether hosts were added, and if so raises ``HostsUpdatedInterrupt`` on every rank.
+- ``run(func)``: before the first call of ``func``, the workers agree on the newest commit
+  and load it (then the reset callbacks run, as after a Horovod reset), and ``state.sync()``
+  makes every rank equal to rank 0. ``HostsUpdatedInterrupt`` ends the workers with status
+  85 at that commit, and the supervisor relaunches them on the larger set of hosts. A failed
+  collective (``HorovodInternalError``) ends the worker; the supervisor relaunches the job
+  from the newest commit. When ``func`` returns on every rank, the node's commits are
+  removed: the training they served has finished.
+"""
+
+import functools
+import pickle
+import sys
+import time
+
+from chorus._loader import ext as _ext
+from chorus.common.exceptions import HostsUpdatedInterrupt
+
+# The status of workers that stop at a commit for hosts added (launch/supervisor.h).
+HOSTS_CHANGED_STATUS = 85
+
+
+class State:
+    """What a training function carries across restarts. ``bcast_object(obj)`` broadcasts
+    from rank 0; ``get_rank()`` is this rank; ``dumps``/``loads`` turn the saved state into
+    the bytes a commit stores and back."""
+
+    def __init__(self, bcast_object, get_rank, dumps=pickle.dumps, loads=pickle.loads):
+        self._bcast_object = bcast_object
+        self._rank = get_rank
+        self._dumps = dumps
+        self._loads = loads
+        self._reset_callbacks = []
+        self._commit_number = 0
+
+    def register_reset_callbacks(self, callbacks):
+        """Functions called after the workers were relaunched on other hosts and before the
+        training resumes, e.g. to scale the learning rate by the new ``size()``."""
+        self._reset_callbacks.extend(callbacks)
+
+    def on_reset(self):
+        self.reset()
+        for callback in self._reset_callbacks:
+            callback()
+
+    def commit(self):
+        """Saves the state in memory and in the node's commit store, then stops every rank
+        with ``HostsUpdatedInterrupt`` if the supervisor found hosts to grow onto."""
+        self.save()
+        directory = _ext.elastic_commit_dir()
+        if directory:
+            self._commit_number += 1
+            _ext.elastic_store_commit(directory, self._commit_number, self._dumps(self._saved()))
+        self.check_host_updates()
+
+    def check_host_updates(self):
+        """Raises ``HostsUpdatedInterrupt`` on every rank when hosts were added (rank 0 asks
+        the supervisor; every rank gets its answer)."""
+        if _ext.elastic_hosts_added():
+            raise HostsUpdatedInterrupt(skip_sync=False)
+
+    def save(self):
+        """Saves the state in memory."""
+        raise NotImplementedError()
+
+    def restore(self):
+        """Returns to the state saved last."""
+        raise NotImplementedError()
+
+    def sync(self):
+        """Makes every rank's state rank 0's."""
+        raise NotImplementedError()
+
+    def reset(self):
+        """Called after a relaunch, before the reset callbacks."""
+
+    def _saved(self):
+        """The state save() took, as one picklable value."""
+        raise NotImplementedError()
+
+    def _load_saved(self, saved):
+        """Makes `saved` (a value of _saved()) the saved state and restores it."""
+        raise NotImplementedError()
+
+    def _resume_from_newest_commit(self):
+        """Loads the newest commit some node holds; returns whether there was one."""
+        directory = _ext.elastic_commit_dir()
+        if not directory:
+            return False
+        start = time.monotonic()
+        newest = _ext.elastic_newest_commit(directory)
+        if newest is None:
+            return False
+        number, data = newest
+        self._load_saved(self._loads(data))
+        self._commit_number = number
+        if self._rank() == 0:
+            print("chorus.elastic: resumed from commit {} ({:.1f} MB) in {:.2f} s".format(
+                number, len(data) / 1e6, time.monotonic() - start), file=sys.stderr, flush=True)
+        return True
+
+    def _remove_commits(self):
+        directory = _ext.elastic_commit_dir()
+        if directory:
+            _ext.elastic_remove_commits(directory)
+
+
+class ObjectState(State):
+    """Picklable values, given as keyword arguments and kept as attributes."""
+
+    def __init__(self, bcast_object, get_rank, dumps=pickle.dumps, loads=pickle.loads, **kwargs):
+        self._saved_state = kwargs
+        self._set_attrs()
+        super().__init__(bcast_object, get_rank, dumps, loads)
+
+    def save(self):
+        self._saved_state = {name: getattr(self, name) for name in self._saved_state}
+
+    def restore(self):
+        self._set_attrs()
+
+    def sync(self):
+        if self._saved_state:
+            self._saved_state = self._bcast_object(self._saved_state)
+            self._set_attrs()
+
+    def _saved(self):
+        return self._saved_state
+
+    def _load_saved(self, saved):
+        self._saved_state = saved
+        self.restore()
+
+    def _set_attrs(self):
+        for name, value in self._saved_state.items():
+            setattr(self, name, value)
+
+
+def run_fn(func, shutdown, barrier):
+    """The elastic run loop around ``func(state, *args, **kwargs)``; ``shutdown()`` ends
+    Chorus before a worker stops for added hosts, ``barrier()`` waits for every rank."""
+
+    @functools.wraps(func)
+    def wrapper(state, *args, **kwargs):
+        if state._resume_from_newest_commit():
+            state.on_reset()
+        state.sync()
+        try:
+            result = func(state, *args, **kwargs)
+        except HostsUpdatedInterrupt:
+            # Every rank raised it at the same commit, which every node stored: stop, and the
+            # supervisor relaunches the job on the hosts it found.
+            shutdown()
+            sys.exit(HOSTS_CHANGED_STATUS)
+        barrier()
+        state._remove_commits()
+        return result
+
+    return wrapper

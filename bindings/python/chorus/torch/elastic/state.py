@@ -1,0 +1,149 @@
+"""TorchState: models, optimizers and ElasticSampler objects, each kept by a handler of its
+type, and any other picklable values, under ``horovod.torch.elastic``'s names and
+behaviour. A commit stores the saved state with ``torch.save``."""
+
+import copy
+import inspect
+import io
+
+import torch
+
+from chorus.common.elastic import ObjectState
+from chorus.torch.elastic.sampler import ElasticSampler
+from chorus.torch.functions import broadcast_object, broadcast_optimizer_state, broadcast_parameters
+from chorus.torch.mpi_ops import rank
+
+# torch.load reads back any object a commit holds (ours, never a download); newer releases
+# only read tensors unless told.
+_LOAD_ARGS = ({"weights_only": False}
+              if "weights_only" in inspect.signature(torch.load).parameters else {})
+
+
+def _dumps(value):
+    buffer = io.BytesIO()
+    torch.save(value, buffer)
+    return buffer.getvalue()
+
+
+def _loads(data):
+    return torch.load(io.BytesIO(data), **_LOAD_ARGS)
+
+
+class StateHandler:
+    """Keeps one object's saved state: ``save``, ``restore`` and ``sync`` as the state
+    object's, and ``saved``/``load_saved`` for the commit's bytes."""
+
+    def __init__(self, value):
+        self.value = value
+        self._saved = copy.deepcopy(self._state_of(value))
+
+    def _state_of(self, value):
+        return value.state_dict()
+
+    def save(self):
+        self._saved = copy.deepcopy(self._state_of(self.value))
+
+    def restore(self):
+        self.value.load_state_dict(self._saved)
+
+    def sync(self):
+        raise NotImplementedError()
+
+    def set_value(self, value):
+        self.value = value
+        self.save()
+
+    def saved(self):
+        return self._saved
+
+    def load_saved(self, saved):
+        self._saved = saved
+        self.restore()
+
+
+class ModelStateHandler(StateHandler):
+    def sync(self):
+        broadcast_parameters(self.value.state_dict(), root_rank=0)
+
+
+class OptimizerStateHandler(StateHandler):
+    def sync(self):
+        broadcast_optimizer_state(self.value, root_rank=0)
+
+
+class SamplerStateHandler(StateHandler):
+    def sync(self):
+        self.value.load_state_dict(broadcast_object(self.value.state_dict()))
+
+
+_handler_registry = [
+    (torch.nn.Module, ModelStateHandler),
+    (torch.optim.Optimizer, OptimizerStateHandler),
+    (ElasticSampler, SamplerStateHandler),
+]
+
+
+def get_handler_registry():
+    return _handler_registry
+
+
+def set_handler_registry(registry):
+    global _handler_registry
+    _handler_registry = registry
+
+
+def _handler_for(value):
+    for kind, handler in _handler_registry:
+        if isinstance(value, kind):
+            return handler(value)
+    return None
+
+
+class TorchState(ObjectState):
+    """The training state: ``model``, ``optimizer`` and the keyword arguments, each an
+    attribute. Modules, optimizers and ElasticSampler objects go through their handlers
+    (their ``state_dict``); other values are kept as they are, and must pickle."""
+
+    def __init__(self, model=None, optimizer=None, **kwargs):
+        kwargs.update(model=model, optimizer=optimizer)
+        handlers, plain = {}, {}
+        for name, value in kwargs.items():
+            handler = _handler_for(value)
+            if handler is None:
+                plain[name] = value
+            else:
+                handlers[name] = handler
+        self._handlers = handlers
+        for name, handler in handlers.items():
+            setattr(self, name, handler.value)
+        super().__init__(bcast_object=broadcast_object, get_rank=rank, dumps=_dumps, loads=_loads,
+                         **plain)
+
+    def save(self):
+        for handler in self._handlers.values():
+            handler.save()
+        super().save()
+
+    def restore(self):
+        for handler in self._handlers.values():
+            handler.restore()
+        super().restore()
+
+    def sync(self):
+        for handler in self._handlers.values():
+            handler.sync()
+        super().sync()
+
+    def _saved(self):
+        return {"handlers": {name: h.saved() for name, h in self._handlers.items()},
+                "values": super()._saved()}
+
+    def _load_saved(self, saved):
+        for name, handler in self._handlers.items():
+            handler.load_saved(saved["handlers"][name])
+        super()._load_saved(saved["values"])
+
+    def __setattr__(self, name, value):
+        if name in getattr(self, "_handlers", {}) and hasattr(self, name):
+            self._handlers[name].set_value(value)
+        super().__setattr__(name, value)
