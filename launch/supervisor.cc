@@ -131,7 +131,7 @@ LaunchEnd classify_end(int wait_status, const std::string& text, const Plan& pla
     end.reason = "finished";
   } else if (status == kHostsChangedStatus) {
     end.ending = Ending::kHostsChanged;
-    end.reason = "the workers stopped at a commit for the hosts added";
+    end.reason = "the workers stopped at a commit";
     end.failed_host.clear();
   } else if (status >= 81 && status <= 84) {
     const auto cls = static_cast<StallClass>(status - 80);

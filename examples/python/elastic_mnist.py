@@ -89,6 +89,8 @@ def main():
         model.load_state_dict(saved["model"])
         optimizer.load_state_dict(saved["optimizer"])
         first_epoch = saved["epoch"] + 1
+        if hvd.rank() == 0:
+            print(f"resumed from the checkpoint of epoch {saved['epoch']}", flush=True)
 
     sample_log = None
     if args.sample_log:
