@@ -16,6 +16,8 @@
 #     checkpoint of the last finished epoch (its --checkpoint), and finishes.
 #  5. a host added: the discovery script offers h3 after the job started on h1 and h2; the
 #     job stops at its next commit and continues on 3 hosts from it.
+#  6. a failure during the restore: h2 is lost at commit 2, then the relaunch on h1 dies
+#     while restoring; the third launch resumes from commit 2 and finishes.
 #
 #   netns_elastic.sh CHORUSRUN PYTHON PYTHONPATH EXAMPLE DATA_DIR
 #
@@ -153,5 +155,19 @@ expect_line grow "^chorusrun: hosts added: .*; launch 2: 6 ranks on h1:2,h2:2,h3
   "the relaunch on 3 hosts"
 expect_line grow "^chorus.elastic: resumed from commit [0-9]+ " "the grown job resumed from a commit"
 expect_line grow "^finished 1 epochs on 6 ranks" "the job finished on 6 ranks"
+
+# 6. A failure during the restore.
+export CHORUS_ELASTIC_JOB=restore CHORUS_TEST_FAIL_HOST=h2 CHORUS_TEST_FAIL_COMMIT=2 \
+  CHORUS_TEST_FAIL_RESTORE=h1
+job restore 240 --max-restarts 2 -H h1:2,h2:2 -- "$fail_at_commit" "$example" "${train[@]}"
+unset CHORUS_TEST_FAIL_HOST CHORUS_TEST_FAIL_RESTORE
+[ $rc = 0 ] || fail "restore: chorusrun exited $rc"
+expect_line restore "^chorusrun: restart 1 of 2 after rank [23] on h2 .*; launch 2: 2 ranks on h1:2 \(excluded: h2\)$" \
+  "the first restart leaves h2 out"
+expect_line restore "^chorusrun: restart 2 of 2 after rank [01] on h1 .*; launch 3: 2 ranks on h1:2 \(excluded: h2\)$" \
+  "the failed restore is restarted on the host left"
+[ "$(grep -c '^chorus.elastic: resumed from commit 2 ' "$netns_state/restore.log")" = 2 ] ||
+  fail "restore: launches 2 and 3 did not both resume from commit 2"
+expect_line restore "^finished $epochs epochs on 2 ranks" "the job finished"
 
 echo "netns_elastic.sh: ok in $(( $(date +%s) - start )) s"

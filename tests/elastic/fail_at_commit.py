@@ -8,7 +8,11 @@ On the host named by CHORUS_TEST_FAIL_HOST, in the job's first launch
 (CHORUS_ELASTIC_LAUNCH=1), every rank, right after commit CHORUS_TEST_FAIL_COMMIT is stored,
 removes its node's commit store (the node's memory is lost with it) and kills itself with
 SIGKILL. CHORUS_TEST_FAIL_HOW=hang makes its training thread hang there instead, while
-Chorus's background thread goes on: a stalled rank, not a dead one."""
+Chorus's background thread goes on: a stalled rank, not a dead one.
+
+On the host named by CHORUS_TEST_FAIL_RESTORE, in the job's second launch, every rank kills
+itself once it has loaded the newest commit, before training: a failure during the
+restore (the node's store stays)."""
 
 import os
 import runpy
@@ -39,6 +43,18 @@ if (socket.gethostname() == os.environ.get("CHORUS_TEST_FAIL_HOST")
             os.kill(os.getpid(), signal.SIGKILL)
 
     elastic.State.commit = commit_then_fail
+
+if (socket.gethostname() == os.environ.get("CHORUS_TEST_FAIL_RESTORE")
+        and os.environ.get("CHORUS_ELASTIC_LAUNCH") == "2"):
+    resume = elastic.State._resume_from_newest_commit
+
+    def resume_then_fail(state):
+        resume(state)
+        print(f"fail_at_commit: {socket.gethostname()} pid {os.getpid()} is killed in the "
+              f"restore", file=sys.stderr, flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    elastic.State._resume_from_newest_commit = resume_then_fail
 
 script = sys.argv[1]
 sys.argv = sys.argv[1:]
