@@ -19,6 +19,7 @@
 
 #include "chorus/chorus.h"
 #include "chorus/torch.h"
+#include "fashion_cnn.h"
 #include "unpacked_dataset.h"
 
 namespace {
@@ -40,10 +41,6 @@ constexpr char kUsage[] =
     "  --seed N            seed of the initialization and of the shuffles (default 1)\n"
     "  --slow-rank R       rank R computes --slow-ms longer each step: a slow rank to find with\n"
     "  --slow-ms MS        CHORUS_TIMELINE and chorus-trace (docs/observability.md; default 0)\n";
-
-// Mean and standard deviation of the Fashion-MNIST training pixels, scaled to [0, 1].
-constexpr double kPixelMean = 0.2860;
-constexpr double kPixelStd = 0.3530;
 
 struct Flags {
   int epochs = 2;
@@ -113,28 +110,8 @@ Flags parse_flags(int argc, char** argv) {
   return f;
 }
 
-// Two 3x3 convolutions with max pooling, then two fully connected layers: 225k parameters.
-struct CnnImpl : torch::nn::Module {
-  CnnImpl()
-      : conv1(register_module("conv1", torch::nn::Conv2d(torch::nn::Conv2dOptions(1, 32, 3)))),
-        conv2(register_module("conv2", torch::nn::Conv2d(torch::nn::Conv2dOptions(32, 64, 3)))),
-        fc1(register_module("fc1", torch::nn::Linear(64 * 5 * 5, 128))),
-        fc2(register_module("fc2", torch::nn::Linear(128, 10))) {}
-
-  torch::Tensor forward(torch::Tensor x) {
-    x = torch::max_pool2d(torch::relu(conv1(x)), 2);  // 28x28 -> 26x26 -> 13x13
-    x = torch::max_pool2d(torch::relu(conv2(x)), 2);  // 13x13 -> 11x11 -> 5x5
-    x = torch::relu(fc1(x.flatten(1)));
-    return fc2(torch::dropout(x, 0.25, is_training()));
-  }
-
-  torch::nn::Conv2d conv1, conv2;
-  torch::nn::Linear fc1, fc2;
-};
-TORCH_MODULE(Cnn);
-
 // The rank's share of the test set, evaluated; returns {correct, count}, summed over ranks.
-std::pair<int64_t, int64_t> evaluate(Cnn& model, const torch::Tensor& images,
+std::pair<int64_t, int64_t> evaluate(examples::Cnn& model, const torch::Tensor& images,
                                      const torch::Tensor& labels) {
   torch::NoGradGuard no_grad;
   model->eval();
@@ -144,7 +121,7 @@ std::pair<int64_t, int64_t> evaluate(Cnn& model, const torch::Tensor& images,
   int64_t correct = 0;
   for (int64_t i = begin; i < end; i += 500) {
     const int64_t rows = std::min<int64_t>(500, end - i);
-    torch::Tensor x = (images.narrow(0, i, rows) - kPixelMean) / kPixelStd;
+    torch::Tensor x = (images.narrow(0, i, rows) - examples::kPixelMean) / examples::kPixelStd;
     correct += model->forward(x).argmax(1).eq(labels.narrow(0, i, rows)).sum().item<int64_t>();
   }
   model->train();
@@ -173,7 +150,7 @@ int train(const Flags& flags) {
   torch::set_num_threads(threads);
 
   torch::manual_seed(flags.seed);
-  Cnn model;
+  examples::Cnn model;
   torch::optim::Adam adam(model->parameters(),
                           torch::optim::AdamOptions(flags.lr * chorus::size()));
   int first_epoch = 1;
@@ -191,9 +168,10 @@ int train(const Flags& flags) {
   chorus::torch::broadcast_optimizer_state(adam, 0);
   chorus::torch::DistributedOptimizer optimizer(adam, chorus::torch::named_parameters(*model));
 
-  auto train_set = torch::data::datasets::MNIST(data, torch::data::datasets::MNIST::Mode::kTrain)
-                       .map(torch::data::transforms::Normalize<>(kPixelMean, kPixelStd))
-                       .map(torch::data::transforms::Stack<>());
+  auto train_set =
+      torch::data::datasets::MNIST(data, torch::data::datasets::MNIST::Mode::kTrain)
+          .map(torch::data::transforms::Normalize<>(examples::kPixelMean, examples::kPixelStd))
+          .map(torch::data::transforms::Stack<>());
   const auto train_size = static_cast<int64_t>(train_set.size().value());
   const int64_t used = flags.limit > 0 ? std::min(flags.limit, train_size) : train_size;
   torch::data::datasets::MNIST test_set(data, torch::data::datasets::MNIST::Mode::kTest);

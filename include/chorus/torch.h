@@ -13,5 +13,6 @@
 /// names the tensor, rank or value at fault).
 
 #include "chorus/torch/distributed_optimizer.h"
+#include "chorus/torch/elastic.h"
 #include "chorus/torch/state.h"
 #include "chorus/torch/tensor_ops.h"

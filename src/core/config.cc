@@ -319,11 +319,17 @@ std::vector<SettingRow> make_table() {
                                                 "addresses and a port (set by chorusrun)", true));
   t.push_back(number<int64_t, &Config::elastic_hosts_version, nullptr, int64_t{1} << 40>(
       "CHORUS_ELASTIC_HOSTS_VERSION", nullptr, "an integer (set by chorusrun)", true));
+  t.push_back(number<int64_t, &Config::elastic_launch, nullptr, int64_t{1} << 40>(
+      "CHORUS_ELASTIC_LAUNCH", nullptr, "an integer (set by chorusrun)", true));
   // The test-only settings have no Options field: a program sets them in its environment.
   t.push_back(flag<&Config::test_shared_gpu>("CHORUS_TEST_SHARED_GPU", nullptr,
                                              "0 or 1 (tests only)", true));
   t.push_back(text<&Config::test_fail_collective>("CHORUS_TEST_FAIL_COLLECTIVE",
                                                   "a collective's name (tests only)", false));
+  t.push_back(text<&Config::test_fail_at_commit>(
+      "CHORUS_TEST_FAIL_AT_COMMIT", "HOST:NUMBER or HOST:NUMBER:hang (tests only)", true));
+  t.push_back(
+      text<&Config::test_fail_restore>("CHORUS_TEST_FAIL_RESTORE", "a host (tests only)", true));
   t.push_back({"CHORUS_LOG_LEVEL", "HOROVOD_LOG_LEVEL",
                "one of trace, debug, info, warn, error, critical, off", false,
                [](const std::string&, const std::string& raw, const char*, Config& c) -> Status {

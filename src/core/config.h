@@ -146,6 +146,14 @@ struct Config {
   /// call fails on this rank as a failed NCCL or MPI call would, after the device work on
   /// its buffers was queued; empty: none.
   std::string test_fail_collective;
+  /// CHORUS_TEST_FAIL_AT_COMMIT: for tests only. "HOST:NUMBER": in an elastic job's first
+  /// launch, once every node stored commit NUMBER, the ranks on HOST remove their node's
+  /// store and kill themselves (a lost host); "HOST:NUMBER:hang": their training threads
+  /// hang there instead (a stalled rank). Empty: none (core/elastic.cc).
+  std::string test_fail_at_commit;
+  /// CHORUS_TEST_FAIL_RESTORE: for tests only. In an elastic job's second launch, the ranks
+  /// on this host kill themselves once they have received the newest commit.
+  std::string test_fail_restore;
   /// CHORUS_HIERARCHICAL_ALLREDUCE: allreduces of the global set reduce inside each node,
   /// then across nodes. Unset (or "auto"): automatic, where the layout allows it: always on
   /// host memory, and on GPU memory when the GPU path is NCCL; 1: on wherever the layout
@@ -177,6 +185,9 @@ struct Config {
   /// CHORUS_ELASTIC_HOSTS_VERSION: the hosts' version this launch started at; a newer one
   /// from the supervisor means hosts were added.
   int64_t elastic_hosts_version = 0;
+  /// CHORUS_ELASTIC_LAUNCH: which launch of the elastic job this is, from 1; 0: not launched
+  /// by chorusrun.
+  int64_t elastic_launch = 0;
   /// CHORUS_GPU_BACKEND: auto, nccl or mpi. Which transport GPU collectives use: auto
   /// chooses NCCL when the build has it and every rank of the set has its own GPU, MPI
   /// otherwise; nccl and mpi force one (choose_gpu_path in collectives/gpu_path.h). nccl

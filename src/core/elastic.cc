@@ -5,8 +5,12 @@
 
 #include <unistd.h>
 
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
 #include <filesystem>
 #include <system_error>
+#include <thread>
 
 #include "base/logging.h"
 #include "chorus/chorus.h"
@@ -26,6 +30,48 @@ StatusOr<std::shared_ptr<Runtime>> running(const char* call) {
   return rt;
 }
 
+std::string host_name() {
+  char host[256] = {0};
+  return gethostname(host, sizeof(host) - 1) == 0 ? host : "";
+}
+
+// The tests' faults (CHORUS_TEST_FAIL_AT_COMMIT, CHORUS_TEST_FAIL_RESTORE): this rank dies
+// as a lost host's would, or its calling thread hangs as a stalled rank's would.
+[[noreturn]] void die(const std::string& why) {
+  log().error("{}: rank {} on {} is killed", why, rank(), host_name());
+  raise(SIGKILL);
+  std::abort();
+}
+
+// After commit `number` is stored: CHORUS_TEST_FAIL_AT_COMMIT=HOST:NUMBER[:hang].
+Status test_fault_after_commit(const Config& config, const std::string& dir, uint64_t number) {
+  const std::string& fault = config.test_fail_at_commit;
+  if (fault.empty() || config.elastic_launch > 1) return {};
+  const std::size_t colon = fault.find(':');
+  const std::string host = fault.substr(0, colon);
+  const std::string rest = colon == std::string::npos ? "" : fault.substr(colon + 1);
+  const bool hang = rest.size() > 5 && rest.compare(rest.size() - 5, 5, ":hang") == 0;
+  const std::string digits = hang ? rest.substr(0, rest.size() - 5) : rest;
+  if (host.empty() || digits.empty() ||
+      digits.find_first_not_of("0123456789") != std::string::npos) {
+    return invalid_argument("CHORUS_TEST_FAIL_AT_COMMIT='" + fault +
+                            "': expected HOST:NUMBER or HOST:NUMBER:hang");
+  }
+  if (std::stoull(digits) != number) return {};
+  // Every node holds the commit before a host goes.
+  if (Status s = barrier().wait(); !s.ok()) return s;
+  if (host != host_name()) return {};
+  if (hang) {
+    log().error("CHORUS_TEST_FAIL_AT_COMMIT: rank {} on {} hangs after commit {}", rank(), host,
+                number);
+    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir, ec);
+  die("CHORUS_TEST_FAIL_AT_COMMIT: after commit " + std::to_string(number) +
+      ", with the node's commits");
+}
+
 }  // namespace
 
 StatusOr<std::string> commit_dir() {
@@ -33,18 +79,22 @@ StatusOr<std::string> commit_dir() {
   if (!rt.ok()) return rt.status();
   const Config& config = (*rt)->config();
   if (config.elastic_job.empty()) return std::string();
-  char host[256] = {0};
-  if (gethostname(host, sizeof(host) - 1) != 0) {
-    return Status(StatusCode::kInternal, "commit_dir: gethostname failed");
-  }
+  const std::string host = host_name();
+  if (host.empty()) return Status(StatusCode::kInternal, "commit_dir: gethostname failed");
   return config.elastic_dir + "/chorus-elastic-" + config.elastic_job + "/" + host;
 }
 
 Status store_commit(const std::string& dir, uint64_t number, std::string_view bytes) {
   StatusOr<std::shared_ptr<Runtime>> rt = running("store_commit");
   if (!rt.ok()) return rt.status();
-  if (local_rank() != 0) return {};
-  return CommitStore(dir, static_cast<int>((*rt)->config().elastic_keep)).write(number, bytes);
+  const Config& config = (*rt)->config();
+  if (local_rank() == 0) {
+    if (Status s = CommitStore(dir, static_cast<int>(config.elastic_keep)).write(number, bytes);
+        !s.ok()) {
+      return s;
+    }
+  }
+  return test_fault_after_commit(config, dir, number);
 }
 
 Status remove_commits(const std::string& dir) {
@@ -134,6 +184,10 @@ StatusOr<std::optional<CommittedState>> newest_commit(const std::string& dir) {
                      .wait();
       !s.ok()) {
     return s;
+  }
+  const Config& config = (*rt)->config();
+  if (config.elastic_launch == 2 && config.test_fail_restore == host_name()) {
+    die("CHORUS_TEST_FAIL_RESTORE: in the restore of commit " + std::to_string(state.number));
   }
   return std::optional<CommittedState>(std::move(state));
 }

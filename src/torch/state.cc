@@ -8,6 +8,7 @@
 
 #include "chorus/chorus.h"
 #include "chorus/torch/tensor_ops.h"
+#include "optimizer_archive.h"
 
 namespace chorus::torch {
 
@@ -16,22 +17,6 @@ using ::torch::serialize::InputArchive;
 using ::torch::serialize::OutputArchive;
 
 namespace {
-
-// Reads an optimizer saved by Optimizer::save: the per-parameter state, and the options
-// of each parameter group (learning rate, betas, ...), which Optimizer::load leaves as they
-// were.
-void load_optimizer(::torch::optim::Optimizer& optimizer, InputArchive& archive) {
-  optimizer.state().clear();
-  optimizer.load(archive);
-  InputArchive groups;
-  archive.read("param_groups", groups);
-  for (std::size_t i = 0; i < optimizer.param_groups().size(); ++i) {
-    InputArchive group, options;
-    groups.read("param_groups/" + std::to_string(i), group);
-    group.read("options", options);
-    optimizer.param_groups()[i].options().serialize(options);
-  }
-}
 
 std::string serialized(::torch::optim::Optimizer& optimizer) {
   OutputArchive archive;

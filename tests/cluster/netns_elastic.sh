@@ -3,23 +3,26 @@
 # Horovod-style elastic example (examples/python/elastic_mnist.py) on Fashion-MNIST:
 #
 #  1. survive: 3 hosts x 2 ranks; host h3's ranks are killed right after commit 2, with its
-#     commit store (tests/elastic/fail_at_commit.py); chorusrun relaunches on h1 and h2 and
+#     commit store (CHORUS_TEST_FAIL_AT_COMMIT); chorusrun relaunches on h1 and h2 and
 #     the job finishes. Checked: the one restart line, the resumed commit, every sample of
 #     each epoch trained once after the commit (tests/elastic/check_samples.py), and the
 #     final weights bit-identical to the reference.
 #  2. the reference: the same failure with --max-restarts 0 (the job ends, the stores stay,
 #     and chorusrun says no restarts were left), then a job started by hand on h1 and h2
 #     from those stores.
-#  3. a stalled rank: one whose training thread hangs at commit 2 while Chorus runs; the
-#     stall inspector ends the job with status 84, and the relaunch finishes from commit 2.
+#  3. a stalled rank: one whose training thread hangs at commit 2 while Chorus runs
+#     (CHORUS_TEST_FAIL_AT_COMMIT=h2:2:hang); the stall inspector ends the job with status
+#     84, and the relaunch finishes from commit 2.
 #  4. all nodes lost: no store holds a commit, so the relaunch starts from the script's own
 #     checkpoint of the last finished epoch (its --checkpoint), and finishes.
 #  5. a host added: the discovery script offers h3 after the job started on h1 and h2; the
 #     job stops at its next commit and continues on 3 hosts from it.
 #  6. a failure during the restore: h2 is lost at commit 2, then the relaunch on h1 dies
-#     while restoring; the third launch resumes from commit 2 and finishes.
+#     while restoring (CHORUS_TEST_FAIL_RESTORE); the third launch resumes from commit 2.
 #
-#   netns_elastic.sh CHORUSRUN PYTHON PYTHONPATH EXAMPLE DATA_DIR
+#   netns_elastic.sh CHORUSRUN PYTHON PYTHONPATH EXAMPLE DATA_DIR [CPP_EXAMPLE CPP_DATA_DIR]
+#
+# With the LibTorch example (examples/elastic_mnist.cc), 1 and 2 run for it too.
 #
 # Each job is under a hard timeout; exit 77 (skipped) only when namespaces cannot be made.
 set -u
@@ -28,8 +31,9 @@ python=$2
 export PYTHONPATH=$3
 example=$4
 data_dir=$5
+cpp_example=${6:-}
+cpp_data_dir=${7:-}
 here=$(cd "$(dirname "$0")" && pwd)
-fail_at_commit="$here/../elastic/fail_at_commit.py"
 check_samples="$here/../elastic/check_samples.py"
 SKIP=77
 skip() { echo "netns_elastic.sh: SKIPPED: $*"; exit $SKIP; }
@@ -40,8 +44,8 @@ netns_up 3
 
 limit=3000
 epochs=2
-train=(--epochs $epochs --limit $limit --batch-size 32 --batches-per-commit 5 --log-interval 1000
-       --data-dir "$data_dir")
+train=(--epochs $epochs --limit $limit --batch-size 32 --batches-per-commit 5)
+py_train=("$python" "$example" "${train[@]}" --log-interval 1000 --data-dir "$data_dir")
 export CHORUS_LIVENESS_SECONDS=20 CHORUS_STALL_CHECK_SECONDS=4 CHORUS_STALL_SHUTDOWN_SECONDS=8
 
 # job NAME LIMIT CHORUSRUN-ARGS... -- PROGRAM-ARGS...: one supervised job, its stores under
@@ -55,7 +59,7 @@ job() {
   echo "== $name: chorusrun ${opts[*]}"
   t0=$(date +%s)
   CHORUS_ELASTIC_DIR="$netns_state/$name.shm" timeout -k 5 "$limit_s" \
-    "$chorusrun" "${opts[@]}" --mpi-args "--bind-to none" "$python" "$@" \
+    "$chorusrun" "${opts[@]}" --mpi-args "--bind-to none" "$@" \
     >"$netns_state/$name.log" 2>&1
   rc=$?
   grep -v "^epoch \|^\[chorus rank .*\] \[debug\]" "$netns_state/$name.log" | sed 's/^/   /'
@@ -69,37 +73,48 @@ expect_line() {  # NAME REGEX WHY
 
 start=$(date +%s)
 
-# 1. The job that survives the loss of h3.
-export CHORUS_ELASTIC_JOB=survive CHORUS_TEST_FAIL_HOST=h3 CHORUS_TEST_FAIL_COMMIT=2
-job survive 240 --max-restarts 2 --min-np 2 -H h1:2,h2:2,h3:2 -- \
-  "$fail_at_commit" "$example" "${train[@]}" --sample-log "$netns_state/survive.samples" \
-  --save-weights "$netns_state/survive.pt"
-[ $rc = 0 ] || fail "survive: chorusrun exited $rc"
-expect_line survive "^chorusrun: restart 1 of 2 after rank [45] on h3 ended on signal 9 \(Killed\); launch 2: 4 ranks on h1:2,h2:2 \(excluded: h3\)$" \
-  "the restart line names the rank, the host, the signal and the new layout"
-[ "$(grep -c '^chorusrun: restart' "$netns_state/survive.log")" = 1 ] || fail "survive: more than one restart"
-expect_line survive "^chorus.elastic: resumed from commit 2 " "the relaunch resumed from commit 2"
-expect_line survive "^finished $epochs epochs on 4 ranks" "the job finished on 4 ranks"
-"$python" "$check_samples" "$netns_state/survive.samples" $limit $epochs ||
-  fail "survive: the samples after the commit were not each trained once"
-[ -e "$netns_state/survive.shm/chorus-elastic-survive" ] &&
-  fail "survive: the commit stores outlived the finished training"
+# 1 and 2 for one trainer: survive NAME WEIGHTS-CHECK PROGRAM...: the job that survives
+# the loss of h3, then the reference (the same failure, no restart; then a job started by
+# hand on h1 and h2), and the final weights compared by WEIGHTS-CHECK NAME.
+survive() {
+  local name=$1 check=$2
+  shift 2
+  export CHORUS_ELASTIC_JOB=$name CHORUS_TEST_FAIL_AT_COMMIT=h3:2
+  job "$name" 240 --max-restarts 2 --min-np 2 -H h1:2,h2:2,h3:2 -- \
+    "$@" --sample-log "$netns_state/$name.samples" $(weights_arg "$check" "$name")
+  [ $rc = 0 ] || fail "$name: chorusrun exited $rc"
+  expect_line "$name" "^chorusrun: restart 1 of 2 after rank [45] on h3 ended on signal 9 \(Killed\); launch 2: 4 ranks on h1:2,h2:2 \(excluded: h3\)$" \
+    "the restart line names the rank, the host, the signal and the new layout"
+  [ "$(grep -c '^chorusrun: restart' "$netns_state/$name.log")" = 1 ] ||
+    fail "$name: more than one restart"
+  expect_line "$name" "^chorus.elastic: resumed from commit 2 " "the relaunch resumed from commit 2"
+  expect_line "$name" "^finished $epochs epochs on 4 ranks" "the job finished on 4 ranks"
+  "$python" "$check_samples" "$netns_state/$name.samples" $limit $epochs ||
+    fail "$name: the samples after the commit were not each trained once"
+  [ -e "$netns_state/$name.shm/chorus-elastic-$name" ] &&
+    fail "$name: the commit stores outlived the finished training"
 
-# 2. The reference: the same failure, no restart; then a job started on h1 and h2.
-export CHORUS_ELASTIC_JOB=reference
-job reference_fail 240 --max-restarts 0 --min-np 2 -H h1:2,h2:2,h3:2 -- \
-  "$fail_at_commit" "$example" "${train[@]}"
-[ $rc = 137 ] || fail "reference_fail: chorusrun exited $rc, expected 137 (a rank killed)"
-expect_line reference_fail "no restarts left \(--max-restarts 0\)" "the end names the limit"
-[ -e "$netns_state/reference_fail.shm/chorus-elastic-reference/h1/commit-00000000000000000002" ] ||
-  fail "reference_fail: h1's store does not hold commit 2"
-mv "$netns_state/reference_fail.shm" "$netns_state/reference.shm"
-unset CHORUS_TEST_FAIL_HOST
-job reference 240 --max-restarts 0 -H h1:2,h2:2 -- "$example" "${train[@]}" \
-  --save-weights "$netns_state/reference.pt"
-[ $rc = 0 ] || fail "reference: chorusrun exited $rc"
-expect_line reference "^chorus.elastic: resumed from commit 2 " "the reference resumed from commit 2"
-"$python" - "$netns_state/survive.pt" "$netns_state/reference.pt" <<'EOF' ||
+  export CHORUS_ELASTIC_JOB=$name.reference
+  job "$name.reference_fail" 240 --max-restarts 0 --min-np 2 -H h1:2,h2:2,h3:2 -- "$@"
+  [ $rc = 137 ] || fail "$name.reference_fail: chorusrun exited $rc, expected 137 (a rank killed)"
+  expect_line "$name.reference_fail" "no restarts left \(--max-restarts 0\)" "the end names the limit"
+  [ -e "$netns_state/$name.reference_fail.shm/chorus-elastic-$name.reference/h1/commit-00000000000000000002" ] ||
+    fail "$name.reference_fail: h1's store does not hold commit 2"
+  mv "$netns_state/$name.reference_fail.shm" "$netns_state/$name.reference.shm"
+  unset CHORUS_TEST_FAIL_AT_COMMIT
+  job "$name.reference" 240 --max-restarts 0 -H h1:2,h2:2 -- "$@" \
+    $(weights_arg "$check" "$name.reference")
+  [ $rc = 0 ] || fail "$name.reference: chorusrun exited $rc"
+  expect_line "$name.reference" "^chorus.elastic: resumed from commit 2 " \
+    "the reference resumed from commit 2"
+  "$check" "$name" || fail "$name: the final weights differ from the reference restart's"
+}
+
+# The Python example saves its final weights (--save-weights), compared tensor by tensor;
+# the LibTorch one prints a digest of them.
+weights_arg() { [ "$1" = same_saved_weights ] && echo "--save-weights $netns_state/$2.pt"; }
+same_saved_weights() {
+  "$python" - "$netns_state/$1.pt" "$netns_state/$1.reference.pt" <<'EOF'
 import sys, torch
 a, b = (torch.load(p) for p in sys.argv[1:3])
 assert a.keys() == b.keys(), "different parameters"
@@ -107,13 +122,23 @@ for name in a:
     assert a[name].dtype == b[name].dtype and torch.equal(a[name], b[name]), name + " differs"
 print(f"   the final weights are bit-identical ({len(a)} tensors)")
 EOF
-  fail "the survived job's final weights differ from the reference restart's"
+}
+same_digest() {
+  local a b
+  a=$(grep "^final weights fnv1a" "$netns_state/$1.log")
+  b=$(grep "^final weights fnv1a" "$netns_state/$1.reference.log")
+  [ -n "$a" ] && [ "$a" = "$b" ] && echo "   the final weights are bit-identical ($a)"
+}
+
+survive python same_saved_weights "${py_train[@]}"
+if [ -n "$cpp_example" ]; then
+  survive libtorch same_digest "$cpp_example" "${train[@]}" --cache-dir "$cpp_data_dir"
+fi
 
 # 3. A stalled rank: its training thread hangs at commit 2; the stall inspector ends the
 # job (84), and the relaunch finishes from commit 2.
-export CHORUS_ELASTIC_JOB=stalled CHORUS_TEST_FAIL_HOST=h2 CHORUS_TEST_FAIL_COMMIT=2 CHORUS_TEST_FAIL_HOW=hang
-job stalled 180 --max-restarts 1 -H h1:1,h2:1 -- "$fail_at_commit" "$example" "${train[@]}"
-unset CHORUS_TEST_FAIL_HOW
+export CHORUS_ELASTIC_JOB=stalled CHORUS_TEST_FAIL_AT_COMMIT=h2:2:hang
+job stalled 180 --max-restarts 1 -H h1:1,h2:1 -- "${py_train[@]}"
 [ $rc = 0 ] || fail "stalled: chorusrun exited $rc"
 expect_line stalled "^chorusrun: restart 1 of 1 after ranks stopped taking part \(exit 84" \
   "the restart names the stall class"
@@ -121,8 +146,8 @@ expect_line stalled "^chorus.elastic: resumed from commit 2 " "the relaunch resu
 expect_line stalled "^finished $epochs epochs on 2 ranks" "the job finished"
 
 # 4. Every node lost: the relaunch finds no commit and starts from the epoch checkpoint.
-export CHORUS_ELASTIC_JOB=all_lost CHORUS_TEST_FAIL_HOST=h1 CHORUS_TEST_FAIL_COMMIT=12
-job all_lost 240 --max-restarts 1 -H h1:2 -- "$fail_at_commit" "$example" "${train[@]}" \
+export CHORUS_ELASTIC_JOB=all_lost CHORUS_TEST_FAIL_AT_COMMIT=h1:12
+job all_lost 240 --max-restarts 1 -H h1:2 -- "${py_train[@]}" \
   --checkpoint "$netns_state/all_lost.ckpt"
 [ $rc = 0 ] || fail "all_lost: chorusrun exited $rc"
 expect_line all_lost "^chorusrun: restart 1 of 1 after rank . on h1" "one restart"
@@ -130,7 +155,7 @@ grep -q "resumed from commit" "$netns_state/all_lost.log" &&
   fail "all_lost: a commit was resumed, but every store was lost"
 expect_line all_lost "^resumed from the checkpoint of epoch 1" "the relaunch read the checkpoint"
 expect_line all_lost "^finished $epochs epochs on 2 ranks" "the job finished from its checkpoint"
-unset CHORUS_TEST_FAIL_HOST
+unset CHORUS_TEST_FAIL_AT_COMMIT
 
 # 5. A host added while the job runs: it stops at the next commit and grows to 3 hosts.
 export CHORUS_ELASTIC_JOB=grow
@@ -147,7 +172,7 @@ chmod +x "$netns_state/discover"
   printf 'h1:2\nh2:2\nh3:2\n' >"$netns_state/offered" ) &
 # Longer than the others: the discovery runs every 2 s, and the job must still be training.
 job grow 240 --max-restarts 0 --host-discovery-script "$netns_state/discover" -- \
-  "$example" "${train[@]}" --epochs 1 --limit 20000
+  "${py_train[@]}" --epochs 1 --limit 20000
 wait
 [ $rc = 0 ] || fail "grow: chorusrun exited $rc"
 expect_line grow "^chorusrun: hosts added \(h1:2,h2:2,h3:2\): 6 ranks fit" "the discovery was noticed"
@@ -157,17 +182,17 @@ expect_line grow "^chorus.elastic: resumed from commit [0-9]+ " "the grown job r
 expect_line grow "^finished 1 epochs on 6 ranks" "the job finished on 6 ranks"
 
 # 6. A failure during the restore.
-export CHORUS_ELASTIC_JOB=restore CHORUS_TEST_FAIL_HOST=h2 CHORUS_TEST_FAIL_COMMIT=2 \
-  CHORUS_TEST_FAIL_RESTORE=h1
-job restore 240 --max-restarts 2 -H h1:2,h2:2 -- "$fail_at_commit" "$example" "${train[@]}"
-unset CHORUS_TEST_FAIL_HOST CHORUS_TEST_FAIL_RESTORE
+export CHORUS_ELASTIC_JOB=restore CHORUS_TEST_FAIL_AT_COMMIT=h2:2 CHORUS_TEST_FAIL_RESTORE=h1
+job restore 240 --max-restarts 2 -H h1:2,h2:2 -- "${py_train[@]}"
+unset CHORUS_TEST_FAIL_AT_COMMIT CHORUS_TEST_FAIL_RESTORE
 [ $rc = 0 ] || fail "restore: chorusrun exited $rc"
 expect_line restore "^chorusrun: restart 1 of 2 after rank [23] on h2 .*; launch 2: 2 ranks on h1:2 \(excluded: h2\)$" \
   "the first restart leaves h2 out"
 expect_line restore "^chorusrun: restart 2 of 2 after rank [01] on h1 .*; launch 3: 2 ranks on h1:2 \(excluded: h2\)$" \
   "the failed restore is restarted on the host left"
-[ "$(grep -c '^chorus.elastic: resumed from commit 2 ' "$netns_state/restore.log")" = 2 ] ||
-  fail "restore: launches 2 and 3 did not both resume from commit 2"
+expect_line restore "CHORUS_TEST_FAIL_RESTORE: in the restore of commit 2: rank [01] on h1 is killed" \
+  "the second launch died in the restore of commit 2"
+expect_line restore "^chorus.elastic: resumed from commit 2 " "the third launch resumed from commit 2"
 expect_line restore "^finished $epochs epochs on 2 ranks" "the job finished"
 
 echo "netns_elastic.sh: ok in $(( $(date +%s) - start )) s"
