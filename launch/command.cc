@@ -63,6 +63,7 @@ StatusOr<std::vector<std::string>> build_command(const Plan& plan, const Command
     argv = {"srun", "--ntasks=" + np};
     if (!o.srun_mpi.empty()) argv.push_back("--mpi=" + o.srun_mpi);
     if (o.chorus_binds) argv.push_back("--cpu-bind=none");
+    if (o.end_step_on_failure) argv.push_back("--kill-on-bad-exit=1");
   } else {
     if (plan.ppr == 0) {
       std::string counts;
@@ -81,6 +82,7 @@ StatusOr<std::vector<std::string>> build_command(const Plan& plan, const Command
     if (!o.srun_mpi.empty()) argv.push_back("--mpi=" + o.srun_mpi);
     if (o.oversubscribe) argv.push_back("--overcommit");
     if (o.chorus_binds) argv.push_back("--cpu-bind=none");
+    if (o.end_step_on_failure) argv.push_back("--kill-on-bad-exit=1");
   }
   argv.insert(argv.end(), o.launcher_args.begin(), o.launcher_args.end());
   argv.insert(argv.end(), o.program.begin(), o.program.end());

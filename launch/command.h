@@ -19,6 +19,9 @@ struct CommandOptions {
   std::string srun_mpi = "pmix";           ///< srun --mpi=<this>; empty: Slurm's default
   bool chorus_binds = false;               ///< CHORUS_BIND != none: the launcher must not bind
   bool oversubscribe = false;
+  /// A task that fails ends the whole step at once (srun --kill-on-bad-exit; mpirun does so
+  /// by default), as an elastic job's supervisor needs.
+  bool end_step_on_failure = false;
   /// The allocation's slots are Slurm's task layout (Allocation::slurm_tasks): srun can
   /// run a plan that fills them as they are, even when hosts have different counts.
   bool slurm_task_layout = false;

@@ -99,6 +99,18 @@ StatusOr<std::vector<Host>> discover_hosts(const std::string& script) {
   return parse_discovered_hosts(out.text);
 }
 
+ElasticRequest elastic_request(const Cli& cli) {
+  return {cli.max_restarts.value_or(0), cli.np, cli.min_np, cli.max_np, cli.ppr, cli.oversubscribe,
+          cli.host_discovery_script};
+}
+
+// The hosts an elastic job may use now: the discovery script's, else the allocation's.
+StatusOr<std::vector<Host>> elastic_hosts(const ElasticRequest& request,
+                                          const Allocation& allocation) {
+  if (request.discovery_script.empty()) return allocation.hosts;
+  return discover_hosts(request.discovery_script);
+}
+
 // The elastic job (launch/supervisor.h): each launch gets the job's name for its commit
 // stores, its number, and where to ask whether hosts were added (launch/hosts_notice.h).
 int supervise_job(const Cli& cli, const Env& env, const Allocation& allocation,
@@ -121,10 +133,7 @@ int supervise_job(const Cli& cli, const Env& env, const Allocation& allocation,
   // Uneven layouts after a host leaves are the plan's own, not the allocation's.
   options.slurm_task_layout = false;
   SupervisorHooks hooks;
-  hooks.hosts = [&]() -> StatusOr<std::vector<Host>> {
-    if (request.discovery_script.empty()) return allocation.hosts;
-    return discover_hosts(request.discovery_script);
-  };
+  hooks.hosts = [&] { return elastic_hosts(request, allocation); };
   hooks.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   hooks.launch = [&](const Plan& plan, int launch, const std::set<std::string>& excluded) {
     StatusOr<std::vector<std::string>> argv = build_command(plan, options);
@@ -199,18 +208,18 @@ int run(const std::vector<std::string>& args) {
   if (options.launcher == Launcher::kSrun) options.srun_mpi = srun_mpi(env);
   options.chorus_binds = *mode != BindMode::kNone;
   options.oversubscribe = cli->oversubscribe;
+  options.end_step_on_failure = cli->elastic();
   options.slurm_task_layout = allocation->slurm_tasks;
   options.program = cli->program;
   if (cli->check_job) options.program = {check_job_program()};
-  if (cli->elastic() && !cli->dry_run && !cli->explain) {
-    if (!cli->bind.empty()) setenv("CHORUS_BIND", cli->bind.c_str(), 1);
-    return supervise_job(*cli, env, *allocation, options);
-  }
-  StatusOr<Plan> plan = make_plan(*allocation, {cli->np, cli->ppr, cli->oversubscribe});
+  // An elastic job's first launch is planned as each launch is (launch/supervisor.h).
+  StatusOr<Plan> plan = [&]() -> StatusOr<Plan> {
+    if (!cli->elastic()) return make_plan(*allocation, {cli->np, cli->ppr, cli->oversubscribe});
+    StatusOr<std::vector<Host>> hosts = elastic_hosts(elastic_request(*cli), *allocation);
+    if (!hosts.ok()) return hosts.status();
+    return elastic_plan(*hosts, elastic_request(*cli));
+  }();
   if (!plan.ok()) return error(plan.status());
-  StatusOr<std::vector<std::string>> argv = build_command(*plan, options);
-  if (!argv.ok()) return error(argv.status());
-  if (options.launcher == Launcher::kMpirun) (*argv)[0] = mpirun_program(env);
 
   if (cli->explain) {
     std::optional<CpuLayout> layout;
@@ -221,6 +230,14 @@ int run(const std::vector<std::string>& args) {
     std::fputs(format_explain(*plan, *mode, layout, allocation->source, cuda_visible).c_str(),
                stdout);
   }
+  if (cli->elastic() && !cli->dry_run) {
+    std::fflush(stdout);
+    if (!cli->bind.empty()) setenv("CHORUS_BIND", cli->bind.c_str(), 1);
+    return supervise_job(*cli, env, *allocation, options);
+  }
+  StatusOr<std::vector<std::string>> argv = build_command(*plan, options);
+  if (!argv.ok()) return error(argv.status());
+  if (options.launcher == Launcher::kMpirun) (*argv)[0] = mpirun_program(env);
   if (cli->dry_run) {
     std::printf("%s\n", format_command(*argv).c_str());
     return 0;

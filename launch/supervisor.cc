@@ -36,6 +36,7 @@ std::string signal_words(int sig) {
 struct Named {
   int rank = -1;
   std::string host;
+  std::string srun_says;  ///< srun's word for the task's end ("Killed"), when srun named it
 };
 
 Named named_rank(const std::string& text, const Plan& plan) {
@@ -43,7 +44,7 @@ Named named_rank(const std::string& text, const Plan& plan) {
   // or for a nonzero exit "Process name: [[1256,1],4]"; srun: "srun: error: h3: task 4: Killed".
   static const std::regex noticed(R"(process rank (\d+) with PID \d+ on node (\S+))");
   static const std::regex process(R"(Process name: \[\[\d+,\d+\],(\d+)\])");
-  static const std::regex srun(R"(srun: error: (\S+): tasks? (\d+))");
+  static const std::regex srun(R"(srun: error: (\S+): tasks? (\d+)[-0-9,]*: ([^\n]+))");
   Named named;
   std::smatch m;
   if (std::regex_search(text, m, noticed)) {
@@ -51,7 +52,7 @@ Named named_rank(const std::string& text, const Plan& plan) {
   } else if (std::regex_search(text, m, process)) {
     named.rank = std::stoi(m[1]);
   } else if (std::regex_search(text, m, srun)) {
-    named = {std::stoi(m[2]), m[1]};
+    named = {std::stoi(m[2]), m[1], m[3]};
   }
   // The plan's name for the host, as the next launch's host list spells it (the launcher may
   // say "vm" where the plan said "localhost").
@@ -140,6 +141,9 @@ LaunchEnd classify_end(int wait_status, const std::string& text, const Plan& pla
                  "; first reported by " + who + ")";
     // The rank that reported a stall is not the one that stopped: no host is to blame.
     end.failed_host.clear();
+  } else if (!named.srun_says.empty()) {
+    // srun's own status is that of the step it ended; the task that failed first is named.
+    end.reason = who + " ended (srun: " + named.srun_says + ")";
   } else if (status > 128) {
     end.reason = who + " ended on " + signal_words(status - 128);
   } else {

@@ -18,6 +18,10 @@
 #      BUILD_DIR with pip wheel), and `srun python` of a chorus.torch example script,
 #      checking that it ran on 4 ranks from the nodes' venvs and reached its accuracy floor
 #
+#   5. (with ELASTIC_EXAMPLE in the environment: the LibTorch elastic example) sbatch of the
+#      job script running chorusrun --max-restarts 2: cn2's ranks die at commit 2 and
+#      chorusrun relaunches on cn1 inside the allocation, from that commit.
+#
 #   slurm_cluster.sh MAP_PROBE JOB_SCRIPT EXAMPLE CHORUSRUN [PYTHON BUILD_DIR PY_EXAMPLE]
 #
 # Exit 77 (skipped) only when this machine cannot do it (not root, no UTS namespaces).
@@ -230,6 +234,31 @@ for r in 0 1 2 3; do
   grep -qE "^cn$((r / 2 + 1)) +$r +$((r % 2)) " "$state/check-job.out" || fail "--check-job has no row for rank $r on cn$((r / 2 + 1))"
 done
 grep -qE "host memory +median [0-9.]+ ms" "$state/check-job.out" || fail "--check-job timed no allreduce"
+if [ -n "${ELASTIC_EXAMPLE:-}" ]; then
+  # A node lost inside the allocation: chorusrun --max-restarts in the job script; cn2's
+  # ranks die after commit 2 with their node's commits (CHORUS_TEST_FAIL_AT_COMMIT), and
+  # chorusrun relaunches srun on cn1 inside the same allocation, from commit 2.
+  echo "== sbatch $(basename "$job_script") chorusrun --max-restarts 2 $(basename "$ELASTIC_EXAMPLE"): cn2 lost"
+  elastic_job=$(CHORUS_TEST_FAIL_AT_COMMIT=cn2:2 CHORUS_ELASTIC_DIR=$state/elastic-shm \
+    CHORUS_LIVENESS_SECONDS=20 \
+    sbatch --parsable -N 2 --ntasks-per-node 2 -t 5 -o "$state/elastic-%j.out" "$job_script" \
+    --max-restarts 2 --min-np 2 "$ELASTIC_EXAMPLE" --epochs 2 --limit 3000 --batch-size 32 \
+    --batches-per-commit 5) || fail "sbatch refused the elastic job"
+  for i in $(seq 1 900); do
+    [ -z "$(squeue -h -j "$elastic_job" 2>/dev/null)" ] && break
+    [ "$i" = 900 ] && { scancel "$elastic_job"; fail "the elastic job still running after 180 s"; }
+    sleep 0.2
+  done
+  out=$state/elastic-$elastic_job.out
+  grep -v '^\[chorus rank .*\] \[\(debug\|info\)\]' "$out"
+  scontrol show job "$elastic_job" | grep -q "JobState=COMPLETED" ||
+    fail "the elastic job did not complete: $(scontrol show job "$elastic_job" | grep -o 'JobState=[A-Z_]* Reason=[^ ]*')"
+  grep -qE "^chorusrun: launch 1: 4 ranks on cn1:2,cn2:2$" "$out" || fail "the first launch was not 2 x 2"
+  grep -qE "^chorusrun: restart 1 of 2 after rank [23] on cn2 ended \(srun: Killed\); launch 2: 2 ranks on cn1:2 \(excluded: cn2\)$" "$out" ||
+    fail "the restart line does not leave cn2 out"
+  grep -q "^chorus.elastic: resumed from commit 2 " "$out" || fail "the relaunch did not resume from commit 2"
+  grep -q "^finished 2 epochs on 2 ranks" "$out" || fail "the elastic job did not finish on cn1"
+fi
 if [ -n "$py_example" ]; then
   echo "== sbatch $(basename "$venv_script") $(basename "$py_example"): a venv per node, srun python"
   wheels=$state/wheels

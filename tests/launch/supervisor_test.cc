@@ -53,10 +53,14 @@ TEST(ClassifyEnd, ANonzeroExitNamesTheRanksHostFromThePlan) {
 
 TEST(ClassifyEnd, SrunNamesTheHostAndTask) {
   const Plan plan = plan_of({{"n1", 1}, {"n2", 1}});
-  LaunchEnd end = classify_end(killed(SIGKILL), "srun: error: n2: task 1: Killed\n", plan);
+  LaunchEnd end = classify_end(exited(143),
+                               "srun: error: n2: tasks 1-3: Killed\n"
+                               "srun: error: n1: task 0: Terminated\n",
+                               plan);
   EXPECT_EQ(end.ending, Ending::kFailed);
   EXPECT_EQ(end.failed_host, "n2");
-  EXPECT_EQ(end.status, 128 + SIGKILL);
+  EXPECT_EQ(end.status, 143);
+  EXPECT_EQ(end.reason, "rank 1 on n2 ended (srun: Killed)");
 }
 
 TEST(ClassifyEnd, StallStatusesAreProgramErrorsButAStoppedRankIsAFailure) {

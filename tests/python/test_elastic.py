@@ -1,0 +1,117 @@
+"""chorus.torch.elastic in one launch, as horovod.torch.elastic's users observe it: the state
+objects' save/restore/sync, ElasticSampler's split of an epoch and its resumption on
+another number of ranks, the reset callbacks, and run() outside a supervised job (no
+commit store, no host updates). The relaunches themselves are cluster.netns_elastic's."""
+
+import pickle
+import random
+
+import pytest
+import torch
+
+import chorus.torch as hvd
+
+
+class FakeDataset:
+    def __init__(self, n):
+        self.n = n
+
+    def __len__(self):
+        return self.n
+
+
+def test_object_state_restores_and_syncs_from_rank_0():
+    state = hvd.elastic.ObjectState(hvd.broadcast_object, hvd.rank, epoch=1, seen=[1])
+    state.epoch = 5
+    state.save()
+    state.epoch = 9
+    state.restore()
+    assert state.epoch == 5
+    state.epoch = 100 + hvd.rank()
+    state.save()
+    state.sync()
+    assert state.epoch == 100, "every rank takes rank 0's values"
+
+
+def test_torch_state_restores_model_optimizer_and_values():
+    torch.manual_seed(hvd.rank())  # different weights per rank, until sync
+    model = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    state = hvd.elastic.TorchState(model, optimizer, batch=0)
+    state.sync()
+    weights = [p.detach().clone() for p in model.parameters()]
+    gathered = hvd.allgather(weights[0].reshape(1, -1))
+    assert all(torch.equal(gathered[0], row) for row in gathered), "sync made them equal"
+    state.commit()
+    committed = {k: v["momentum_buffer"].clone()
+                 for k, v in optimizer.state_dict()["state"].items() if "momentum_buffer" in v}
+    model(torch.ones(4, 3)).sum().backward()
+    optimizer.step()
+    state.batch = 7
+    assert not torch.equal(next(model.parameters()), weights[0])
+    state.restore()
+    assert all(torch.equal(p, w) for p, w in zip(model.parameters(), weights))
+    assert state.batch == 0
+    after = optimizer.state_dict()["state"]
+    for k in set(after) | set(committed):
+        assert torch.equal(after[k]["momentum_buffer"], committed[k]), \
+            "the momentum of the step after the commit is gone"
+
+
+def test_a_model_assigned_to_the_state_is_tracked():
+    state = hvd.elastic.TorchState(torch.nn.Linear(2, 2), None)
+    replacement = torch.nn.Linear(2, 2)
+    state.model = replacement
+    with torch.no_grad():
+        replacement.weight.fill_(3.0)
+    state.save()
+    with torch.no_grad():
+        replacement.weight.fill_(0.0)
+    state.restore()
+    assert torch.all(replacement.weight == 3.0)
+
+
+@pytest.mark.parametrize("length", [100, 101, 7])
+def test_sampler_splits_the_epoch_and_resumes_on_another_number_of_ranks(length):
+    sampler = hvd.elastic.ElasticSampler(FakeDataset(length), shuffle=True, seed=3)
+    sampler.set_epoch(2)
+    mine = list(sampler)
+    assert len(mine) == len(sampler) == -(-length // hvd.size())
+    everyone = hvd.allgather_object(mine)
+    covered = sorted(set(i for part in everyone for i in part))
+    assert covered == list(range(length)), "every sample of the epoch goes to some rank"
+    # Two batches of 2 processed on every rank, then a relaunch on one rank: the rest of the
+    # epoch's order, none of the processed samples.
+    batch = 2
+    sampler.record_batch(0, batch)
+    sampler.record_batch(1, batch)
+    processed = sampler.state_dict()["processed_num"]
+    assert processed == 2 * batch * hvd.size()
+    order = list(range(length))
+    random.Random(3 + 2).shuffle(order)
+    resumed = hvd.elastic.ElasticSampler(FakeDataset(length), shuffle=True, seed=3)
+    resumed.load_state_dict(pickle.loads(pickle.dumps(sampler.state_dict())))
+    rest = sorted(set(i for part in hvd.allgather_object(list(resumed)) for i in part))
+    assert rest == sorted(order[processed:])
+    assert not set(rest) & set(order[:processed]), "no processed sample comes back"
+
+
+def test_run_without_a_supervisor_calls_through_and_keeps_no_store():
+    state = hvd.elastic.ObjectState(hvd.broadcast_object, hvd.rank, step=hvd.rank())
+    calls = []
+    state.register_reset_callbacks([lambda: calls.append("reset")])
+
+    @hvd.elastic.run
+    def train(state, steps):
+        for _ in range(steps):
+            state.step += 1
+            state.commit()
+        return state.step
+
+    assert train(state, 3) == 3, "run synced the state from rank 0 (step 0) first"
+    assert calls == [], "no relaunch, so no reset"
+
+
+def test_hosts_updated_interrupt_is_horovods_name():
+    assert issubclass(hvd.HostsUpdatedInterrupt, RuntimeError)
+    assert hvd.HostsUpdatedInterrupt(skip_sync=True).skip_sync
