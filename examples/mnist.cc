@@ -20,6 +20,7 @@
 #include "chorus/chorus.h"
 #include "chorus/torch.h"
 #include "fashion_cnn.h"
+#include "trainer_main.h"
 #include "unpacked_dataset.h"
 
 namespace {
@@ -249,24 +250,5 @@ int train(const Flags& flags) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Flags flags;
-  try {
-    flags = parse_flags(argc, argv);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "mnist: %s\n", e.what());
-    return 2;
-  }
-  if (chorus::Status s = chorus::init(); !s.ok()) {
-    std::fprintf(stderr, "mnist: chorus::init failed: %s\n", s.to_string().c_str());
-    return 2;
-  }
-  int rc = 0;
-  try {
-    rc = train(flags);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "mnist: rank %d: %s\n", chorus::rank(), e.what());
-    rc = 1;
-  }
-  chorus::shutdown();
-  return rc;
+  return examples::trainer_main("mnist", argc, argv, parse_flags, train);
 }

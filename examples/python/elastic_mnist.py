@@ -16,7 +16,6 @@ import os
 import sys
 
 import torch
-import torch.nn as nn
 import torch.nn.functional as F
 import torch.optim as optim
 from torchvision import datasets, transforms
@@ -24,6 +23,7 @@ from torchvision import datasets, transforms
 import chorus.torch as hvd  # was: import horovod.torch as hvd
 
 import fashion_data
+from mnist import Net  # the model of examples/python/mnist.py
 
 parser = argparse.ArgumentParser(description="Horovod-style elastic Fashion-MNIST training")
 parser.add_argument("--batch-size", type=int, default=64, help="training batch per rank")
@@ -43,24 +43,6 @@ parser.add_argument("--save-weights", default=None,
 parser.add_argument("--sample-log", default=None,
                     help="directory where each rank records the samples of each batch it "
                          "trained on (rank<R>.log), to check a resumed epoch")
-
-
-class Net(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 10, kernel_size=5)
-        self.conv2 = nn.Conv2d(10, 20, kernel_size=5)
-        self.conv2_drop = nn.Dropout2d()
-        self.fc1 = nn.Linear(320, 50)
-        self.fc2 = nn.Linear(50, 10)
-
-    def forward(self, x):
-        x = F.relu(F.max_pool2d(self.conv1(x), 2))
-        x = F.relu(F.max_pool2d(self.conv2_drop(self.conv2(x)), 2))
-        x = x.flatten(1)
-        x = F.relu(self.fc1(x))
-        x = F.dropout(x, training=self.training)
-        return F.log_softmax(self.fc2(x), dim=1)
 
 
 def main():

@@ -45,8 +45,8 @@ CHORUS_API StatusOr<std::optional<CommittedState>> newest_commit(const std::stri
 /// Whether chorusrun reported hosts added since this launch started (its discovery script
 /// found hosts the job could grow onto): rank 0 asks the supervisor and every rank returns
 /// its answer, so that all stop at the same commit. False when the job is not supervised;
-/// a supervisor that does not answer is logged and read as no news. Collective over every
-/// rank.
+/// a supervisor that does not answer is read as no news (and logged once). Collective over
+/// every rank.
 CHORUS_API StatusOr<bool> hosts_added();
 
 /// Removes this node's commits in `dir` (on the node's first local rank), once the training

@@ -9,6 +9,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
 #include <system_error>
 #include <thread>
 
@@ -117,7 +118,12 @@ StatusOr<bool> hosts_added() {
   if (rank() == 0) {
     StatusOr<int64_t> version = ask_hosts_version(config.elastic_supervisor, 2.0);
     if (!version.ok()) {
-      log().warn("hosts_added: {}; read as no hosts added", version.status().message());
+      // Said once: the job runs on without growing.
+      static std::once_flag said;
+      std::call_once(said, [&] {
+        log().warn("hosts_added: {}; read as no hosts added, here and at later commits",
+                   version.status().message());
+      });
     } else {
       added = *version > config.elastic_hosts_version ? 1 : 0;
     }

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# How long an elastic job takes from a rank's death to training resumed, broken down, on fake
+# hosts (tests/cluster/netns_lib.sh): 3 hosts x 2 ranks run the elastic Fashion-MNIST
+# example under chorusrun; h3's ranks die after commit 2 (CHORUS_TEST_FAIL_AT_COMMIT), and
+# the job resumes on h1 and h2 (4 ranks). Each line of chorusrun's output is stamped when it
+# arrives, and the phases are read from it:
+#
+#   detect + teardown  the ranks' death (their last log line) to chorusrun's restart line:
+#                      the launcher noticed, ended the other ranks and exited
+#   launch + init      the restart line to the relaunched rank 0's host table (processes
+#                      started, Python or the program loaded, MPI and Chorus initialized)
+#   setup              the trainer's own start after init (its data, its model) until the
+#                      restore begins
+#   restore            as the relaunched job reports it: the agreement on the newest commit
+#                      and its broadcast and load
+#   first step         the resumed line to the first batch's log line
+#
+# (A commit's own cost is bench/commit_bench.cc's.)
+#
+#   bench/elastic_recovery.sh [ROUNDS]      (needs root; BUILD_DIR, default <repo>/build)
+set -u
+repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${BUILD_DIR:-${repo}/build}"
+rounds=${1:-3}
+fail() { echo "elastic_recovery.sh: FAIL: $*" >&2; exit 1; }
+skip() { echo "elastic_recovery.sh: cannot run here: $*" >&2; exit 1; }
+chorusrun=$build/launch/chorusrun
+[ -x "$chorusrun" ] || fail "$chorusrun not found; build first"
+
+. "$repo/tests/cluster/netns_lib.sh"
+netns_up 3
+export PYTHONPATH=$build/python CHORUS_LOG_LEVEL=info CHORUS_TEST_FAIL_AT_COMMIT=h3:2
+
+stamp() { /usr/bin/python3 -u -c '
+import sys, time
+for line in sys.stdin:
+    sys.stdout.write(f"{time.monotonic():.3f} {line}")'; }
+
+# phases LOG: the five phases and the total in seconds, from a stamped log.
+phases() {
+  /usr/bin/python3 - "$1" <<'EOF'
+import re, sys
+t = {}
+for line in open(sys.argv[1]):
+    stamp, _, text = line.partition(" ")
+    stamp = float(stamp)
+    if "CHORUS_TEST_FAIL_AT_COMMIT" in text:
+        t["death"] = stamp
+    elif text.startswith("chorusrun: restart 1"):
+        t["restart"] = stamp
+    elif "rank map:" in text and "restart" in t and "init" not in t:
+        t["init"] = stamp
+    elif text.startswith("chorus.elastic: resumed"):
+        t["resumed"] = stamp
+        t["restore"] = float(re.search(r"in ([0-9.]+) s", text).group(1))
+    elif "resumed" in t and "step" not in t and re.match(r"epoch \d+ batch", text):
+        t["step"] = stamp
+missing = [k for k in ("death", "restart", "init", "resumed", "step") if k not in t]
+if missing:
+    sys.exit(f"missing events: {missing}")
+setup = t["resumed"] - t["restore"] - t["init"]
+print(f"{t['restart'] - t['death']:.2f} {t['init'] - t['restart']:.2f} {setup:.2f} "
+      f"{t['restore']:.2f} {t['step'] - t['resumed']:.2f} {t['step'] - t['death']:.2f}")
+EOF
+}
+
+run_case() {  # NAME PROGRAM...
+  local name=$1 r log
+  shift
+  echo "== $name: 3 hosts x 2 ranks, h3 lost after commit 2, resumed on 4 ranks"
+  printf '%-6s %10s %12s %8s %8s %9s %8s\n' round detect+td launch+init setup restore \
+    "1st step" total
+  for ((r = 1; r <= rounds; r++)); do
+    log=$netns_state/$name.$r.log
+    CHORUS_ELASTIC_JOB=$name-$r CHORUS_ELASTIC_DIR=$netns_state/shm timeout -k 5 300 \
+      "$chorusrun" --max-restarts 1 --min-np 2 -H h1:2,h2:2,h3:2 --mpi-args "--bind-to none" \
+      "$@" 2>&1 | stamp >"$log"
+    grep -q "^[0-9.]* finished" "$log" || { tail -20 "$log"; fail "$name round $r did not finish"; }
+    printf '%-6s %10s %12s %8s %8s %9s %8s\n' "$r" $(phases "$log") || fail "$name round $r"
+  done
+}
+
+train=(--epochs 1 --limit 3000 --batch-size 32 --batches-per-commit 5 --log-interval 1)
+run_case python /usr/bin/python3 "$repo/examples/python/elastic_mnist.py" "${train[@]}" \
+  --data-dir "$build/fashion-mnist"
+run_case libtorch "$build/examples/elastic_mnist" "${train[@]}" \
+  --cache-dir "$build/examples/fashion-mnist"
