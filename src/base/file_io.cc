@@ -36,10 +36,20 @@ int pread_all(int fd, char* out, std::size_t size, int64_t offset) {
 }
 
 int replace_file(const std::string& path, std::string_view text, int* keep_open) {
+  return replace_file(path, {text}, keep_open);
+}
+
+int replace_file(const std::string& path, std::initializer_list<std::string_view> parts,
+                 int* keep_open) {
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
   if (fd < 0) return errno;
-  int err = pwrite_all(fd, text, 0);
+  int err = 0;
+  int64_t offset = 0;
+  for (std::string_view part : parts) {
+    if (err == 0) err = pwrite_all(fd, part, offset);
+    offset += static_cast<int64_t>(part.size());
+  }
   if (err == 0 && !keep_open && ::close(fd) != 0) err = errno;
   if (err == 0 && ::rename(tmp.c_str(), path.c_str()) != 0) err = errno;
   if (err != 0) {

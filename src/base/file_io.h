@@ -6,6 +6,7 @@
 // Errors are errno values (0: done), for the callers to put in their own messages.
 
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 #include <string_view>
 
@@ -19,5 +20,8 @@ int pread_all(int fd, char* out, std::size_t size, int64_t offset);
 /// becomes the new file's descriptor, open for reading and writing (the caller closes it);
 /// otherwise it is closed. Nothing is left behind on failure.
 int replace_file(const std::string& path, std::string_view text, int* keep_open = nullptr);
+/// The same with the file's text in parts, written one after the other (no copy joins them).
+int replace_file(const std::string& path, std::initializer_list<std::string_view> parts,
+                 int* keep_open = nullptr);
 
 }  // namespace chorus

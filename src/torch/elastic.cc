@@ -6,7 +6,6 @@
 #include <chrono>
 #include <cstdio>
 #include <random>
-#include <sstream>
 
 #include "chorus/chorus.h"
 #include "chorus/elastic.h"
@@ -98,9 +97,15 @@ std::string State::serialize() const {
     top.write("sampler." + name, ::torch::tensor({sampler->epoch(), sampler->processed()}));
   }
   for (const auto& [name, value] : values_) top.write("value." + name, ::torch::tensor(*value));
-  std::ostringstream out;
-  top.save_to(out);
-  return out.str();
+  // Straight into one string, grown to the size of the last commit at once: a stream would
+  // copy a state of hundreds of MB several times over as it grows.
+  std::string out;
+  out.reserve(saved_.size() + saved_.size() / 16);
+  top.save_to([&out](const void* data, std::size_t size) {
+    out.append(static_cast<const char*>(data), size);
+    return size;
+  });
+  return out;
 }
 
 void State::load(const std::string& bytes) {

@@ -80,9 +80,7 @@ Status CommitStore::write(uint64_t number, std::string_view bytes) {
     return invalid_argument("commit " + std::to_string(number) + " is not newer than commit " +
                             std::to_string(stored->front()) + " in " + dir_);
   }
-  std::string file = header(number, bytes);
-  file.append(bytes);
-  if (int err = replace_file(path(number), file); err != 0) {
+  if (int err = replace_file(path(number), {header(number, bytes), bytes}); err != 0) {
     return io_error("cannot write", path(number), err);
   }
   for (std::size_t i = static_cast<std::size_t>(std::max(keep_, 1)) - 1; i < stored->size(); ++i) {
