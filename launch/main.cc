@@ -3,7 +3,6 @@
 // argv vector (no shell in between, so odd host names and arguments reach it unchanged).
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -18,13 +17,11 @@
 #include "check_build.h"
 #include "cli.h"
 #include "command.h"
+#include "elastic_job.h"
 #include "explain.h"
-#include "hosts_notice.h"
 #include "plan.h"
 #include "shell.h"
-#include "supervisor.h"
 #include "topology/hwloc_binding.h"
-#include "watched_launch.h"
 
 extern char** environ;
 
@@ -87,86 +84,6 @@ std::string srun_mpi(const Env& env) {
   const ShellOutput list = shell_output("srun --mpi=list 2>&1");
   if (list.ran && list.status != 0) return "pmix";  // no srun here (a --dry-run outside Slurm)
   return choose_srun_mpi(list.text);
-}
-
-// The hosts the discovery script prints now; a script that fails is an error naming it.
-StatusOr<std::vector<Host>> discover_hosts(const std::string& script) {
-  const ShellOutput out = shell_output(shell_quote(script).c_str());
-  if (!out.ran || out.status != 0) {
-    return invalid_argument("host discovery script '" + script + "' failed (status " +
-                            std::to_string(out.status) + ")");
-  }
-  return parse_discovered_hosts(out.text);
-}
-
-ElasticRequest elastic_request(const Cli& cli) {
-  return {cli.max_restarts.value_or(0), cli.np, cli.min_np, cli.max_np, cli.ppr, cli.oversubscribe,
-          cli.host_discovery_script};
-}
-
-// The hosts an elastic job may use now: the discovery script's, else the allocation's.
-StatusOr<std::vector<Host>> elastic_hosts(const ElasticRequest& request,
-                                          const Allocation& allocation) {
-  if (request.discovery_script.empty()) return allocation.hosts;
-  return discover_hosts(request.discovery_script);
-}
-
-// The elastic job (launch/supervisor.h): each launch gets the job's name for its commit
-// stores, its number, and where to ask whether hosts were added (launch/hosts_notice.h).
-int supervise_job(const Cli& cli, const Env& env, const Allocation& allocation,
-                  CommandOptions options) {
-  StatusOr<std::unique_ptr<HostsNotice>> notice = HostsNotice::start();
-  if (!notice.ok()) return error(notice.status());
-  auto job = env.find("CHORUS_ELASTIC_JOB");
-  const std::string job_name =
-      job != env.end() ? job->second : local_host_name() + "-" + std::to_string(getpid());
-  for (const char* name : {"CHORUS_ELASTIC_JOB", "CHORUS_ELASTIC_LAUNCH",
-                           "CHORUS_ELASTIC_SUPERVISOR", "CHORUS_ELASTIC_HOSTS_VERSION"}) {
-    if (std::find(options.forward_env.begin(), options.forward_env.end(), name) ==
-        options.forward_env.end()) {
-      options.forward_env.push_back(name);
-    }
-  }
-  ElasticRequest request{
-      cli.max_restarts.value_or(0), cli.np, cli.min_np, cli.max_np, cli.ppr, cli.oversubscribe,
-      cli.host_discovery_script};
-  // Uneven layouts after a host leaves are the plan's own, not the allocation's.
-  options.slurm_task_layout = false;
-  SupervisorHooks hooks;
-  hooks.hosts = [&] { return elastic_hosts(request, allocation); };
-  hooks.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
-  hooks.launch = [&](const Plan& plan, int launch, const std::set<std::string>& excluded) {
-    StatusOr<std::vector<std::string>> argv = build_command(plan, options);
-    if (!argv.ok()) return LaunchResult{2 << 8, argv.status().message(), 0};
-    if (options.launcher == Launcher::kMpirun) (*argv)[0] = mpirun_program(env);
-    const int version = (*notice)->version();
-    const std::vector<std::string> overrides = {
-        "CHORUS_ELASTIC_JOB=" + job_name, "CHORUS_ELASTIC_LAUNCH=" + std::to_string(launch),
-        "CHORUS_ELASTIC_SUPERVISOR=" + (*notice)->address(),
-        "CHORUS_ELASTIC_HOSTS_VERSION=" + std::to_string(version)};
-    int seconds = 0;
-    auto look_for_hosts = [&] {
-      if (request.discovery_script.empty() || ++seconds % 2 != 0) return;
-      if ((*notice)->version() != version) return;  // told once per launch
-      StatusOr<std::vector<Host>> found = discover_hosts(request.discovery_script);
-      if (!found.ok()) return;
-      std::vector<Host> usable;
-      for (const Host& h : *found) {
-        if (!excluded.count(h.name)) usable.push_back(h);
-      }
-      StatusOr<Plan> bigger = elastic_plan(usable, request);
-      if (bigger.ok() && bigger->np > plan.np) {
-        std::fprintf(stderr,
-                     "chorusrun: hosts added (%s): %d ranks fit; the job stops at its "
-                     "next commit to grow\n",
-                     format_host_list(usable).c_str(), bigger->np);
-        (*notice)->bump();
-      }
-    };
-    return run_watched(*argv, overrides, look_for_hosts);
-  };
-  std::fprintf(stderr, "chorusrun: elastic job %s (CHORUS_ELASTIC_JOB)\n", job_name.c_str());
-  return supervise(request, hooks);
 }
 
 int run(const std::vector<std::string>& args) {
@@ -233,7 +150,8 @@ int run(const std::vector<std::string>& args) {
   if (cli->elastic() && !cli->dry_run) {
     std::fflush(stdout);
     if (!cli->bind.empty()) setenv("CHORUS_BIND", cli->bind.c_str(), 1);
-    return supervise_job(*cli, env, *allocation, options);
+    return supervise_job(*cli, env, *allocation, options, mpirun_program(env),
+                         local_host_name() + "-" + std::to_string(getpid()));
   }
   StatusOr<std::vector<std::string>> argv = build_command(*plan, options);
   if (!argv.ok()) return error(argv.status());

@@ -318,6 +318,24 @@ TEST(CliTest, VersionAndCheckBuildNeedNoProgram) {
             "--check-job runs its own program; './train' was given too");
 }
 
+TEST(CliTest, ElasticOptions) {
+  StatusOr<Cli> c = parse_cli({"--max-restarts", "0", "--min-np=2", "--max-np", "6",
+                               "--host-discovery-script", "./hosts.sh", "./train"});
+  ASSERT_TRUE(c.ok()) << error_of(c);
+  EXPECT_TRUE(c->elastic()) << "--max-restarts 0 still supervises: it never restarts";
+  EXPECT_EQ(*c->max_restarts, 0);
+  EXPECT_EQ(*c->min_np, 2);
+  EXPECT_EQ(*c->max_np, 6);
+  EXPECT_EQ(c->host_discovery_script, "./hosts.sh");
+  EXPECT_FALSE(parse_cli({"-np", "2", "./train"})->elastic());
+  EXPECT_EQ(error_of(parse_cli({"--max-restarts", "-1", "x"})),
+            "--max-restarts: '-1' is not a positive integer");
+  EXPECT_EQ(error_of(parse_cli({"--min-np", "4", "--max-np", "2", "x"})),
+            "--min-np 4 is more than --max-np 2");
+  EXPECT_EQ(error_of(parse_cli({"--max-restarts", "1", "--check-job"})),
+            "--check-job is not supervised: drop the elastic options");
+}
+
 TEST(CliTest, Errors) {
   EXPECT_EQ(error_of(parse_cli({"-np"})), "-np needs a value");
   EXPECT_EQ(error_of(parse_cli({"-np", "two", "x"})), "-np: 'two' is not a positive integer");
