@@ -3,7 +3,6 @@
 #include <sys/wait.h>
 
 #include <algorithm>
-#include <csignal>
 #include <cstring>
 #include <regex>
 
@@ -134,8 +133,9 @@ LaunchEnd classify_end(int wait_status, const std::string& text, const Plan& pla
     end.ending = Ending::kHostsChanged;
     end.reason = "the workers stopped at a commit";
     end.failed_host.clear();
-  } else if (status >= 81 && status <= 84) {
-    const auto cls = static_cast<StallClass>(status - 80);
+  } else if (status >= stall_exit_status(StallClass::kNameMismatch) &&
+             status <= stall_exit_status(StallClass::kRankStopped)) {
+    const auto cls = static_cast<StallClass>(status - stall_exit_status(StallClass{0}));
     end.ending = cls == StallClass::kRankStopped ? Ending::kFailed : Ending::kProgramError;
     end.reason = std::string(stall_class_name(cls)) + " (exit " + std::to_string(status) +
                  "; first reported by " + who + ")";
