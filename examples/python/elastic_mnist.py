@@ -18,7 +18,6 @@ import sys
 import torch
 import torch.nn.functional as F
 import torch.optim as optim
-from torchvision import datasets, transforms
 
 import chorus.torch as hvd  # was: import horovod.torch as hvd
 
@@ -51,12 +50,7 @@ def main():
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)  # one thread per rank: ranks share the host's cores
 
-    root = fashion_data.prepare(args.data_dir)
-    normalize = transforms.Compose([transforms.ToTensor(),
-                                    transforms.Normalize((0.2860,), (0.3530,))])
-    train_set = datasets.FashionMNIST(root, train=True, download=False, transform=normalize)
-    if args.limit:
-        train_set = torch.utils.data.Subset(train_set, range(args.limit))
+    train_set = fashion_data.normalized(args.data_dir, train=True, limit=args.limit)
     train_sampler = hvd.elastic.ElasticSampler(train_set, seed=args.seed)
     train_loader = torch.utils.data.DataLoader(train_set, batch_size=args.batch_size,
                                                sampler=train_sampler)

@@ -1,7 +1,8 @@
 """Fashion-MNIST from the Debian package dataset-fashion-mnist, laid out the way torchvision's
 FashionMNIST(root, download=False) expects it: ROOT/FashionMNIST/raw/<name> uncompressed.
 
-Every rank may call prepare(): each file is decompressed to a temporary name and renamed into
+normalized() gives the training or test set as the examples train on it. Every rank may
+call prepare(): each file is decompressed to a temporary name and renamed into
 place, so ranks racing on the same directory never see a partial file.
 """
 
@@ -9,6 +10,9 @@ import gzip
 import os
 import shutil
 import tempfile
+
+import torch.utils.data
+from torchvision import datasets, transforms
 
 DEBIAN_DIR = "/usr/share/datasets/fashion-mnist"
 FILES = ["train-images-idx3-ubyte", "train-labels-idx1-ubyte", "t10k-images-idx3-ubyte",
@@ -36,3 +40,16 @@ def prepare(root=None, source=DEBIAN_DIR):
             shutil.copyfileobj(fin, fout)
         os.replace(tmp, target)
     return root
+
+
+def normalized(data_dir=None, train=True, limit=0):
+    """The training (or test) set, as tensors normalized by the training pixels' mean and
+    standard deviation; the first `limit` images only when `limit` is given."""
+    normalize = transforms.Compose([transforms.ToTensor(),
+                                    transforms.Normalize((0.2860,), (0.3530,))])
+    dataset = datasets.FashionMNIST(prepare(data_dir), train=train, download=False,
+                                    transform=normalize)
+    if limit:
+        dataset = torch.utils.data.Subset(dataset, range(limit))
+    return dataset
+

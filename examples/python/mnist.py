@@ -14,7 +14,6 @@ import torch.nn as nn
 import torch.nn.functional as F
 import torch.optim as optim
 import torch.utils.data.distributed
-from torchvision import datasets, transforms
 
 import chorus.torch as hvd  # was: import horovod.torch as hvd
 
@@ -105,13 +104,8 @@ def main():
         torch.cuda.manual_seed(args.seed)
     torch.set_num_threads(1)  # one thread per rank: ranks share the host's cores
 
-    root = fashion_data.prepare(args.data_dir)
-    normalize = transforms.Compose([transforms.ToTensor(),
-                                    transforms.Normalize((0.2860,), (0.3530,))])
-    train_set = datasets.FashionMNIST(root, train=True, download=False, transform=normalize)
-    if args.limit:
-        train_set = torch.utils.data.Subset(train_set, range(args.limit))
-    test_set = datasets.FashionMNIST(root, train=False, download=False, transform=normalize)
+    train_set = fashion_data.normalized(args.data_dir, train=True, limit=args.limit)
+    test_set = fashion_data.normalized(args.data_dir, train=False)
     train_sampler = torch.utils.data.distributed.DistributedSampler(
         train_set, num_replicas=hvd.size(), rank=hvd.rank())
     test_sampler = torch.utils.data.distributed.DistributedSampler(
