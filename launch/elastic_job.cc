@@ -1,5 +1,7 @@
 #include "elastic_job.h"
 
+#include <sys/wait.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <memory>
@@ -16,8 +18,9 @@ namespace {
 StatusOr<std::vector<Host>> discover_hosts(const std::string& script) {
   const ShellOutput out = shell_output(shell_quote(script).c_str());
   if (!out.ran || out.status != 0) {
+    const int status = out.ran && WIFEXITED(out.status) ? WEXITSTATUS(out.status) : out.status;
     return invalid_argument("host discovery script '" + script + "' failed (status " +
-                            std::to_string(out.status) + ")");
+                            std::to_string(status) + ")");
   }
   return parse_discovered_hosts(out.text);
 }
@@ -27,6 +30,19 @@ StatusOr<std::vector<Host>> discover_hosts(const std::string& script) {
 ElasticRequest elastic_request(const Cli& cli) {
   return {cli.max_restarts.value_or(0), cli.np, cli.min_np, cli.max_np, cli.ppr, cli.oversubscribe,
           cli.host_discovery_script};
+}
+
+void elastic_command_options(CommandOptions& options) {
+  for (const char* name : {"CHORUS_ELASTIC_JOB", "CHORUS_ELASTIC_LAUNCH",
+                           "CHORUS_ELASTIC_SUPERVISOR", "CHORUS_ELASTIC_HOSTS_VERSION"}) {
+    if (std::find(options.forward_env.begin(), options.forward_env.end(), name) ==
+        options.forward_env.end()) {
+      options.forward_env.push_back(name);
+    }
+  }
+  // Uneven layouts after a host leaves are the plan's own, not the allocation's.
+  options.slurm_task_layout = false;
+  options.end_step_on_failure = true;
 }
 
 StatusOr<std::vector<Host>> elastic_hosts(const ElasticRequest& request,
@@ -46,22 +62,17 @@ int supervise_job(const Cli& cli, const Env& env, const Allocation& allocation,
   auto job = env.find("CHORUS_ELASTIC_JOB");
   const std::string job_name =
       job != env.end() && !job->second.empty() ? job->second : default_job_name;
-  for (const char* name : {"CHORUS_ELASTIC_JOB", "CHORUS_ELASTIC_LAUNCH",
-                           "CHORUS_ELASTIC_SUPERVISOR", "CHORUS_ELASTIC_HOSTS_VERSION"}) {
-    if (std::find(options.forward_env.begin(), options.forward_env.end(), name) ==
-        options.forward_env.end()) {
-      options.forward_env.push_back(name);
-    }
-  }
   const ElasticRequest request = elastic_request(cli);
-  // Uneven layouts after a host leaves are the plan's own, not the allocation's.
-  options.slurm_task_layout = false;
   SupervisorHooks hooks;
   hooks.hosts = [&] { return elastic_hosts(request, allocation); };
   hooks.log = [](const std::string& line) { std::fprintf(stderr, "%s\n", line.c_str()); };
   hooks.launch = [&](const Plan& plan, int launch, const std::set<std::string>& excluded) {
     StatusOr<std::vector<std::string>> argv = build_command(plan, options);
-    if (!argv.ok()) return LaunchResult{2 << 8, argv.status().message(), 0};
+    if (!argv.ok()) {
+      LaunchResult none;
+      none.not_started = argv.status().message();
+      return none;
+    }
     if (options.launcher == Launcher::kMpirun) (*argv)[0] = mpirun;
     const int version = (*notice)->version();
     const std::vector<std::string> overrides = {

@@ -125,10 +125,10 @@ int run(const std::vector<std::string>& args) {
   if (options.launcher == Launcher::kSrun) options.srun_mpi = srun_mpi(env);
   options.chorus_binds = *mode != BindMode::kNone;
   options.oversubscribe = cli->oversubscribe;
-  options.end_step_on_failure = cli->elastic();
   options.slurm_task_layout = allocation->slurm_tasks;
   options.program = cli->program;
   if (cli->check_job) options.program = {check_job_program()};
+  if (cli->elastic()) elastic_command_options(options);
   // An elastic job's first launch is planned as each launch is (launch/supervisor.h).
   StatusOr<Plan> plan = [&]() -> StatusOr<Plan> {
     if (!cli->elastic()) return make_plan(*allocation, {cli->np, cli->ppr, cli->oversubscribe});

@@ -35,7 +35,8 @@ std::string signal_words(int sig) {
 struct Named {
   int rank = -1;
   std::string host;
-  std::string srun_says;  ///< srun's word for the task's end ("Killed"), when srun named it
+  std::string srun_says;     ///< srun's word for the task's end ("Killed"), when srun named it
+  bool daemon_lost = false;  ///< mpirun lost its daemon on `host`: the host is gone
 };
 
 Named named_rank(const std::string& text, const Plan& plan) {
@@ -44,9 +45,14 @@ Named named_rank(const std::string& text, const Plan& plan) {
   static const std::regex noticed(R"(process rank (\d+) with PID \d+ on node (\S+))");
   static const std::regex process(R"(Process name: \[\[\d+,\d+\],(\d+)\])");
   static const std::regex srun(R"(srun: error: (\S+): tasks? (\d+)[-0-9,]*: ([^\n]+))");
+  // mpirun, a host gone with its daemon: "Remote daemon: [[63177,0],2] on node h3"
+  static const std::regex daemon(R"(Remote daemon: \S+ on node (\S+))");
   Named named;
   std::smatch m;
-  if (std::regex_search(text, m, noticed)) {
+  if (std::regex_search(text, m, daemon)) {
+    named.host = m[1];
+    named.daemon_lost = true;
+  } else if (std::regex_search(text, m, noticed)) {
     named = {std::stoi(m[1]), m[2]};
   } else if (std::regex_search(text, m, process)) {
     named.rank = std::stoi(m[1]);
@@ -129,7 +135,10 @@ LaunchEnd classify_end(int wait_status, const std::string& text, const Plan& pla
   if (status == 0) {
     end.ending = Ending::kFinished;
     end.reason = "finished";
-  } else if (status == kHostsChangedStatus) {
+  } else if (status == kHostsChangedStatus ||
+             text.find("Exited with exit code " + std::to_string(kHostsChangedStatus)) !=
+                 std::string::npos) {
+    // srun ends the other tasks of a step once one exited 85, and may report them killed.
     end.ending = Ending::kHostsChanged;
     end.reason = "the workers stopped at a commit";
     end.failed_host.clear();
@@ -141,6 +150,8 @@ LaunchEnd classify_end(int wait_status, const std::string& text, const Plan& pla
                  "; first reported by " + who + ")";
     // The rank that reported a stall is not the one that stopped: no host is to blame.
     end.failed_host.clear();
+  } else if (named.daemon_lost) {
+    end.reason = "host " + named.host + " was lost (mpirun lost its daemon there)";
   } else if (!named.srun_says.empty()) {
     // srun's own status is that of the step it ended; the task that failed first is named.
     end.reason = who + " ended (srun: " + named.srun_says + ")";
@@ -156,13 +167,20 @@ int supervise(const ElasticRequest& req, const SupervisorHooks& hooks) {
   std::set<std::string> excluded;
   int restarts = 0;
   int last_status = 0;
+  std::vector<Host> last_offered;
   std::string why_relaunch;  // empty on the first launch
   for (int launch = 1;; ++launch) {
     StatusOr<std::vector<Host>> offered = hooks.hosts();
+    if (!offered.ok() && launch > 1) {
+      hooks.log("chorusrun: " + offered.status().message() + "; the hosts of launch " +
+                std::to_string(launch - 1) + " stand");
+      offered = last_offered;
+    }
     if (!offered.ok()) {
       hooks.log("chorusrun: error: " + offered.status().message());
-      return launch == 1 ? 2 : last_status;
+      return 2;
     }
+    last_offered = *offered;
     std::vector<Host> usable;
     for (const Host& h : *offered) {
       if (!excluded.count(h.name)) usable.push_back(h);
@@ -172,7 +190,8 @@ int supervise(const ElasticRequest& req, const SupervisorHooks& hooks) {
       hooks.log("chorusrun: " + std::string(launch == 1 ? "cannot launch" : "cannot relaunch") +
                 ": " + plan.status().message() +
                 (excluded.empty() ? "" : "; excluded after failures: " + excluded_words(excluded)));
-      return launch == 1 ? 2 : last_status;
+      // The failure's status; a stop for added hosts is no failure of its own.
+      return launch == 1 || last_status == kHostsChangedStatus ? 2 : last_status;
     }
     std::vector<Host> used;
     for (const Placement& p : plan->hosts) used.push_back({p.host, p.ranks});
@@ -181,6 +200,11 @@ int supervise(const ElasticRequest& req, const SupervisorHooks& hooks) {
               format_host_list(used) +
               (excluded.empty() ? "" : " (excluded: " + excluded_words(excluded) + ")"));
     const LaunchResult result = hooks.launch(*plan, launch, excluded);
+    if (!result.not_started.empty()) {
+      hooks.log("chorusrun: error: launch " + std::to_string(launch) +
+                " could not start: " + result.not_started);
+      return 2;
+    }
     const LaunchEnd end = classify_end(result.wait_status, result.stderr_text, *plan);
     last_status = end.status;
     if (result.cancelled_by != 0 && end.ending != Ending::kFinished) {

@@ -68,6 +68,7 @@ struct LaunchResult {
   int wait_status = 0;
   std::string stderr_text;  ///< what the launcher wrote on stderr (also passed through)
   int cancelled_by = 0;     ///< the signal (SIGINT, SIGTERM) that cancelled the job, or 0
+  std::string not_started;  ///< why the launcher could not be started (no command, no fork)
 };
 
 struct SupervisorHooks {

@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -11,6 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+
+extern char** environ;
 
 namespace chorus::launch {
 namespace {
@@ -33,10 +36,35 @@ LaunchResult run_watched(const std::vector<std::string>& argv,
                          const std::vector<std::string>& env_overrides,
                          const std::function<void()>& tick) {
   LaunchResult result;
+  // A cancel that came between launches starts nothing.
+  if (g_cancelled.load()) {
+    result.wait_status = (128 + g_cancelled.load()) << 8;
+    result.cancelled_by = g_cancelled.load();
+    return result;
+  }
+  // Everything the child needs is made before fork(): after it, the child only execs (the
+  // hosts notice's thread may hold the allocator's lock at the moment of the fork).
+  std::vector<std::string> env_text;
+  for (char** e = environ; *e; ++e) {
+    const std::string kv = *e;
+    const std::string name = kv.substr(0, kv.find('='));
+    const bool overridden = std::any_of(
+        env_overrides.begin(), env_overrides.end(),
+        [&](const std::string& o) { return o.compare(0, name.size() + 1, name + "=") == 0; });
+    if (!overridden) env_text.push_back(kv);
+  }
+  env_text.insert(env_text.end(), env_overrides.begin(), env_overrides.end());
+  std::vector<char*> envp;
+  for (std::string& kv : env_text) envp.push_back(kv.data());
+  envp.push_back(nullptr);
+  std::vector<char*> cargv;
+  for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
+  cargv.push_back(nullptr);
+
   int err[2];
   if (pipe(err) != 0) {
     result.wait_status = 127 << 8;
-    result.stderr_text = std::string("cannot make a pipe: ") + std::strerror(errno);
+    result.not_started = std::string("cannot make a pipe: ") + std::strerror(errno);
     return result;
   }
   struct sigaction sa {};
@@ -44,22 +72,39 @@ LaunchResult run_watched(const std::vector<std::string>& argv,
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  // Held back over fork(), so that a signal reaches the launcher once it runs: the child
+  // takes the default actions back before it unblocks them.
+  sigset_t block, before;
+  sigemptyset(&block);
+  sigaddset(&block, SIGINT);
+  sigaddset(&block, SIGTERM);
+  sigprocmask(SIG_BLOCK, &block, &before);
   std::fflush(nullptr);
   const pid_t pid = fork();
   if (pid == 0) {
+    signal(SIGINT, SIG_DFL);
+    signal(SIGTERM, SIG_DFL);
+    sigprocmask(SIG_SETMASK, &before, nullptr);
     dup2(err[1], STDERR_FILENO);
     close(err[0]);
     close(err[1]);
-    for (const std::string& kv : env_overrides) putenv(const_cast<char*>(kv.c_str()));
-    std::vector<char*> cargv;
-    for (const std::string& a : argv) cargv.push_back(const_cast<char*>(a.c_str()));
-    cargv.push_back(nullptr);
-    execvp(cargv[0], cargv.data());
-    std::fprintf(stderr, "chorusrun: error: cannot run '%s': %s\n", cargv[0], std::strerror(errno));
+    execvpe(cargv[0], cargv.data(), envp.data());
+    const char* why = std::strerror(errno);
+    (void)!write(STDERR_FILENO, "chorusrun: error: cannot run the launcher: ", 43);
+    (void)!write(STDERR_FILENO, why, std::strlen(why));
+    (void)!write(STDERR_FILENO, "\n", 1);
     _exit(127);
   }
+  const int fork_errno = errno;
+  if (pid > 0) g_child.store(pid);
+  sigprocmask(SIG_SETMASK, &before, nullptr);
   close(err[1]);
-  g_child.store(pid);
+  if (pid < 0) {
+    close(err[0]);
+    result.wait_status = 127 << 8;
+    result.not_started = std::string("cannot fork: ") + std::strerror(fork_errno);
+    return result;
+  }
   if (g_cancelled.load()) kill(pid, g_cancelled.load());
   time_t last_tick = time(nullptr);
   bool open = true;

@@ -37,16 +37,17 @@ CHORUS_API StatusOr<std::string> commit_dir();
 CHORUS_API Status store_commit(const std::string& dir, uint64_t number, std::string_view bytes);
 
 /// The newest commit that some node holds in its `dir`, the same bytes on every rank (the
-/// lowest rank whose node holds it broadcasts it); none where no node holds one. A node that
-/// cannot read its store fails the call on every rank, naming that rank. Collective over
-/// every rank, like a collective of the global set.
+/// lowest rank whose node holds it broadcasts it); none where no node holds one. Each node
+/// then drops the commits it holds above that one. A node that cannot read its store fails
+/// the call on every rank, naming that rank. Collective over every rank, like a collective
+/// of the global set.
 CHORUS_API StatusOr<std::optional<CommittedState>> newest_commit(const std::string& dir);
 
 /// Whether chorusrun reported hosts added since this launch started (its discovery script
 /// found hosts the job could grow onto): rank 0 asks the supervisor and every rank returns
 /// its answer, so that all stop at the same commit. False when the job is not supervised;
-/// a supervisor that does not answer is read as no news (and logged once). Collective over
-/// every rank.
+/// a supervisor that does not answer is logged and not asked again. Collective over every
+/// rank.
 CHORUS_API StatusOr<bool> hosts_added();
 
 /// Removes this node's commits in `dir` (on the node's first local rank), once the training

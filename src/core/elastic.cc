@@ -5,11 +5,11 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
-#include <mutex>
 #include <system_error>
 #include <thread>
 
@@ -115,15 +115,14 @@ StatusOr<bool> hosts_added() {
   const Config& config = (*rt)->config();
   if (config.elastic_supervisor.empty()) return false;
   int32_t added = 0;
-  if (rank() == 0) {
+  // Rank 0 asks; once the supervisor did not answer, it is not asked again (each try waits
+  // up to 2 s for every address while the other ranks wait for the answer).
+  static std::atomic<bool> unreachable{false};
+  if (rank() == 0 && !unreachable.load()) {
     StatusOr<int64_t> version = ask_hosts_version(config.elastic_supervisor, 2.0);
     if (!version.ok()) {
-      // Said once: the job runs on without growing.
-      static std::once_flag said;
-      std::call_once(said, [&] {
-        log().warn("hosts_added: {}; read as no hosts added, here and at later commits",
-                   version.status().message());
-      });
+      unreachable.store(true);
+      log().warn("hosts_added: {}; the job will not grow (it runs on)", version.status().message());
     } else {
       added = *version > config.elastic_hosts_version ? 1 : 0;
     }
@@ -170,9 +169,17 @@ StatusOr<std::optional<CommittedState>> newest_commit(const std::string& dir) {
       source = r;
     }
   }
+  // What the job resumes from is the newest commit of every node from now on: newer files a
+  // node holds (torn, or left by a launch that was not agreed on) go.
+  const uint64_t agreed = newest > 0 ? static_cast<uint64_t>(newest - 1) : 0;
+  if (local_rank() == 0) {
+    if (Status s = CommitStore(dir).drop_after(agreed); !s.ok()) {
+      return Status(StatusCode::kInternal, "newest_commit: " + s.message());
+    }
+  }
   if (source < 0) return std::optional<CommittedState>();
   CommittedState state;
-  state.number = static_cast<uint64_t>(newest - 1);
+  state.number = agreed;
   int64_t bytes = rank() == source ? static_cast<int64_t>(mine->bytes.size()) : 0;
   if (Status s =
           broadcast("chorus.elastic.size", TensorRef{&bytes, DataType::kInt64, {1}, {}}, source)

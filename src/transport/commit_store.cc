@@ -89,6 +89,18 @@ Status CommitStore::write(uint64_t number, std::string_view bytes) {
   return {};
 }
 
+Status CommitStore::drop_after(uint64_t number) {
+  StatusOr<std::vector<uint64_t>> stored = numbers();
+  if (!stored.ok()) return stored.status();
+  for (uint64_t n : *stored) {
+    std::error_code ec;
+    if (n > number && !std::filesystem::remove(path(n), ec) && ec) {
+      return io_error("cannot remove", path(n), ec.value());
+    }
+  }
+  return {};
+}
+
 Status CommitStore::remove_all() {
   std::error_code ec;
   std::filesystem::remove_all(dir_, ec);

@@ -36,6 +36,9 @@ class CommitStore {
   Status write(uint64_t number, std::string_view bytes);
   /// Removes the directory and every commit in it (the training they served finished).
   Status remove_all();
+  /// Removes the commits numbered above `number` (a job resumed at `number` writes them again;
+  /// files the job did not agree on, torn ones included, must not stand in its way).
+  Status drop_after(uint64_t number);
   /// The newest commit whose file is whole and matches its checksum; none in an empty or
   /// missing directory. Files that are not commits are ignored.
   StatusOr<std::optional<Commit>> newest() const;

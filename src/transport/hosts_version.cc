@@ -8,8 +8,10 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <sstream>
+#include <vector>
 
 namespace chorus {
 namespace {
@@ -46,23 +48,37 @@ StatusOr<int64_t> ask_one(const std::string& ip, int port, int timeout_ms) {
   }
   close(fd);
   if (!why.ok()) return why;
-  return static_cast<int64_t>(std::stoll(line));
+  char* end = nullptr;
+  const long long version = std::strtoll(line.c_str(), &end, 10);
+  if (end == line.c_str() || *end != '\n') {
+    return Status(StatusCode::kInternal, ip + ": the answer is not a version");
+  }
+  return static_cast<int64_t>(version);
 }
 
 }  // namespace
 
 StatusOr<int64_t> ask_hosts_version(const std::string& address, double timeout_seconds) {
+  // The address that answered last is asked first.
+  static thread_local std::string answered;
   const std::size_t colon = address.rfind(':');
   if (colon == std::string::npos) {
     return invalid_argument("supervisor address '" + address + "' has no port");
   }
   const int port = std::atoi(address.c_str() + colon + 1);
   const int timeout_ms = static_cast<int>(timeout_seconds * 1000);
-  std::istringstream ips(address.substr(0, colon));
+  std::vector<std::string> ips;
+  std::istringstream list(address.substr(0, colon));
+  for (std::string ip; std::getline(list, ip, ',');) {
+    ips.insert(ip == answered ? ips.begin() : ips.end(), ip);
+  }
   std::string tried;
-  for (std::string ip; std::getline(ips, ip, ',');) {
+  for (const std::string& ip : ips) {
     StatusOr<int64_t> v = ask_one(ip, port, timeout_ms);
-    if (v.ok()) return v;
+    if (v.ok()) {
+      answered = ip;
+      return v;
+    }
     tried += (tried.empty() ? "" : "; ") + v.status().message();
   }
   return Status(StatusCode::kInternal,

@@ -82,6 +82,25 @@ TEST(ClassifyEnd, FinishedAndHostsChanged) {
   const Plan plan = plan_of({{"a", 1}});
   EXPECT_EQ(classify_end(exited(0), "", plan).ending, Ending::kFinished);
   EXPECT_EQ(classify_end(exited(kHostsChangedStatus), "", plan).ending, Ending::kHostsChanged);
+  // srun ends the step's other tasks once one exited 85, and may call them killed.
+  EXPECT_EQ(classify_end(exited(137),
+                         "srun: error: a: task 1: Killed\n"
+                         "srun: error: a: task 0: Exited with exit code 85\n",
+                         plan)
+                .ending,
+            Ending::kHostsChanged);
+}
+
+TEST(ClassifyEnd, AHostGoneWithItsDaemonIsNamed) {
+  const Plan plan = plan_of({{"h1", 2}, {"h3", 2}});
+  LaunchEnd end = classify_end(exited(1),
+                               "ORTE has lost communication with a remote daemon.\n\n"
+                               "  HNP daemon   : [[63177,0],0] on node vm\n"
+                               "  Remote daemon: [[63177,0],2] on node h3\n",
+                               plan);
+  EXPECT_EQ(end.ending, Ending::kFailed);
+  EXPECT_EQ(end.failed_host, "h3");
+  EXPECT_EQ(end.reason, "host h3 was lost (mpirun lost its daemon there)");
 }
 
 TEST(ElasticPlan, CapsAndFloors) {
@@ -188,6 +207,21 @@ TEST(Supervise, ProgramErrorsAndCancellationsAreNotRestarted) {
   EXPECT_EQ(c.run(req), 143);
   EXPECT_EQ(c.launched.size(), 1u);
   EXPECT_NE(c.log.back().find("cancelled by signal 15"), std::string::npos);
+}
+
+TEST(Supervise, ALaunchThatCannotStartEndsTheJob) {
+  Scripted s;
+  s.offered = {{{"h1", 2}}};
+  LaunchResult not_started;
+  not_started.wait_status = exited(127);
+  not_started.not_started = "--launcher srun needs the same number of ranks on every host";
+  s.endings = {not_started};
+  ElasticRequest req;
+  req.max_restarts = 3;
+  EXPECT_EQ(s.run(req), 2);
+  EXPECT_EQ(s.launched.size(), 1u) << "not retried";
+  EXPECT_NE(s.log.back().find("launch 1 could not start: --launcher srun needs"), std::string::npos)
+      << s.log.back();
 }
 
 TEST(Supervise, TooFewRanksLeftEndsTheJobWithTheFailuresStatus) {

@@ -87,6 +87,9 @@ TEST_F(CommitStoreTest, KeepsAsManyAsAskedAndRemovesAllWhenDone) {
   ASSERT_EQ(names.size(), 3u);
   EXPECT_EQ(names.front(), "commit-00000000000000000003") << "the oldest kept is commit 3";
   EXPECT_EQ(newest_number(store), 5u);
+  ASSERT_TRUE(store.drop_after(4).ok());
+  EXPECT_EQ(newest_number(store), 4u) << "commit 5 is gone, 3 and 4 stand";
+  ASSERT_TRUE(store.write(5, "again").ok()) << "a resumed job writes its commit 5 again";
   ASSERT_TRUE(store.remove_all().ok());
   EXPECT_FALSE(std::filesystem::exists(store.dir()));
   EXPECT_TRUE(store.remove_all().ok()) << "nothing left to remove is not an error";

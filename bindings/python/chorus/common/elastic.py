@@ -58,7 +58,9 @@ class State:
         directory = _ext.elastic_commit_dir()
         if directory:
             self._commit_number += 1
-            _ext.elastic_store_commit(directory, self._commit_number, self._dumps(self._saved()))
+            # Only the node's first local rank writes the node's copy; the others pass nothing.
+            data = self._dumps(self._saved()) if _ext.local_rank() == 0 else b""
+            _ext.elastic_store_commit(directory, self._commit_number, data)
         self.check_host_updates()
 
     def check_host_updates(self):

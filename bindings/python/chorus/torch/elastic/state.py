@@ -26,7 +26,9 @@ def _dumps(value):
 
 
 def _loads(data):
-    return torch.load(io.BytesIO(data), **_LOAD_ARGS)
+    # Onto the CPU: the writer's devices need not exist here, and load_state_dict copies each
+    # tensor to its parameter's device.
+    return torch.load(io.BytesIO(data), map_location="cpu", **_LOAD_ARGS)
 
 
 class StateHandler:
