@@ -20,7 +20,9 @@
 #
 #   5. (with ELASTIC_EXAMPLE in the environment: the LibTorch elastic example) sbatch of the
 #      job script running chorusrun --max-restarts 2: cn2's ranks die at commit 2 and
-#      chorusrun relaunches on cn1 inside the allocation, from that commit.
+#      chorusrun relaunches on cn1 inside the allocation, from that commit; the final weights
+#      equal a reference restarted by hand from commit 2 on cn1; with PYTHON, the same for
+#      examples/python/elastic_mnist.py (survival only).
 #
 #   slurm_cluster.sh MAP_PROBE JOB_SCRIPT EXAMPLE CHORUSRUN [PYTHON BUILD_DIR PY_EXAMPLE]
 #
@@ -237,27 +239,57 @@ grep -qE "host memory +median [0-9.]+ ms" "$state/check-job.out" || fail "--chec
 if [ -n "${ELASTIC_EXAMPLE:-}" ]; then
   # A node lost inside the allocation: chorusrun --max-restarts in the job script; cn2's
   # ranks die after commit 2 with their node's commits (CHORUS_TEST_FAIL_AT_COMMIT), and
-  # chorusrun relaunches srun on cn1 inside the same allocation, from commit 2.
-  echo "== sbatch $(basename "$job_script") chorusrun --max-restarts 2 $(basename "$ELASTIC_EXAMPLE"): cn2 lost"
-  elastic_job=$(CHORUS_TEST_FAIL_AT_COMMIT=cn2:2 CHORUS_ELASTIC_DIR=$state/elastic-shm \
-    CHORUS_LIVENESS_SECONDS=20 \
-    sbatch --parsable -N 2 --ntasks-per-node 2 -t 5 -o "$state/elastic-%j.out" "$job_script" \
-    --max-restarts 2 --min-np 2 "$ELASTIC_EXAMPLE" --epochs 1 --limit 2000 --batch-size 32 \
-    --batches-per-commit 5) || fail "sbatch refused the elastic job"
-  for i in $(seq 1 900); do
-    [ -z "$(squeue -h -j "$elastic_job" 2>/dev/null)" ] && break
-    [ "$i" = 900 ] && { scancel "$elastic_job"; fail "the elastic job still running after 180 s"; }
-    sleep 0.2
-  done
-  out=$state/elastic-$elastic_job.out
-  grep -v '^\[chorus rank .*\] \[\(debug\|info\)\]' "$out"
-  scontrol show job "$elastic_job" | grep -q "JobState=COMPLETED" ||
-    fail "the elastic job did not complete: $(scontrol show job "$elastic_job" | grep -o 'JobState=[A-Z_]* Reason=[^ ]*')"
-  grep -qE "^chorusrun: launch 1: 4 ranks on cn1:2,cn2:2$" "$out" || fail "the first launch was not 2 x 2"
-  grep -qE "^chorusrun: restart 1 of 2 after rank [23] on cn2 ended \(srun: Killed\); launch 2: 2 ranks on cn1:2 \(excluded: cn2\)$" "$out" ||
-    fail "the restart line does not leave cn2 out"
-  grep -q "^chorus.elastic: resumed from commit 2 " "$out" || fail "the relaunch did not resume from commit 2"
-  grep -q "^finished 1 epochs on 2 ranks" "$out" || fail "the elastic job did not finish on cn1"
+  # chorusrun relaunches srun on cn1 inside the same allocation, from commit 2. For the
+  # LibTorch example, and for the Python one where the package is built; then the LibTorch
+  # reference: the same failure with --max-restarts 0, and a job on cn1 alone started from
+  # the stores it left, whose final weights must be the survivor's, bit for bit.
+  #
+  # elastic_job NAME NODES FAIL CHORUSRUN-ARGS...: sbatch of the job script, waited for; sets
+  # out (its output) and state_of (its JobState).
+  elastic_job() {
+    local name=$1 nodes=$2 fault=$3 id i
+    shift 3
+    echo "== sbatch -N $nodes $(basename "$job_script") chorusrun $*"
+    id=$(CHORUS_TEST_FAIL_AT_COMMIT=$fault CHORUS_ELASTIC_JOB=$name \
+      CHORUS_ELASTIC_DIR=$state/elastic-shm CHORUS_LIVENESS_SECONDS=20 \
+      sbatch --parsable -N "$nodes" --ntasks-per-node 2 -w "$( [ "$nodes" = 1 ] && echo cn1 || echo cn1,cn2)" \
+      -t 5 -o "$state/$name-%j.out" "$job_script" "$@") || fail "sbatch refused the $name job"
+    for i in $(seq 1 900); do
+      [ -z "$(squeue -h -j "$id" 2>/dev/null)" ] && break
+      [ "$i" = 900 ] && { scancel "$id"; fail "the $name job still running after 180 s"; }
+      sleep 0.2
+    done
+    out=$state/$name-$id.out
+    grep -v '^\[chorus rank .*\] \[\(debug\|info\)\]\|^epoch ' "$out"
+    state_of=$(scontrol show job "$id" | grep -o 'JobState=[A-Z_]*')
+  }
+  survived() {  # NAME PROGRAM...: the job that loses cn2 and finishes on cn1
+    local name=$1
+    shift
+    elastic_job "$name" 2 cn2:2 --max-restarts 2 --min-np 2 "$@"
+    [ "$state_of" = JobState=COMPLETED ] || fail "the $name job did not complete ($state_of)"
+    grep -qE "^chorusrun: launch 1: 4 ranks on cn1:2,cn2:2$" "$out" || fail "$name: the first launch was not 2 x 2"
+    grep -qE "^chorusrun: restart 1 of 2 after rank [23] on cn2 ended \(srun: Killed\); launch 2: 2 ranks on cn1:2 \(excluded: cn2\)$" "$out" ||
+      fail "$name: the restart line does not leave cn2 out"
+    grep -q "^chorus.elastic: resumed from commit 2 " "$out" || fail "$name: the relaunch did not resume from commit 2"
+    grep -q "^finished 1 epochs on 2 ranks" "$out" || fail "$name: the job did not finish on cn1"
+  }
+  elastic_args=(--epochs 1 --limit 2000 --batch-size 32 --batches-per-commit 5)
+  survived elastic-cpp "$ELASTIC_EXAMPLE" "${elastic_args[@]}"
+  survivor=$(grep "^final weights fnv1a" "$out")
+  elastic_job elastic-cpp-reference 2 cn2:2 --max-restarts 0 --min-np 2 "$ELASTIC_EXAMPLE" \
+    "${elastic_args[@]}"
+  [ "$state_of" = JobState=COMPLETED ] && fail "the reference's failing job completed"
+  elastic_job elastic-cpp-reference 1 "" --max-restarts 0 "$ELASTIC_EXAMPLE" "${elastic_args[@]}"
+  [ "$state_of" = JobState=COMPLETED ] || fail "the reference job did not complete ($state_of)"
+  grep -q "^chorus.elastic: resumed from commit 2 " "$out" || fail "the reference did not resume from commit 2"
+  [ -n "$survivor" ] && [ "$(grep "^final weights fnv1a" "$out")" = "$survivor" ] ||
+    fail "the survivor's final weights differ from the reference restart's"
+  echo "   the final weights are bit-identical ($survivor)"
+  if [ -n "$py_example" ]; then
+    PYTHONPATH=$py_build/python survived elastic-py "$py_interp" \
+      "$(dirname "$py_example")/elastic_mnist.py" "${elastic_args[@]}" --data-dir "$state/py-elastic-data"
+  fi
 fi
 if [ -n "$py_example" ]; then
   echo "== sbatch $(basename "$venv_script") $(basename "$py_example"): a venv per node, srun python"
