@@ -22,7 +22,7 @@
 #      job script running chorusrun --max-restarts 2: cn2's ranks die at commit 2 and
 #      chorusrun relaunches on cn1 inside the allocation, from that commit; the final weights
 #      equal a reference restarted by hand from commit 2 on cn1; with PYTHON, the same for
-#      examples/python/elastic_mnist.py (survival only).
+#      examples/python/elastic_mnist.py.
 #
 #   slurm_cluster.sh MAP_PROBE JOB_SCRIPT EXAMPLE CHORUSRUN [PYTHON BUILD_DIR PY_EXAMPLE]
 #
@@ -274,21 +274,39 @@ if [ -n "${ELASTIC_EXAMPLE:-}" ]; then
     grep -q "^chorus.elastic: resumed from commit 2 " "$out" || fail "$name: the relaunch did not resume from commit 2"
     grep -q "^finished 1 epochs on 2 ranks" "$out" || fail "$name: the job did not finish on cn1"
   }
+  # reference NAME PROGRAM...: the same failure with no restart, then a job on cn1 alone from
+  # the stores it left (it must resume commit 2).
+  reference() {
+    local name=$1
+    shift
+    elastic_job "$name-reference" 2 cn2:2 --max-restarts 0 --min-np 2 "$@"
+    [ "$state_of" = JobState=COMPLETED ] && fail "the $name reference's failing job completed"
+    elastic_job "$name-reference" 1 "" --max-restarts 0 "$@"
+    [ "$state_of" = JobState=COMPLETED ] || fail "the $name reference job did not complete ($state_of)"
+    grep -q "^chorus.elastic: resumed from commit 2 " "$out" ||
+      fail "the $name reference did not resume from commit 2"
+  }
   elastic_args=(--epochs 1 --limit 2000 --batch-size 32 --batches-per-commit 5)
   survived elastic-cpp "$ELASTIC_EXAMPLE" "${elastic_args[@]}"
   survivor=$(grep "^final weights fnv1a" "$out")
-  elastic_job elastic-cpp-reference 2 cn2:2 --max-restarts 0 --min-np 2 "$ELASTIC_EXAMPLE" \
-    "${elastic_args[@]}"
-  [ "$state_of" = JobState=COMPLETED ] && fail "the reference's failing job completed"
-  elastic_job elastic-cpp-reference 1 "" --max-restarts 0 "$ELASTIC_EXAMPLE" "${elastic_args[@]}"
-  [ "$state_of" = JobState=COMPLETED ] || fail "the reference job did not complete ($state_of)"
-  grep -q "^chorus.elastic: resumed from commit 2 " "$out" || fail "the reference did not resume from commit 2"
+  reference elastic-cpp "$ELASTIC_EXAMPLE" "${elastic_args[@]}"
   [ -n "$survivor" ] && [ "$(grep "^final weights fnv1a" "$out")" = "$survivor" ] ||
-    fail "the survivor's final weights differ from the reference restart's"
+    fail "the LibTorch survivor's final weights differ from the reference restart's"
   echo "   the final weights are bit-identical ($survivor)"
   if [ -n "$py_example" ]; then
-    PYTHONPATH=$py_build/python survived elastic-py "$py_interp" \
-      "$(dirname "$py_example")/elastic_mnist.py" "${elastic_args[@]}" --data-dir "$state/py-elastic-data"
+    py_elastic=("$py_interp" "$(dirname "$py_example")/elastic_mnist.py" "${elastic_args[@]}"
+                --data-dir "$state/py-elastic-data")
+    export PYTHONPATH=$py_build/python
+    survived elastic-py "${py_elastic[@]}" --save-weights "$state/elastic-py.pt"
+    reference elastic-py "${py_elastic[@]}" --save-weights "$state/elastic-py-reference.pt"
+    "$py_interp" - "$state/elastic-py.pt" "$state/elastic-py-reference.pt" <<'EOF' ||
+import sys, torch
+a, b = (torch.load(p) for p in sys.argv[1:3])
+assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), "weights differ"
+print(f"   the final weights are bit-identical ({len(a)} tensors)")
+EOF
+      fail "the Python survivor's final weights differ from the reference restart's"
+    unset PYTHONPATH
   fi
 fi
 if [ -n "$py_example" ]; then
