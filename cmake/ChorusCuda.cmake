@@ -64,15 +64,14 @@ endfunction()
 
 # chorus_cuda_default_architectures(<var> <version>): the GPUs users run on that this toolkit
 # can compile for: Volta (70, the V100s of many clusters; CUDA 13 dropped it), Turing (75),
-# Ampere (80), Hopper (90), and PTX of the newest for GPUs that come later. Hopper needs CUDA
-# 11.8. An unknown version ("") gets CUDA 13's list, which every toolkit since 11.8 accepts.
+# Ampere (80), Hopper (90), and PTX of the newest for GPUs that come later. Every toolkit
+# configure accepts (CHORUS_MIN_CUDA, 12.1) compiles for Hopper. An unknown version ("") gets
+# CUDA 13's list, which every 12.x toolkit accepts too.
 function(chorus_cuda_default_architectures var version)
   if(version STREQUAL "" OR version VERSION_GREATER_EQUAL 13.0)
     set(archs 75 80 90-real 90-virtual)
-  elseif(version VERSION_GREATER_EQUAL 11.8)
-    set(archs 70 75 80 90-real 90-virtual)
   else()
-    set(archs 70 75 80-real 80-virtual)
+    set(archs 70 75 80 90-real 90-virtual)
   endif()
   set(${var} "${archs}" PARENT_SCOPE)
 endfunction()

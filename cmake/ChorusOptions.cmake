@@ -42,8 +42,9 @@ if(CHORUS_WITH_CUDA)
     chorus_nvcc_version(CHORUS_CUDA_VERSION "${CMAKE_CUDA_COMPILER}")
   endif()
   chorus_require("CUDA" "${CHORUS_CUDA_VERSION}" ${CHORUS_MIN_CUDA}
-                 "${CMAKE_CUDA_COMPILER} (from ${CHORUS_NVCC_SOURCE}) is too old: `module load cuda` \
-of a newer toolkit, or configure with -DCHORUS_WITH_CUDA=OFF for host memory only.")
+                 "${CMAKE_CUDA_COMPILER} (from ${CHORUS_NVCC_SOURCE}) is too old: \
+${CHORUS_MIN_CUDA_REASON}. `module load cuda` of a newer toolkit (12.x still compiles for V100s), \
+or configure with -DCHORUS_WITH_CUDA=OFF for host memory only.")
   chorus_choose_cuda_architectures(_chorus_archs _chorus_why "${CHORUS_CUDA_VERSION}"
                                    "${CMAKE_CUDA_ARCHITECTURES}" "${CHORUS_CUDA_ARCHS_DEFAULT}")
   if(NOT _chorus_why STREQUAL "CMAKE_CUDA_ARCHITECTURES given")

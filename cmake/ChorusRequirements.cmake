@@ -8,7 +8,10 @@ set(CHORUS_MIN_PYTHON 3.9)
 set(CHORUS_MIN_MPI_STANDARD 3.1)  # MPI_THREAD_MULTIPLE with non-blocking collectives
 set(CHORUS_MIN_OPEN_MPI 4.0)
 set(CHORUS_MIN_HWLOC 2.0)
-set(CHORUS_MIN_CUDA 11.2)      # stream-ordered allocation (cudaMallocAsync)
+set(CHORUS_MIN_CUDA 12.1)      # kernel parameters of up to 32764 bytes (src/kernels)
+# Why, for the message that refuses an older toolkit (docs/install.md says the same).
+set(CHORUS_MIN_CUDA_REASON "the fusion kernels take up to 32 KiB of parameters \
+(__grid_constant__), which nvcc accepts from CUDA 12.1 (with a driver of 530 or newer)")
 set(CHORUS_MIN_NCCL 2.14)      # non-blocking communicators, so that no wait is unbounded
 set(CHORUS_MIN_TORCH 1.13)
 

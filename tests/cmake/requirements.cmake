@@ -17,6 +17,13 @@ chorus_version_problem(text "NCCL" 2.14.3 ${CHORUS_MIN_NCCL} "")
 expect(text "")
 chorus_version_problem(text "CUDA" "" ${CHORUS_MIN_CUDA} "")  # unread: no problem
 expect(text "")
+# The fusion kernels' 32 KiB of parameters need nvcc 12.1: an 11.8 toolkit is told so.
+chorus_version_problem(text "CUDA" 11.8 ${CHORUS_MIN_CUDA} "${CHORUS_MIN_CUDA_REASON}.")
+expect_match(text "^Chorus needs CUDA 12.1 or newer, found 11.8. .*__grid_constant__.*12.1")
+foreach(ok IN ITEMS 12.1 12.4.131 13.0)
+  chorus_version_problem(text "CUDA" ${ok} ${CHORUS_MIN_CUDA} "")
+  expect(text "")
+endforeach()
 
 # The table of docs/install.md: each row's "oldest accepted" cell names the minimum.
 file(READ ${CHORUS_SOURCE_DIR}/docs/install.md doc)
