@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "base/logging.h"
+#include "collectives/gpu_agree.h"
 #include "collectives/gpu_path.h"
 #include "collectives/gpu_staged_backend.h"
 #include "collectives/hierarchical_allreduce.h"
@@ -178,72 +179,99 @@ Status GpuContext::choose_backend(const GpuContextSetup& setup, const Status& pr
   const GpuPathChoice& choice = *chosen;
   log().debug("{}: GPU collectives on cuda:{} use {} ({})", setup.label, device_,
               gpu_path_name(choice.path), choice.reason);
+  return build_backends(setup, choice, in.mpi_cuda_aware);
+}
 
-  // Staged copies wait for the stream through synchronize(): asleep between polls, NCCL's
-  // errors polled (the hierarchical cross step waits behind the local NCCL step), and the
-  // same deadline.
-  auto drain = [this] { return synchronize("a staged MPI copy"); };
-  // Device memory over MPI (staged, or CUDA-aware where every rank's MPI is), and NCCL,
-  // each over a group's host backends: for the whole set and, when hierarchical, the host.
-  auto mpi = [&](Backend& group_host) -> std::unique_ptr<Backend> {
-    return std::make_unique<StagedGpuBackend>(group_host, stream_, in.mpi_cuda_aware, drain);
-  };
-  auto nccl = [&](Backend& group_host,
-                  const std::string& label) -> StatusOr<std::unique_ptr<Backend>> {
+// Device memory over MPI (staged, or CUDA-aware where every rank's MPI is) over a group's
+// host backends. Staged copies wait for the stream through synchronize(): asleep between
+// polls, NCCL's errors polled (a level of the hierarchy may wait behind a NCCL one), and
+// the same deadline.
+std::unique_ptr<Backend> GpuContext::make_mpi(Backend& group_host, bool cuda_aware) {
+  return std::make_unique<StagedGpuBackend>(group_host, stream_, cuda_aware,
+                                            [this] { return synchronize("a staged MPI copy"); });
+}
+
+// Collective over the members of `group_host`: agreed among them (NcclBackend::create).
+StatusOr<std::unique_ptr<Backend>> GpuContext::make_nccl(Backend& group_host,
+                                                         const std::string& label) {
 #ifdef CHORUS_WITH_NCCL
-    StatusOr<std::unique_ptr<NcclBackend>> b =
-        NcclBackend::create(group_host, device_, stream_, copy_.get(), label, timeout_,
-                            [this] { return await_producers(); });
-    if (!b.ok()) return b.status();
-    nccl_.push_back(b->get());
-    return std::unique_ptr<Backend>(std::move(b).value());
+  StatusOr<std::unique_ptr<NcclBackend>> b =
+      NcclBackend::create(group_host, device_, stream_, copy_.get(), label, timeout_,
+                          [this] { return await_producers(); });
+  if (!b.ok()) return b.status();
+  nccl_.push_back(b->get());
+  return std::unique_ptr<Backend>(std::move(b).value());
 #else
-    (void)group_host;
-    return internal_error(label + ": NCCL is not in this build");  // never the agreed path
+  (void)group_host;
+  return internal_error(label + ": NCCL is not in this build");  // never the agreed path
 #endif
-  };
+}
+
+// One level of the hierarchy over `group_host` (one node's ranks, or one rank per node):
+// a NCCL communicator is made by the group's members alone, so its outcome is then agreed
+// over the whole set (`set_host`): a level that failed on one node fails every node, before
+// any of them makes a call the failed node would not make (the other level, the first
+// allreduce's cross step).
+Status GpuContext::make_level(Backend& set_host, Backend& group_host, GpuPath path,
+                              bool cuda_aware, const std::string& label,
+                              std::unique_ptr<Backend>* out) {
+  if (path != GpuPath::kNccl) {
+    *out = make_mpi(group_host, cuda_aware);
+    return {};
+  }
+  StatusOr<std::unique_ptr<Backend>> made = make_nccl(group_host, label);
+  if (made.ok()) *out = std::move(made).value();
+  return agree_on_success(set_host, made.status(), label + ": its NCCL communicator");
+}
+
+Status GpuContext::build_backends(const GpuContextSetup& setup, const GpuPathChoice& choice,
+                                  bool cuda_aware) {
+  Backend& host = *setup.host;
+  // The same inputs on every rank (the map, the groups the runtime built from it, the
+  // agreed path), so every member decides the same. The hierarchy's levels are made first,
+  // each agreed over the set; then the flat communicator over the whole set.
+  GpuHierarchy hierarchy;
+  hierarchy.reason = "the runtime built no local and cross groups";
+  if (setup.map && setup.groups && setup.groups->local_host && setup.groups->cross) {
+    hierarchy = gpu_hierarchy(setup.hierarchical_requested, setup.global_set, choice.path,
+                              *setup.map);
+  }
+  if (hierarchy.on) {
+    if (Status s = make_level(host, *setup.groups->local_host, hierarchy.local, cuda_aware,
+                              setup.label + "/local", &local_);
+        !s.ok()) {
+      return s;
+    }
+    if (Status s = make_level(host, setup.groups->cross->backend(), hierarchy.cross, cuda_aware,
+                              setup.label + "/cross", &cross_);
+        !s.ok()) {
+      return s;
+    }
+  }
   // The providers, last tried first: MPI serves every collective and is the set's own;
   // NCCL, where the agreed path is NCCL, is offered before it. NCCL's own failures name the
   // set's ranks too: NCCL cannot say which one failed.
-  mpi_ = mpi(host);
+  mpi_ = make_mpi(host, cuda_aware);
   choice_.emplace(setup.label + " (GPU)", mpi_.get(),
                   choice.path == GpuPath::kNccl ? "MPI serves every collective" : choice.reason);
   Backend* flat = mpi_.get();
   if (choice.path == GpuPath::kNccl) {
-    StatusOr<std::unique_ptr<Backend>> nccl_flat = nccl(host, set_name());
+    StatusOr<std::unique_ptr<Backend>> nccl_flat = make_nccl(host, set_name());
     if (!nccl_flat.ok()) return nccl_flat.status();
     nccl_flat_ = std::move(nccl_flat).value();
     flat = nccl_flat_.get();
     choice_->prefer(flat, choice.reason);
   }
   description_ = gpu_path_name(choice.path);
-
-  // The same inputs on every rank (the map, the groups the runtime built from it, the
-  // agreed path), so every member decides the same.
-  std::string why = "the runtime built no local and cross groups";
-  const bool hierarchical =
-      setup.map && setup.groups && setup.groups->local_host && setup.groups->cross &&
-      use_hierarchical_allreduce(setup.hierarchical_requested, setup.global_set, choice.path,
-                                 *setup.map, &why);
-  if (!hierarchical) {
-    log().debug("{}: flat GPU allreduce: {}", setup.label, why);
+  if (!hierarchy.on) {
+    log().debug("{}: flat GPU allreduce: {}", setup.label, hierarchy.reason);
     return {};
   }
-  if (choice.path == GpuPath::kNccl) {
-    StatusOr<std::unique_ptr<Backend>> local_nccl =
-        nccl(*setup.groups->local_host, setup.label + "/local");
-    if (!local_nccl.ok()) return local_nccl.status();
-    local_ = std::move(local_nccl).value();
-  } else {
-    local_ = mpi(*setup.groups->local_host);
-  }
-  // Across nodes always MPI: each rank moves only its node's shard.
-  cross_ = mpi(setup.groups->cross->backend());
   StatusOr<std::unique_ptr<HierarchicalBackend>> h =
       HierarchicalBackend::create(flat, local_.get(), cross_.get());
   if (!h.ok()) return h.status();
   hierarchical_ = std::move(h).value();
-  choice_->prefer(hierarchical_.get(), why);
+  choice_->prefer(hierarchical_.get(), hierarchy.reason);
   description_ += " + hierarchical allreduce";
   return {};
 }

@@ -10,7 +10,9 @@
 // Thread contract: background thread only. One GPU per rank (RankDevice), for every set.
 //
 // Failures: create() either succeeds on every member or fails on every member (each rank's
-// own steps are agreed on with one allgather before any collective setup). No wait is
+// own steps are agreed on with one allgather before any collective setup, and each of the
+// hierarchy's NCCL communicators, made inside one node or across nodes only, has its
+// outcome agreed over the whole set before the next step). No wait is
 // unbounded: NCCL's communicator creation and synchronize() end after `timeout`, aborting
 // the NCCL communicators, which ends their kernels. After any failure the stream is drained
 // before the failure is returned, so that the caller may complete the batch's handles: the
@@ -61,8 +63,7 @@ struct GpuContextSetup {
   std::string label;  ///< "global", "set 3": names the set in messages
   bool global_set = false;
   std::size_t fusion_threshold = 0;  ///< bytes of the device fusion buffer
-  /// CHORUS_HIERARCHICAL_ALLREDUCE: unset automatic, true on, false off
-  /// (use_hierarchical_allreduce).
+  /// CHORUS_HIERARCHICAL_ALLREDUCE: unset or false flat, true on (gpu_hierarchy).
   std::optional<bool> hierarchical_requested;
   /// Local and cross groups (global set only; built when hierarchical_groups_needed), and
   /// the rank map they came from. Owned by the runtime.
@@ -158,6 +159,13 @@ class GpuContext {
   GpuContext() = default;
   Status prepare(const GpuContextSetup& setup);
   Status choose_backend(const GpuContextSetup& setup, const Status& prepared);
+  // The providers of the agreed path, and the hierarchy's levels where it is on.
+  Status build_backends(const GpuContextSetup& setup, const GpuPathChoice& choice,
+                        bool cuda_aware);
+  std::unique_ptr<Backend> make_mpi(Backend& group_host, bool cuda_aware);
+  StatusOr<std::unique_ptr<Backend>> make_nccl(Backend& group_host, const std::string& label);
+  Status make_level(Backend& set_host, Backend& group_host, GpuPath path, bool cuda_aware,
+                    const std::string& label, std::unique_ptr<Backend>* out);
   void abort_nccl();
   // Waits (bounded) for the stream's queued work; false if it did not finish.
   bool drain();

@@ -80,29 +80,23 @@ StatusOr<GpuBackendRequest> agree_gpu_backend(const std::vector<GpuBackendReques
   return Status(StatusCode::kMismatch, msg);
 }
 
-bool use_hierarchical_allreduce(std::optional<bool> requested, bool global_set, GpuPath path,
-                                const RankMap& map, std::string* reason) {
-  // What allows it on host memory allows it here; automatic only with NCCL.
-  std::string why;
-  if (!use_hierarchical_host_allreduce(requested, global_set, map, &why)) {
-    if (reason) *reason = why;
-    return false;
+GpuHierarchy gpu_hierarchy(std::optional<bool> requested, bool global_set, GpuPath path,
+                           const RankMap& map) {
+  GpuHierarchy h;
+  if (!requested.has_value()) {
+    h.reason =
+        "CHORUS_HIERARCHICAL_ALLREDUCE is unset: flat on GPU memory (NCCL's own rings and "
+        "trees span the nodes; set it to 1 for the hierarchy)";
+    return h;
   }
-  if (requested == true) {
-    if (reason)
-      *reason = "hierarchical, as requested (CHORUS_HIERARCHICAL_ALLREDUCE=1): " + map.layout();
-    return true;
-  }
-  if (path != GpuPath::kNccl) {
-    if (reason) {
-      *reason =
-          "CHORUS_HIERARCHICAL_ALLREDUCE is unset and the path is MPI (automatic only with "
-          "NCCL; set it to 1 to use it on MPI)";
-    }
-    return false;
-  }
-  if (reason) *reason = "hierarchical, automatic on NCCL: " + map.layout();
-  return true;
+  // What allows it on host memory allows it here: the setting, the set, the layout.
+  if (!use_hierarchical_host_allreduce(requested, global_set, map, &h.reason)) return h;
+  h.on = true;
+  h.local = path;
+  h.cross = path;
+  h.reason = std::string("hierarchical, as requested (CHORUS_HIERARCHICAL_ALLREDUCE=1), ") +
+             gpu_path_name(path) + " inside each node and across nodes: " + map.layout();
+  return h;
 }
 
 }  // namespace chorus

@@ -75,13 +75,26 @@ StatusOr<GpuPathChoice> choose_gpu_path(const GpuPathInputs& in);
 StatusOr<GpuBackendRequest> agree_gpu_backend(const std::vector<GpuBackendRequest>& per_rank,
                                               const std::string& label);
 
-/// Whether an allreduce of this set goes local reduce-scatter, cross allreduce, local
-/// allgather. `requested` is CHORUS_HIERARCHICAL_ALLREDUCE: false (0) never; otherwise
-/// only the global set (`global_set`) has local and cross groups, and the layout must allow
-/// it (hierarchical_layout). Then: always when true (1), and when unset automatically when
-/// the set's `path` is NCCL (NCCL inside the node, MPI on each node's shard across nodes).
-/// `reason` says why or why not.
-bool use_hierarchical_allreduce(std::optional<bool> requested, bool global_set, GpuPath path,
-                                const RankMap& map, std::string* reason);
+/// How a GPU allreduce of a set is carried: flat over the set's path, or local
+/// reduce-scatter, cross allreduce, local allgather.
+struct GpuHierarchy {
+  bool on = false;
+  /// Both levels use the set's path: on NCCL, one NCCL communicator over the local group
+  /// (NVLink or PCIe inside the node) and one over the cross group (NCCL's network
+  /// transports, GPUDirect RDMA where there is one), so no shard passes through host memory;
+  /// on MPI, the staged or CUDA-aware MPI path over each group's host backend.
+  GpuPath local = GpuPath::kMpiStaged;
+  GpuPath cross = GpuPath::kMpiStaged;
+  std::string reason;  ///< one line for the debug log: why on, or why flat
+};
+
+/// `requested` is CHORUS_HIERARCHICAL_ALLREDUCE. Unset or 0: flat, on every path: a flat NCCL
+/// allreduce spans the nodes with its own rings and trees, which is what NCCL users expect
+/// (host memory keeps its automatic hierarchy: use_hierarchical_host_allreduce). 1: on,
+/// where only the global set (`global_set`) has local and cross groups and the layout must
+/// allow it (hierarchical_layout), both levels over `path`, the set's agreed path. The inputs
+/// are the same on every rank, so every member decides the same.
+GpuHierarchy gpu_hierarchy(std::optional<bool> requested, bool global_set, GpuPath path,
+                           const RankMap& map);
 
 }  // namespace chorus

@@ -182,62 +182,72 @@ const std::optional<bool> kAuto = std::nullopt;
 const std::optional<bool> kOn = true;
 const std::optional<bool> kOff = false;
 
-TEST(Hierarchical, OnForUniformMultiHostLayouts) {
-  std::string why;
-  for (GpuPath path : {GpuPath::kNccl, GpuPath::kMpiStaged, GpuPath::kMpiCudaAware}) {
-    EXPECT_TRUE(use_hierarchical_allreduce(kOn, true, path, hosts_of(2, 4, 5), &why));
-    EXPECT_NE(why.find("ppr:4:node"), std::string::npos) << why;
-    EXPECT_NE(why.find("requested"), std::string::npos) << why;
-  }
-}
+const GpuPath kPaths[] = {GpuPath::kNccl, GpuPath::kMpiStaged, GpuPath::kMpiCudaAware};
 
-TEST(Hierarchical, AutomaticOnNcclForUniformMultiHostLayouts) {
+TEST(Hierarchical, OnWhenRequestedForUniformMultiHostLayouts) {
+  for (GpuPath path : kPaths) {
+    const GpuHierarchy h = gpu_hierarchy(kOn, true, path, hosts_of(2, 4, 5));
+    EXPECT_TRUE(h.on) << h.reason;
+    EXPECT_NE(h.reason.find("ppr:4:node"), std::string::npos) << h.reason;
+    EXPECT_NE(h.reason.find("requested"), std::string::npos) << h.reason;
+    EXPECT_NE(h.reason.find(gpu_path_name(path)), std::string::npos) << h.reason;
+  }
+  EXPECT_TRUE(gpu_hierarchy(kOn, true, GpuPath::kNccl, hosts_of(3, 2, 0)).on);
   std::string why;
-  EXPECT_TRUE(use_hierarchical_allreduce(kAuto, true, GpuPath::kNccl, hosts_of(2, 4, 1), &why));
-  EXPECT_NE(why.find("automatic"), std::string::npos) << why;
-  EXPECT_TRUE(use_hierarchical_allreduce(kAuto, true, GpuPath::kNccl, hosts_of(3, 2, 0), &why));
   EXPECT_TRUE(hierarchical_layout(hosts_of(3, 2, 0), &why));
   EXPECT_FALSE(hierarchical_layout(hosts_of(1, 8, 0), &why));
-  EXPECT_FALSE(use_hierarchical_allreduce(kAuto, true, GpuPath::kNccl, hosts_of(1, 8, 0), &why));
 }
 
-TEST(Hierarchical, AutomaticStaysFlatOnMpi) {
-  std::string why;
-  for (GpuPath path : {GpuPath::kMpiStaged, GpuPath::kMpiCudaAware}) {
-    EXPECT_FALSE(use_hierarchical_allreduce(kAuto, true, path, hosts_of(2, 4, 0), &why));
-    EXPECT_NE(why.find("CHORUS_HIERARCHICAL_ALLREDUCE is unset"), std::string::npos) << why;
+// Both levels take the set's path: on NCCL the cross step is a NCCL communicator too, so no
+// shard is copied to the host and reduced there by MPI.
+TEST(Hierarchical, BothLevelsUseTheSetsPath) {
+  for (GpuPath path : kPaths) {
+    const GpuHierarchy h = gpu_hierarchy(kOn, true, path, hosts_of(2, 4, 1));
+    ASSERT_TRUE(h.on) << h.reason;
+    EXPECT_EQ(h.local, path) << gpu_path_name(path);
+    EXPECT_EQ(h.cross, path) << gpu_path_name(path);
   }
 }
 
-TEST(Hierarchical, ZeroTurnsTheAutomaticChoiceOff) {
-  // Where automatic would choose it (NCCL, uniform multi-host layout), 0 keeps it flat.
-  std::string why;
-  for (GpuPath path : {GpuPath::kNccl, GpuPath::kMpiStaged, GpuPath::kMpiCudaAware}) {
+// Unset: flat on every GPU path, NCCL included, even where the layout allows the hierarchy
+// (and host memory takes it).
+TEST(Hierarchical, UnsetIsFlatOnEveryPath) {
+  for (GpuPath path : kPaths) {
     for (int rank : {0, 3, 7}) {
-      EXPECT_FALSE(use_hierarchical_allreduce(kOff, true, path, hosts_of(2, 4, rank), &why));
-      EXPECT_NE(why.find("CHORUS_HIERARCHICAL_ALLREDUCE=0"), std::string::npos) << why;
+      const GpuHierarchy h = gpu_hierarchy(kAuto, true, path, hosts_of(2, 4, rank));
+      EXPECT_FALSE(h.on) << h.reason;
+      EXPECT_NE(h.reason.find("CHORUS_HIERARCHICAL_ALLREDUCE is unset"), std::string::npos)
+          << h.reason;
+      EXPECT_NE(h.reason.find("set it to 1"), std::string::npos) << h.reason;
     }
   }
-  EXPECT_FALSE(use_hierarchical_allreduce(kOff, false, GpuPath::kNccl, hosts_of(2, 4, 0), &why));
-  EXPECT_FALSE(use_hierarchical_allreduce(kOff, true, GpuPath::kNccl, hosts_of(1, 4, 0), &why));
+  std::string why;
+  EXPECT_TRUE(use_hierarchical_host_allreduce(kAuto, true, hosts_of(2, 4, 0), &why)) << why;
 }
 
-TEST(Hierarchical, OffWithReasons) {
-  std::string why;
-  for (std::optional<bool> requested : {kAuto, kOn}) {
-    EXPECT_FALSE(
-        use_hierarchical_allreduce(requested, false, GpuPath::kNccl, hosts_of(2, 4, 0), &why));
-    EXPECT_NE(why.find("global process set"), std::string::npos);
-    EXPECT_FALSE(
-        use_hierarchical_allreduce(requested, true, GpuPath::kNccl, hosts_of(1, 4, 0), &why));
-    EXPECT_NE(why.find("one host"), std::string::npos);
-    EXPECT_FALSE(
-        use_hierarchical_allreduce(requested, true, GpuPath::kNccl, hosts_of(3, 1, 0), &why));
-    EXPECT_NE(why.find("one rank per host"), std::string::npos);
-    RankMap uneven = compute_rank_map({"a", "a", "b"}, 0);
-    EXPECT_FALSE(use_hierarchical_allreduce(requested, true, GpuPath::kNccl, uneven, &why));
-    EXPECT_NE(why.find("different numbers"), std::string::npos);
+TEST(Hierarchical, ZeroKeepsItFlat) {
+  for (GpuPath path : kPaths) {
+    for (int rank : {0, 3, 7}) {
+      const GpuHierarchy h = gpu_hierarchy(kOff, true, path, hosts_of(2, 4, rank));
+      EXPECT_FALSE(h.on);
+      EXPECT_NE(h.reason.find("CHORUS_HIERARCHICAL_ALLREDUCE=0"), std::string::npos) << h.reason;
+    }
   }
+  EXPECT_FALSE(gpu_hierarchy(kOff, false, GpuPath::kNccl, hosts_of(2, 4, 0)).on);
+  EXPECT_FALSE(gpu_hierarchy(kOff, true, GpuPath::kNccl, hosts_of(1, 4, 0)).on);
+}
+
+TEST(Hierarchical, RequestedButNotPossibleSaysWhy) {
+  auto why_not = [](bool global_set, const RankMap& map) {
+    const GpuHierarchy h = gpu_hierarchy(kOn, global_set, GpuPath::kNccl, map);
+    EXPECT_FALSE(h.on) << h.reason;
+    return h.reason;
+  };
+  EXPECT_NE(why_not(false, hosts_of(2, 4, 0)).find("global process set"), std::string::npos);
+  EXPECT_NE(why_not(true, hosts_of(1, 4, 0)).find("one host"), std::string::npos);
+  EXPECT_NE(why_not(true, hosts_of(3, 1, 0)).find("one rank per host"), std::string::npos);
+  EXPECT_NE(why_not(true, compute_rank_map({"a", "a", "b"}, 0)).find("different numbers"),
+            std::string::npos);
 }
 
 TEST(Hierarchical, GroupsBuiltWhenTheSettingOrTheLayoutAsks) {
