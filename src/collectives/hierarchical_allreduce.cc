@@ -66,6 +66,11 @@ StatusOr<std::unique_ptr<HierarchicalBackend>> HierarchicalBackend::create(Backe
   return std::unique_ptr<HierarchicalBackend>(new HierarchicalBackend(flat, local, cross));
 }
 
+// A sequence of calls on two groups: a step that fails leaves its own group out of step,
+// but the other group's members still wait for this rank there, so every step on a group
+// still in step is made, carrying the first failure (its data is then wrong; the set's
+// verdict fails the batch on every member, core/batch_verdict.h). A step on a group whose
+// earlier step failed is not made: its members fail by their own bound.
 Status HierarchicalBackend::allreduce(const void* send, void* recv, int64_t count, DataType dtype,
                                       ReduceOp op, kernels::Scale scale) {
   const int64_t esz = static_cast<int64_t>(dtype_size(dtype));
@@ -77,17 +82,16 @@ Status HierarchicalBackend::allreduce(const void* send, void* recv, int64_t coun
   char* shard = static_cast<char*>(recv) + offset * esz;
   // Unscaled inside the node: the scale belongs to the final sum (integer averages truncate
   // once, after everything is added).
-  if (Status s = local_->reducescatter(send, shard, blocks, dtype, op, kernels::Scale{}); !s.ok()) {
-    return s;
-  }
+  const Status local = local_->reducescatter(send, shard, blocks, dtype, op, kernels::Scale{});
   // Every member of the cross group has this local_rank, hence this block size: they all
   // skip an empty shard together.
-  if (blocks[me] > 0) {
-    if (Status s = cross_->allreduce(shard, shard, blocks[me], dtype, op, scale); !s.ok()) return s;
-  }
+  const Status cross =
+      blocks[me] > 0 ? cross_->allreduce(shard, shard, blocks[me], dtype, op, scale) : Status();
+  if (!local.ok()) return local;
   std::vector<int64_t> bytes(blocks.size());
   for (std::size_t i = 0; i < blocks.size(); ++i) bytes[i] = blocks[i] * esz;
-  return local_->allgatherv(shard, recv, bytes);
+  const Status gathered = local_->allgatherv(shard, recv, bytes);
+  return !cross.ok() ? cross : gathered;
 }
 
 }  // namespace chorus

@@ -45,12 +45,12 @@ int64_t sum(const std::vector<int64_t>& v) {
 
 }  // namespace
 
-MpiBackend::MpiBackend(MPI_Comm comm, HostAlgorithm algorithm)
-    : comm_(comm), algorithm_(algorithm) {
+MpiBackend::MpiBackend(MPI_Comm comm, HostAlgorithm algorithm, double liveness_seconds)
+    : comm_(comm), algorithm_(algorithm), bound_{comm, liveness_seconds} {
   MPI_Comm_rank(comm_, &rank_);
   MPI_Comm_size(comm_, &size_);
   sources_.resize(size_);
-  tree_ = std::make_unique<MpiTree>(comm_, rank_, size_);
+  tree_ = std::make_unique<MpiTree>(comm_, rank_, size_, bound_);
 }
 
 char* MpiBackend::scratch(std::size_t bytes) { return scratch_.get(bytes); }
@@ -97,7 +97,7 @@ Status MpiBackend::gather_all_reduce(const void* send, void* recv, int64_t count
   MPI_Request request;
   CHORUS_MPI_CHECK(MPI_Iallgather(send, static_cast<int>(bytes), MPI_BYTE, all,
                                   static_cast<int>(bytes), MPI_BYTE, comm_, &request));
-  if (Status s = wait_all(1, &request, bytes * size_); !s.ok()) return s;
+  if (Status s = wait_all(1, &request, bytes * size_, bound_); !s.ok()) return s;
   for (int q = 0; q < size_; ++q) sources_[q] = all + q * bytes;
   kernels::reduce_tree(recv, sources_.data(), size_, count, dtype, op, scale);
   return {};
@@ -124,7 +124,7 @@ Status MpiBackend::share_blocks(char* out, const std::vector<int64_t>& counts,
   }
   const int64_t theirs = (offsets[size_] - counts[rank_]) * esz;
   return wait_all(static_cast<int>(requests_.size()), requests_.data(),
-                  theirs + int64_t{mine} * (size_ - 1));
+                  theirs + int64_t{mine} * (size_ - 1), bound_);
 }
 
 Status MpiBackend::reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,
@@ -186,7 +186,7 @@ Status MpiBackend::pipelined_reduce_scatter(const void* send, void* recv,
   // Combine each chunk in rank order as soon as every peer's piece of it arrived.
   for (int64_t c = 0; c < my_chunks; ++c) {
     const int64_t len = std::min(chunk, mine - c * chunk);
-    if (Status s = wait_all(peers, &requests_[c * peers], 2 * len * esz * peers); !s.ok()) {
+    if (Status s = wait_all(peers, &requests_[c * peers], 2 * len * esz * peers, bound_); !s.ok()) {
       return s;
     }
     for (int q = 0; q < size_; ++q) {
@@ -196,7 +196,7 @@ Status MpiBackend::pipelined_reduce_scatter(const void* send, void* recv,
     kernels::reduce_tree(out + c * chunk * esz, sources_.data(), size_, len, dtype, op, scale);
   }
   return wait_all(static_cast<int>(requests_.size() - first_send), requests_.data() + first_send,
-                  (offsets[size_] - mine) * esz);
+                  (offsets[size_] - mine) * esz, bound_);
 }
 
 Status MpiBackend::allgatherv(const void* send, void* recv, const std::vector<int64_t>& bytes) {
@@ -207,7 +207,7 @@ Status MpiBackend::allgatherv(const void* send, void* recv, const std::vector<in
   MPI_Request request;
   CHORUS_MPI_CHECK(MPI_Iallgatherv(source, counts[rank_], MPI_BYTE, out, counts.data(),
                                    displs.data(), MPI_BYTE, comm_, &request));
-  return wait_all(1, &request, sum(bytes));
+  return wait_all(1, &request, sum(bytes), bound_);
 }
 
 Status MpiBackend::broadcast(void* data, int64_t bytes, int root) {
@@ -218,7 +218,7 @@ Status MpiBackend::broadcast(void* data, int64_t bytes, int root) {
     const int64_t piece = std::min(kPiece, bytes - done);
     CHORUS_MPI_CHECK(
         MPI_Ibcast(p + done, static_cast<int>(piece), MPI_BYTE, root, comm_, &request));
-    if (Status s = wait_all(1, &request, piece); !s.ok()) return s;
+    if (Status s = wait_all(1, &request, piece, bound_); !s.ok()) return s;
   }
   return {};
 }
@@ -231,13 +231,13 @@ Status MpiBackend::alltoallv(const void* send, const std::vector<int64_t>& send_
   MPI_Request request;
   CHORUS_MPI_CHECK(MPI_Ialltoallv(send, scounts.data(), sdispls.data(), MPI_BYTE, recv,
                                   rcounts.data(), rdispls.data(), MPI_BYTE, comm_, &request));
-  return wait_all(1, &request, sum(send_bytes) + sum(recv_bytes));
+  return wait_all(1, &request, sum(send_bytes) + sum(recv_bytes), bound_);
 }
 
 Status MpiBackend::barrier() {
   MPI_Request request;
   CHORUS_MPI_CHECK(MPI_Ibarrier(comm_, &request));
-  return wait_all(1, &request, 0);
+  return wait_all(1, &request, 0, bound_);
 }
 
 }  // namespace chorus

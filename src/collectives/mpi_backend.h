@@ -31,6 +31,7 @@
 #include "collectives/backend.h"
 #include "collectives/cost_model.h"
 #include "collectives/mpi_tree.h"
+#include "collectives/mpi_wait.h"
 #include "kernels/host_buffer.h"
 
 namespace chorus {
@@ -38,8 +39,10 @@ namespace chorus {
 class MpiBackend final : public Backend {
  public:
   /// Uses `comm` (owned by the caller, alive as long as this backend). `algorithm`: the
-  /// reductions' algorithm, kAuto to choose per call.
-  MpiBackend(MPI_Comm comm, HostAlgorithm algorithm);
+  /// reductions' algorithm, kAuto to choose per call. Every wait fails with ABORTED after
+  /// `liveness_seconds` (CHORUS_LIVENESS_SECONDS; 0: never), naming the ranks that took no
+  /// part (collectives/mpi_wait.h).
+  MpiBackend(MPI_Comm comm, HostAlgorithm algorithm, double liveness_seconds);
 
   const char* name() const override { return "mpi"; }
   int rank() const override { return rank_; }
@@ -75,6 +78,7 @@ class MpiBackend final : public Backend {
   int rank_ = 0;
   int size_ = 1;
   HostAlgorithm algorithm_;
+  WaitBound bound_;
   LinkModel link_;
   std::unique_ptr<MpiTree> tree_;
   // Grows to the largest need and stays: steady-state steps allocate nothing.

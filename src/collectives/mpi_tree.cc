@@ -29,8 +29,8 @@ void even_offsets(int64_t count, int parts, std::vector<int64_t>* offsets) {
 
 }  // namespace
 
-MpiTree::MpiTree(MPI_Comm comm, int rank, int size)
-    : comm_(comm), rank_(rank), shape_(size), leaf_(shape_.leaf_of(rank)) {}
+MpiTree::MpiTree(MPI_Comm comm, int rank, int size, const WaitBound& bound)
+    : comm_(comm), rank_(rank), shape_(size), leaf_(shape_.leaf_of(rank)), bound_(bound) {}
 
 template <typename OnPiece>
 Status MpiTree::exchange(int peer, const char* out, int64_t out_bytes, char* in, int64_t in_bytes,
@@ -50,10 +50,10 @@ Status MpiTree::exchange(int peer, const char* out, int64_t out_bytes, char* in,
   }
   for (int64_t i = 0; i < n_in; ++i) {
     const int64_t len = std::min(kPieceBytes, in_bytes - i * kPieceBytes);
-    if (Status s = wait_all(1, &requests_[i], 2 * len); !s.ok()) return s;
+    if (Status s = wait_all(1, &requests_[i], 2 * len, bound_); !s.ok()) return s;
     on_piece(i * kPieceBytes, len);
   }
-  return wait_all(static_cast<int>(n_out), requests_.data() + n_in, out_bytes);
+  return wait_all(static_cast<int>(n_out), requests_.data() + n_in, out_bytes, bound_);
 }
 
 Status MpiTree::send_to(int peer, const char* out, int64_t bytes) {

@@ -23,6 +23,7 @@
 
 #include "chorus/status.h"
 #include "chorus/types.h"
+#include "collectives/mpi_wait.h"
 #include "kernels/host_buffer.h"
 #include "kernels/reduce_kernels.h"
 #include "kernels/reduce_tree.h"
@@ -31,8 +32,9 @@ namespace chorus {
 
 class MpiTree {
  public:
-  /// Over `comm` (owned by the caller), whose rank and size are `rank` and `size`.
-  MpiTree(MPI_Comm comm, int rank, int size);
+  /// Over `comm` (owned by the caller), whose rank and size are `rank` and `size`; each wait
+  /// fails past `bound` (collectives/mpi_wait.h).
+  MpiTree(MPI_Comm comm, int rank, int size, const WaitBound& bound);
 
   /// Backend::allreduce by recursive doubling: log2 p2 rounds of the whole vector.
   Status allreduce_doubling(const void* send, void* recv, int64_t count, DataType dtype,
@@ -77,6 +79,7 @@ class MpiTree {
   int rank_;
   kernels::TreeShape shape_;
   int leaf_;            // this rank's leaf, -1 for the odd rank of a folded pair
+  WaitBound bound_;
   HostBuffer scratch_;  // what a partner sends
   HostBuffer acc_;      // a reduce-scatter's partial results
   std::vector<MPI_Request> requests_;

@@ -10,6 +10,7 @@
 #include "collectives/clock_offset.h"
 #include "collectives/mpi_backend.h"
 #include "collectives/mpi_check.h"
+#include "collectives/mpi_wait.h"
 #include "collectives/shm_backend.h"
 
 namespace chorus {
@@ -84,17 +85,10 @@ class MpiControl final : public ControlTransport {
     std::vector<bool> heard(size_, true);
     for (int r : missing()) heard[r] = false;
     announce();
-    return listen(std::move(heard));
+    return listen_for(comm_, kRollCallTag, std::move(heard));
   }
 
-  void announce() override {
-    for (int r = 0; r < size_; ++r) {
-      if (r == rank_) continue;
-      MPI_Request req = MPI_REQUEST_NULL;
-      if (MPI_Isend(&here_, 1, MPI_BYTE, r, kRollCallTag, comm_, &req) == MPI_SUCCESS)
-        MPI_Request_free(&req);
-    }
-  }
+  void announce() override { announce_here(comm_, kRollCallTag); }
 
   // Non-blocking underneath, so that a member that stopped between the round and this call
   // (killed, or stopped by a signal) fails the wait after the liveness bound instead of
@@ -135,35 +129,10 @@ class MpiControl final : public ControlTransport {
  private:
   static constexpr int kTag = 7300;
   static constexpr int kRollCallTag = 7301;
-  static constexpr auto kRollCallGrace = std::chrono::seconds(5);
   static constexpr int kFoldIn = -1;   // extras send, partners receive
   static constexpr int kFoldOut = -2;  // partners send the result, extras receive it
   static constexpr int kDone = -3;
   // Steps 0..log2(p)-1 are the exchanges with rank ^ (1 << step).
-
-  // The roll call's listening half: the ranks not in `heard` that announce themselves within
-  // kRollCallGrace are heard; returns the others.
-  std::vector<int> listen(std::vector<bool> heard) {
-    const auto until = std::chrono::steady_clock::now() + kRollCallGrace;
-    while (std::find(heard.begin(), heard.end(), false) != heard.end() &&
-           std::chrono::steady_clock::now() < until) {
-      int flag = 0;
-      MPI_Status status;
-      if (MPI_Iprobe(MPI_ANY_SOURCE, kRollCallTag, comm_, &flag, &status) != MPI_SUCCESS) break;
-      if (!flag) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        continue;
-      }
-      char byte = 0;
-      MPI_Recv(&byte, 1, MPI_BYTE, status.MPI_SOURCE, kRollCallTag, comm_, MPI_STATUS_IGNORE);
-      heard[status.MPI_SOURCE] = true;
-    }
-    std::vector<int> out;
-    for (int r = 0; r < size_; ++r) {
-      if (!heard[r]) out.push_back(r);
-    }
-    return out;
-  }
 
   // Waits for `req`: spins first (every member is known to be in the exchange, so it is
   // short), then sleeps between tests. Fails after liveness_seconds_ (0: never).
@@ -181,7 +150,7 @@ class MpiControl final : public ControlTransport {
           std::vector<bool> heard(size_, false);
           heard[rank_] = true;
           announce();
-          const std::vector<int> gone = listen(std::move(heard));
+          const std::vector<int> gone = listen_for(comm_, kRollCallTag, std::move(heard));
           std::string ranks;
           for (int r : gone) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
           char secs[32];
@@ -252,14 +221,17 @@ class MpiControl final : public ControlTransport {
   MPI_Request requests_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   bool receiving_ = false;  // the current step combines incoming_ into bits_
   double liveness_seconds_ = 0;
-  char here_ = 1;  // what a roll call sends
   int step_ = kDone;
 };
 
 class MpiGroup final : public Group {
  public:
-  MpiGroup(MPI_Comm control, MPI_Comm data, HostAlgorithm algorithm)
-      : control_comm_(control), data_comm_(data), control_(control), backend_(data, algorithm) {}
+  MpiGroup(MPI_Comm control, MPI_Comm data, const WorldOptions& options)
+      : control_comm_(control),
+        data_comm_(data),
+        liveness_seconds_(options.liveness_seconds),
+        control_(control),
+        backend_(data, options.host_algorithm, options.liveness_seconds) {}
   ~MpiGroup() override {
     MPI_Comm_free(&control_comm_);
     MPI_Comm_free(&data_comm_);
@@ -269,7 +241,7 @@ class MpiGroup final : public Group {
   ControlTransport& control() override { return control_; }
   Backend& backend() override { return backend_; }
   StatusOr<std::unique_ptr<Backend>> shared_memory(std::string* why) override {
-    StatusOr<std::unique_ptr<ShmBackend>> shm = ShmBackend::join(control_, why);
+    StatusOr<std::unique_ptr<ShmBackend>> shm = ShmBackend::join(control_, liveness_seconds_, why);
     if (!shm.ok()) return shm.status();
     return std::unique_ptr<Backend>(std::move(shm).value());
   }
@@ -277,6 +249,7 @@ class MpiGroup final : public Group {
  private:
   MPI_Comm control_comm_;
   MPI_Comm data_comm_;
+  double liveness_seconds_;
   MpiControl control_;
   MpiBackend backend_;
 };
@@ -342,7 +315,7 @@ class MpiWorld final : public World {
     CHORUS_MPI_CHECK(MPI_Comm_dup(data, &control));
     CHORUS_MPI_CHECK(MPI_Comm_set_errhandler(data, MPI_ERRORS_RETURN));
     CHORUS_MPI_CHECK(MPI_Comm_set_errhandler(control, MPI_ERRORS_RETURN));
-    return std::unique_ptr<Group>(new MpiGroup(control, data, options_.host_algorithm));
+    return std::unique_ptr<Group>(new MpiGroup(control, data, options_));
   }
 
   Status finalize() override {

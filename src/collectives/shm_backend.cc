@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <string>
@@ -38,10 +39,11 @@ void ShmBackend::init_segment(void* base, int size) {
   for (int i = 0; i < size; ++i) new (static_cast<Counter*>(base) + i) Counter();
 }
 
-ShmBackend::ShmBackend(SharedSegment segment, int rank, int size)
+ShmBackend::ShmBackend(SharedSegment segment, int rank, int size, double liveness_seconds)
     : segment_(std::move(segment)),
       rank_(rank),
       size_(size),
+      liveness_seconds_(liveness_seconds),
       region_(region_bytes(size)),
       counters_(static_cast<Counter*>(segment_.data())),
       buffers_(static_cast<char*>(segment_.data()) + sizeof(Counter) * size),
@@ -51,7 +53,7 @@ ShmBackend::ShmBackend(SharedSegment segment, int rank, int size)
 }
 
 StatusOr<std::unique_ptr<ShmBackend>> ShmBackend::join(ControlTransport& control,
-                                                       std::string* why) {
+                                                       double liveness_seconds, std::string* why) {
   SharedSegment segment;
   const int size = control.size();
   if (Status s = segment.join(
@@ -60,7 +62,7 @@ StatusOr<std::unique_ptr<ShmBackend>> ShmBackend::join(ControlTransport& control
     return s;
   }
   if (!segment.mapped()) return std::unique_ptr<ShmBackend>();
-  return std::make_unique<ShmBackend>(std::move(segment), control.rank(), size);
+  return std::make_unique<ShmBackend>(std::move(segment), control.rank(), size, liveness_seconds);
 }
 
 StatusOr<std::unique_ptr<Backend>> shared_memory_provider(Group& group, bool allowed,
@@ -157,13 +159,16 @@ Status ShmBackend::reduce(const void* send, void* recv, const std::vector<int64_
 Status ShmBackend::arrive_and_wait(int64_t bytes) {
   // Tight polling for the first kSpins reads (a peer that is running arrives within
   // microseconds), then a yield per read, so that a peer waiting for this core gets it.
-  // Once napping, the awaited process is checked every kCheckEvery naps (a few ms).
+  // Once napping, the awaited process is checked every kCheckEvery naps (a few ms), and so
+  // is the liveness bound.
   constexpr int kSpins = 1000;
   constexpr int kClockEvery = 64;
   constexpr int kCheckEvery = 64;
   ++arrivals_;
   counters_[rank_].arrivals.store(arrivals_, std::memory_order_release);
+  const auto start = std::chrono::steady_clock::now();
   const auto spin_until = poll_deadline(bytes);
+  const auto limit = std::chrono::duration<double>(liveness_seconds_);
   bool spinning = true;
   Backoff backoff(std::chrono::microseconds(50), /*eager=*/false);
   int64_t reads = 0;
@@ -179,16 +184,37 @@ Status ShmBackend::arrive_and_wait(int64_t bytes) {
         continue;
       }
       backoff.pause();
-      if (++naps % kCheckEvery == 0 && counters_[q].process.exited()) {
+      if (++naps % kCheckEvery != 0) continue;
+      if (counters_[q].process.exited()) {
         return Status(StatusCode::kAborted,
                       "rank " + std::to_string(q) + " of this set (pid " +
                           std::to_string(counters_[q].process.pid.load(std::memory_order_relaxed)) +
                           ", on this host) exited in the middle of a reduction; rank " +
                           std::to_string(rank_) + " was waiting for it");
       }
+      if (liveness_seconds_ > 0 && std::chrono::steady_clock::now() - start > limit) {
+        return ran_out();
+      }
     }
   }
   return {};
+}
+
+// The members that have not arrived are known exactly: their counters are behind this
+// rank's. They may be alive (stopped, or stuck outside Chorus) or have left the call after
+// their own part failed; either way the segment's turns are out of step from here on.
+Status ShmBackend::ran_out() const {
+  std::string late;
+  for (int q = 0; q < size_; ++q) {
+    if (counters_[q].arrivals.load(std::memory_order_acquire) < arrivals_)
+      late += (late.empty() ? "" : ", ") + std::to_string(q);
+  }
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%.1f", liveness_seconds_);
+  return Status(StatusCode::kAborted,
+                "rank " + std::to_string(rank_) + " of this set stopped waiting in a shared-memory "
+                "reduction after " + secs + " s (CHORUS_LIVENESS_SECONDS): ranks [" + late +
+                    "] of this set took no part in it");
 }
 
 }  // namespace chorus

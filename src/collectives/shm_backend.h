@@ -23,7 +23,9 @@
 // waits for the others by reading their counters: polling while they should be close, then sleeping
 // in short naps, and every few milliseconds of naps checking that the process it waits for still
 // exists: a rank that died mid-reduction fails the reduction on the others, naming it, where the
-// launcher does not end the job.
+// launcher does not end the job. A rank that is alive but does not arrive (stopped, stuck, or
+// gone from the call after its own part failed) fails the wait after CHORUS_LIVENESS_SECONDS,
+// naming the ranks that have not arrived; the turns are then out of step and the runtime stops.
 //
 // Every element is ((x0 op x1) op x2) ..., combined by its block's owner in rank order:
 // the same bits on every rank, fused or alone, whatever the size. It makes no MPI call, so
@@ -61,8 +63,10 @@ class ShmBackend final : public Backend {
  public:
   /// Maps one segment among the members of `control`, which must all run on this host:
   /// the backend, or nullptr on every member where some member could not map it (`why`
-  /// says why; not an error). Collective over `control`.
-  static StatusOr<std::unique_ptr<ShmBackend>> join(ControlTransport& control, std::string* why);
+  /// says why; not an error). Collective over `control`. Waits fail after `liveness_seconds`
+  /// (0: never).
+  static StatusOr<std::unique_ptr<ShmBackend>> join(ControlTransport& control,
+                                                    double liveness_seconds, std::string* why);
 
   /// The segment's size for `size` ranks.
   static std::size_t segment_bytes(int size);
@@ -70,8 +74,8 @@ class ShmBackend final : public Backend {
   static void init_segment(void* base, int size);
 
   /// Uses `segment` (mapped by every member, initialized by init_segment), as `rank` of
-  /// `size`.
-  ShmBackend(SharedSegment segment, int rank, int size);
+  /// `size`; a wait for the others fails after `liveness_seconds` (0: never).
+  ShmBackend(SharedSegment segment, int rank, int size, double liveness_seconds);
 
   const char* name() const override { return "shared memory"; }
   int rank() const override { return rank_; }
@@ -100,14 +104,17 @@ class ShmBackend final : public Backend {
                          kernels::Scale scale);
   char* region(int owner, uint64_t chunk, int block) const;
   // Counts this rank's arrival, then waits until every rank has arrived as often; `bytes`:
-  // about what the others move in the meantime. Fails if a rank waited for has exited.
+  // about what the others move in the meantime. Fails if a rank waited for has exited, or
+  // past the liveness bound (ran_out).
   Status arrive_and_wait(int64_t bytes);
+  Status ran_out() const;
 
   static std::size_t region_bytes(int size);
 
   SharedSegment segment_;
   int rank_;
   int size_;
+  double liveness_seconds_;
   std::size_t region_;
   Counter* counters_;
   char* buffers_;

@@ -21,6 +21,9 @@ namespace chorus {
 /// What a world's groups take from the configuration.
 struct WorldOptions {
   HostAlgorithm host_algorithm = HostAlgorithm::kAuto;  ///< CHORUS_HOST_ALGORITHM
+  /// CHORUS_LIVENESS_SECONDS: how long a group's data collective waits for a member before it
+  /// fails (ABORTED, naming the members that took no part); 0: for ever.
+  double liveness_seconds = 60;
 };
 
 /// How this rank's steady clock stands against rank 0's (collectives/clock_offset.h).

@@ -326,6 +326,8 @@ std::vector<SettingRow> make_table() {
                                              "0 or 1 (tests only)", true));
   t.push_back(text<&Config::test_fail_collective>("CHORUS_TEST_FAIL_COLLECTIVE",
                                                   "a collective's name (tests only)", false));
+  t.push_back(text<&Config::test_fail_part>("CHORUS_TEST_FAIL_PART",
+                                            "a collective's name (tests only)", false));
   t.push_back(text<&Config::test_fail_at_commit>(
       "CHORUS_TEST_FAIL_AT_COMMIT", "HOST:NUMBER or HOST:NUMBER:hang (tests only)", true));
   t.push_back(

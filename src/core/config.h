@@ -146,6 +146,11 @@ struct Config {
   /// call fails on this rank as a failed NCCL or MPI call would, after the device work on
   /// its buffers was queued; empty: none.
   std::string test_fail_collective;
+  /// CHORUS_TEST_FAIL_PART: for tests only. The name of a collective whose batch this rank
+  /// takes part in but whose own part fails (as a late input, a timed-out staging copy or an
+  /// output that cannot be had would), so that the set's verdict fails it on every member;
+  /// empty: none.
+  std::string test_fail_part;
   /// CHORUS_TEST_FAIL_AT_COMMIT: for tests only. "HOST:NUMBER": in an elastic job's first
   /// launch, once every node stored commit NUMBER, the ranks on HOST remove their node's
   /// store and kill themselves (a lost host); "HOST:NUMBER:hang": their training threads

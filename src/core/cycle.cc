@@ -64,11 +64,12 @@ Status Cycle::complete() {
   return {};
 }
 
-Status Cycle::execute(bool* shutdown, bool* productive) {
+Status Cycle::execute(bool* shutdown, bool* productive, bool background) {
   phase_ = Phase::kBegin;
   const Clock::time_point agreed = Clock::now();
   *productive = false;
   std::vector<Response> changes;
+  Status failed;
   for (auto& [id, set] : *sets_) {
     const Negotiator::Round& round = set->negotiator->round();
     if (id == 0) *shutdown = round.shutdown;
@@ -88,11 +89,17 @@ Status Cycle::execute(bool* shutdown, bool* productive) {
     SetState* state = set.get();
     Status s = set->executor->execute(
         round.responses, set->entries, agreed,
-        [&](Entry& e, const Status& st) { sets_->finish(*state, e, st, agreed); });
-    if (!s.ok()) return s;
+        [&](Entry& e, const Status& st) { sets_->finish(*state, e, st, agreed); }, background);
+    // A set that stops (every member agreed) does not keep this rank from the later sets'
+    // batches, whose members wait for it there: the runtime stops once all have run.
+    if (!s.ok()) {
+      if (failed.ok()) failed = s;
+      continue;
+    }
     if (round.stall_exit_status != 0)
       Observability::end_for_stall(round.stall_exit_status, set->negotiator->label());
   }
+  if (!failed.ok()) return failed;
   if (*productive) observability_->cycle_ran(start_);
   if (changes.empty()) return {};
   Status s = sets_->apply_changes(changes);
@@ -136,7 +143,7 @@ Status Cycle::run(bool stop_asked, bool* shutdown, bool* productive) {
   if (phase_ == Phase::kComplete) {
     if (Status s = complete(); !s.ok()) return s;
   }
-  return execute(shutdown, productive);
+  return execute(shutdown, productive, /*background=*/true);
 }
 
 // Trainer threads may run cycles when every round goes through the host's board (the global
@@ -202,7 +209,7 @@ Status Cycle::drive(detail::HandleState& handle) {
       case Phase::kExecute: {
         bool shutdown = false;
         bool productive = false;
-        if (Status s = execute(&shutdown, &productive); !s.ok()) return s;
+        if (Status s = execute(&shutdown, &productive, /*background=*/false); !s.ok()) return s;
         trainer_cycles_.fetch_add(1, std::memory_order_relaxed);
         break;
       }

@@ -75,7 +75,8 @@ class Cycle {
   Status begin(bool stop_asked);
   StatusOr<bool> poll(bool liveness);
   Status complete();
-  Status execute(bool* shutdown, bool* productive);
+  // `background`: the background thread runs it (it may send the batch verdicts' messages).
+  Status execute(bool* shutdown, bool* productive, bool background);
   // True if `phase`, run now, makes no MPI call (nor NCCL or CUDA): a trainer thread may.
   bool runs_without_mpi(Phase phase) const;
 

@@ -54,7 +54,8 @@ void Executor::trace(const std::string& name, TimelinePhase phase, Clock::time_p
 }
 
 Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& responses,
-                         EntryTable& entries, Clock::time_point agreed, const Finish& finish) {
+                         EntryTable& entries, Clock::time_point agreed, const Finish& finish,
+                         bool may_exchange) {
   std::vector<Job> runnable;
   std::vector<FusionItem> items;
   // Fused ops (allreduce) fuse only with identical reduction parameters, and the host members
@@ -92,22 +93,33 @@ Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& res
     runnable.push_back({&r, e});
     items.push_back(item);
   }
+  // Each batch's handles complete only once the set agreed on its outcome (BatchVerdicts):
+  // until then what the batch would give them waits in pending_.
+  const std::vector<FusionBatch> batches = plan_fusion(items, host_.fusion_capacity());
+  pending_.clear();
+  finishers_.clear();
+  std::vector<Status> mine(batches.size());
+  std::vector<std::string> described(batches.size());
+  Status stop;  // this rank's failed call: it is out of step and makes no more of them
   std::vector<Job> members;
-  for (const FusionBatch& batch : plan_fusion(items, host_.fusion_capacity())) {
+  for (std::size_t i = 0; i < batches.size(); ++i) {
     members.clear();
-    for (std::size_t i : batch.items) members.push_back(runnable[i]);
+    for (std::size_t k : batches[i].items) members.push_back(runnable[k]);
     const Job& front = members.front();
+    described[i] = describe_batch(*front.response, members.size());
+    if (!stop.ok()) continue;
+    const Finish& later = finishers_.emplace_back(
+        [this, i](Entry& e, const Status& st) { pending_.push_back({&e, st, i}); });
+    batch_local_ = Status();
     Status s;
     if (front.response->device.kind == Device::Kind::kCUDA) {
       // The device memory is made at the set's first CUDA response, on every member
-      // together; its failure is every member's, so returning it leaves none waiting. It
-      // names the batch that asked for it: a communicator that could not be made fails
-      // that collective.
+      // together; its failure is every member's. It names the batch that asked for it: a
+      // communicator that could not be made fails that collective.
       StatusOr<TensorMemory*> device = device_memory(members);
-      s = device.ok()
-              ? run_batch(**device, members, agreed, finish)
-              : Status(device.status().code(), describe_batch(*front.response, members.size()) +
-                                                   ": " + device.status().message());
+      s = device.ok() ? run_batch(**device, members, agreed, later)
+                      : Status(device.status().code(),
+                               described[i] + ": " + device.status().message());
     } else {
       // Handles complete in response order: the device's batches before a host batch.
       s = settle_device();
@@ -117,20 +129,33 @@ Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& res
                                         Clock::time_point t1) {
           trace(name, TimelinePhase::kCollective, t0, t1);
         };
-        GroupRun group{host_, members, finish, traced};
+        GroupRun group{host_, members, later, traced};
         s = op.run_group(group);
       } else if (s.ok()) {
-        s = run_batch(host_, members, agreed, finish);
+        s = run_batch(host_, members, agreed, later);
       }
     }
-    if (!s.ok()) {
-      // The device's batches still in flight complete (or fail) before the runtime stops.
-      settle_device();
-      return s;
+    mine[i] = !s.ok() ? s : batch_local_;
+    for (const Pending& p : pending_) {
+      if (p.batch == i && mine[i].ok() && !p.status.ok()) mine[i] = p.status;
     }
+    if (!s.ok()) stop = s;
   }
+  // The device's batches still in flight complete (or fail) before the verdict is applied.
+  const Status settled = settle_device();
+  StatusOr<RoundVerdict> verdict =
+      verdicts_ ? verdicts_->agree(mine, !stop.ok(), described, may_exchange)
+                : StatusOr<RoundVerdict>(
+                      RoundVerdict{std::vector<Status>(mine.size()), !stop.ok(), stop});
+  Status end = verdict.ok() ? (verdict->stop ? verdict->stop_status : settled) : verdict.status();
+  for (const Pending& p : pending_) {
+    const Status& agreed_status = verdict.ok() ? verdict->batches[p.batch] : end;
+    finish(*p.entry, !end.ok() ? end : !agreed_status.ok() ? agreed_status : p.status);
+  }
+  pending_.clear();
+  finishers_.clear();
   // Every handle of the round completes before the next round: its entries leave the table.
-  return settle_device();
+  return end;
 }
 
 Status Executor::settle_device() {
@@ -224,10 +249,12 @@ Status Executor::run_fused_allreduce(TensorMemory& m, const std::vector<Job>& ba
   Status s =
       be.allreduce(buffer, buffer, static_cast<int64_t>(total / esz), first.dtype,
                    wire_op(first.reduce_op), m.scales_on_unpack() ? kernels::Scale{} : result);
+  for (const Job& j : batch) keep(injected_part(j.response->name));
   const Clock::time_point t2 = m.timed_on_host() ? Clock::now() : t0;
   if (s.ok() && local.ok()) {
     keep(m.copy(out, first.dtype, m.scales_on_unpack() ? result : kernels::Scale{}));
   }
+  batch_local_ = local;
   // The handles complete when the batch's device work is done (or ended after a failure):
   // at once on the host; on a device, while later batches are launched (complete_batch).
   const bool joined_only = in.empty();
@@ -266,6 +293,12 @@ Status Executor::run_fused_allreduce(TensorMemory& m, const std::vector<Job>& ba
       });
 }
 
+Status Executor::injected_part(const std::string& name) const {
+  if (injected_part_.empty() || name != injected_part_) return {};
+  return Status(StatusCode::kInternal,
+                "this rank's own part of '" + name + "' failed: CHORUS_TEST_FAIL_PART");
+}
+
 Status Executor::run_single(TensorMemory& m, const Response& r, Entry* e, const Finish& finish) {
   const OpDescriptor& op = op_descriptor(r.op);
   Backend& chosen = m.backend(op.collective, r.dtype);
@@ -275,6 +308,8 @@ Status Executor::run_single(TensorMemory& m, const Response& r, Entry* e, const 
   OpRun run{m, failing ? *failing : chosen, r, e, {}, {}, t0};
   if (e) run.keep(m.wait_ready(*e));
   op.run(run);
+  run.keep(injected_part(r.name));
+  batch_local_ = run.local;
   // The handle completes once the device work on its buffers is done, or ended after a
   // failure (DeferredBatches::complete).
   const bool timed = m.timed_on_host();

@@ -9,6 +9,7 @@
 // line up across ranks; a rank without an entry for an allreduce (it joined) contributes
 // zeros.
 
+#include <deque>
 #include <functional>
 #include <memory>
 #include <string>
@@ -18,6 +19,7 @@
 
 #include "collectives/backend.h"
 #include "collectives/gpu_context.h"
+#include "core/batch_verdict.h"
 #include "core/entry.h"
 #include "core/entry_table.h"
 #include "core/host_memory.h"
@@ -47,16 +49,30 @@ class Executor {
   /// calls: start_timeline/stop_timeline switch it there.
   void set_timeline(Timeline* timeline) { timeline_ = timeline; }
   /// CHORUS_TEST_FAIL_COLLECTIVE (tests only): the backend call of the batch holding the
-  /// collective `name` fails on this rank (core/injected_failure.h); empty: none.
-  void set_injected_failure(std::string name) { injected_failure_ = std::move(name); }
+  /// collective `call` fails on this rank (core/injected_failure.h); CHORUS_TEST_FAIL_PART:
+  /// this rank's own part of the batch holding `part` fails after it took part. Empty: none.
+  void set_injected_failure(std::string call, std::string part) {
+    injected_failure_ = std::move(call);
+    injected_part_ = std::move(part);
+  }
+  /// Where each round's batches are agreed on (core/batch_verdict.h): the set's control
+  /// transport, which outlives the executor, CHORUS_LIVENESS_SECONDS and the set's label.
+  /// Without it (an executor tested alone) each rank's own outcomes stand.
+  void set_verdicts(ControlTransport* control, double liveness_seconds, std::string label) {
+    verdicts_ = std::make_unique<BatchVerdicts>(control, liveness_seconds, std::move(label));
+  }
 
   /// Executes `responses` in order. `entries` maps names to this rank's entries; `finish`
-  /// is called once for every entry a response names (then the caller drops it).
+  /// is called once for every entry a response names (then the caller drops it), once the
+  /// set agreed on every batch's outcome (BatchVerdicts): a batch that failed on any member
+  /// fails on every member with one verdict. A rank whose own part of a batch failed still
+  /// makes every batch's calls; one whose call failed makes no more calls.
   /// `agreed`: when the round that produced the responses finished (timeline).
-  /// Returns a non-ok Status only for a failure that leaves the ranks out of step (a
-  /// backend error); per-tensor errors go to the entries.
+  /// `may_exchange`: the caller may send the verdict's messages (the background thread).
+  /// Returns a non-ok Status, the same on every member, when some member is out of step
+  /// (its call failed): the runtime stops on every member. Per-tensor errors go to the entries.
   Status execute(const std::vector<std::shared_ptr<const Response>>& responses, EntryTable& entries,
-                 Clock::time_point agreed, const Finish& finish);
+                 Clock::time_point agreed, const Finish& finish, bool may_exchange);
   /// True if executing `responses` makes no MPI, NCCL or CUDA call: each one is on host
   /// memory and failed, or is an allreduce on a backend that reduces without MPI.
   bool runs_without_mpi(const std::vector<std::shared_ptr<const Response>>& responses) const;
@@ -72,6 +88,8 @@ class Executor {
   Status run_fused_allreduce(TensorMemory& m, const std::vector<Job>& batch,
                              Clock::time_point agreed, const Finish& finish);
   Status run_single(TensorMemory& m, const Response& r, Entry* e, const Finish& finish);
+  // CHORUS_TEST_FAIL_PART's failure for the collective `name`, or OK.
+  Status injected_part(const std::string& name) const;
   // Completes the device's batches still in flight, in order (TensorMemory::deferred).
   Status settle_device();
   void trace(const std::string& name, TimelinePhase phase, Clock::time_point start,
@@ -89,6 +107,18 @@ class Executor {
   std::vector<gpu::CopyItem> copy_out_;  // and unpacking
   GpuContextSetup gpu_setup_;
   std::string injected_failure_;
+  std::string injected_part_;
+  std::unique_ptr<BatchVerdicts> verdicts_;
+  // The round's handles, held until the verdict (execute): each entry with what its batch
+  // gave it, and the batch's index.
+  struct Pending {
+    Entry* entry;
+    Status status;
+    std::size_t batch;
+  };
+  std::vector<Pending> pending_;
+  std::deque<Finish> finishers_;  // one per batch of the round, alive until the verdict
+  Status batch_local_;            // the batch run last: this rank's own failure
   std::unique_ptr<TensorMemory> device_;
 };
 

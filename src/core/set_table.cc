@@ -87,7 +87,8 @@ StatusOr<std::unique_ptr<SetState>> SetTable::make(int32_t id, const std::vector
   gpu.shared_gpu_nccl = config.test_shared_gpu;
   gpu.ranks = ranks;
   set->executor->set_gpu_setup(gpu);
-  set->executor->set_injected_failure(config.test_fail_collective);
+  set->executor->set_injected_failure(config.test_fail_collective, config.test_fail_part);
+  set->executor->set_verdicts(set->control, config.liveness_seconds, label);
   return set;
 }
 

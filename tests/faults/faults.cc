@@ -36,6 +36,13 @@ int launcher_rank() {
   return -1;
 }
 
+int launcher_size() {
+  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"}) {
+    if (const char* v = std::getenv(var)) return std::atoi(v);
+  }
+  return -1;
+}
+
 // Output goes to stderr, unbuffered: a rank may leave without MPI_Finalize.
 void say(int r, const std::string& line) { std::fprintf(stderr, "rank %d: %s\n", r, line.c_str()); }
 
@@ -267,6 +274,63 @@ int injected_failure(bool fused) {
   std::_Exit(0);  // the failed call left the ranks out of step: MPI is not finalized
 }
 
+// The last rank's own part of a batch fails (CHORUS_TEST_FAIL_PART set on it alone) while it
+// takes part in the calls: every rank fails that batch with one verdict naming the rank and
+// the cause, the round's other batch (an int32 tensor submitted with it, a batch of its own)
+// stands with the right sums, and the runtime goes on.
+int part_fails() {
+  const int me = rank();
+  const int last = size() - 1;
+  std::vector<float> a(16, 1.0f);
+  std::vector<int32_t> counts(8, me + 1);
+  const TensorRef ints{counts.data(), DataType::kInt32, {8}, Device::cpu()};
+  Handle floats = allreduce("part.fails", ref(a), ref(a));
+  AllreduceOptions sum_op;
+  sum_op.op = ReduceOp::kSum;
+  Handle others = allreduce("part.stands", ints, ints, sum_op);
+  const Status s = floats.wait(60s);
+  const std::string named = "failed on rank " + std::to_string(last) +
+                            ": this rank's own part of 'part.fails' failed: CHORUS_TEST_FAIL_PART";
+  if (s.code() != StatusCode::kInternal || !has(s, "allreduce 'part.fails'") || !has(s, named))
+    return fail(me, "expected the verdict naming rank " + std::to_string(last) + ", got " +
+                        s.to_string());
+  const int sum = size() * (size() + 1) / 2;
+  if (Status o = others.wait(60s); !o.ok() || counts[0] != sum || counts[7] != sum)
+    return fail(me, "the round's other batch should stand with " + std::to_string(sum) +
+                        ", got " + o.to_string() + " and " + std::to_string(counts[0]));
+  std::vector<float> b(16, 1.0f);
+  if (Status later = allreduce("after.part", ref(b), ref(b), sum_op).wait(60s);
+      !later.ok() || b[0] != static_cast<float>(size()))
+    return fail(me, "the runtime should go on after a verdict, got " + later.to_string());
+  say(me, "part_fails ok: " + s.to_string());
+  return 0;
+}
+
+// The last rank's backend call fails (CHORUS_TEST_FAIL_COLLECTIVE set on it alone) and it stays
+// alive: the others, whose call waits for its data, give up after CHORUS_LIVENESS_SECONDS
+// (row's ENV), and every rank fails the collective with one verdict naming the last rank and
+// its cause; the runtime stops everywhere, the ranks being out of step.
+int call_fails_one_rank() {
+  const int me = rank();
+  const int last = size() - 1;
+  std::vector<float> a(4096, 1.0f);
+  if (Status s = allreduce("before.injection", ref(a), ref(a)).wait(60s); !s.ok())
+    return fail(me, s.to_string());
+  const Status s = allreduce("inject.me", ref(a), ref(a)).wait(60s);
+  const std::string named = "failed on rank " + std::to_string(last) + ": ";
+  const bool ok = s.code() == StatusCode::kInternal && has(s, "allreduce 'inject.me'") &&
+                  has(s, named) && has(s, "CHORUS_TEST_FAIL_COLLECTIVE");
+  if (!ok) return fail(me, "expected the verdict naming rank " + std::to_string(last) + ", got " +
+                               s.to_string());
+  Status later = allreduce("after.injection", ref(a), ref(a)).wait(10s);
+  if (later.ok() || !has(later, "CHORUS_TEST_FAIL_COLLECTIVE"))
+    return fail(me, "a later call should fail with the same reason, got " + later.to_string());
+  say(me, "call_fails_one_rank ok: " + s.to_string());
+  // The failing rank stays a while: its peers must not need its exit to fail.
+  if (me == last) std::this_thread::sleep_for(5s);
+  std::_Exit(0);  // the ranks are out of step: MPI is not finalized
+}
+
 // The last rank leaves the job while idle, under a launcher that keeps the others running
 // (mpirun --enable-recovery): the others' pending collective fails, naming it (on its host
 // at once, as exited; across hosts after CHORUS_LIVENESS_SECONDS, as taking no part), and a
@@ -432,10 +496,19 @@ int main(int argc, char** argv) {
       {"after_peer_shutdown", after_peer_shutdown, false},
       {"injected_single", [] { return injected_failure(false); }, false},
       {"injected_fused", [] { return injected_failure(true); }, false},
+      {"part_fails", part_fails, false},
+      {"call_fails_one_rank", call_fails_one_rank, false},
   };
   for (const Case& c : cases) {
     if (name != c.name) continue;
     if (c.before_init) return c.run();
+    // The one-rank faults are set on the last rank alone, before init() reads them.
+    const char* one_rank = std::getenv("FAULTS_LAST_RANK_SETS");
+    if (one_rank && launcher_rank() == launcher_size() - 1) {
+      const std::string assignment = one_rank;
+      const std::size_t eq = assignment.find('=');
+      setenv(assignment.substr(0, eq).c_str(), assignment.substr(eq + 1).c_str(), 1);
+    }
     if (Status s = init(); !s.ok()) return fail(launcher_rank(), "init: " + s.to_string());
     const int rc = c.run();
     Status down = shutdown();

@@ -17,6 +17,9 @@
 namespace chorus {
 namespace {
 
+// The default bound, for the tests whose peers are all here.
+constexpr double kLiveness = 60;
+
 // The "host" of a segment mapped by this process alone before it forks: the child inherits
 // the mapping, so both processes share it.
 class LoneHost final : public ControlTransport {
@@ -55,7 +58,7 @@ constexpr int64_t kCount = 3 * 32768 * 2 + 11;
 
 // Runs the allreduce as `rank` and returns whether every element is the sum of both inputs.
 bool allreduce_as(SharedSegment segment, int rank) {
-  ShmBackend reducer(std::move(segment), rank, 2);
+  ShmBackend reducer(std::move(segment), rank, 2, kLiveness);
   std::vector<float> data = input(rank, kCount);
   Status s =
       reducer.allreduce(data.data(), data.data(), kCount, DataType::kFloat32, ReduceOp::kSum, {});
@@ -70,7 +73,7 @@ bool allreduce_as(SharedSegment segment, int rank) {
 // A provider of the two reductions alone, on every dtype, which a trainer thread may run:
 // the set's BackendChoice gives it those and leaves the data movement to MPI.
 TEST(ShmBackend, ServesTheReductionsAlone) {
-  ShmBackend backend(two_rank_segment(), 0, 2);
+  ShmBackend backend(two_rank_segment(), 0, 2, kLiveness);
   for (DataType t : {DataType::kFloat32, DataType::kBFloat16, DataType::kInt64}) {
     EXPECT_TRUE(backend.serves(Collective::kAllreduce, t));
     EXPECT_TRUE(backend.serves(Collective::kReducescatter, t));
@@ -103,10 +106,10 @@ TEST(ShmBackend, APeerThatExitedFailsTheWaitNamingIt) {
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
-    ShmBackend joined_then_left(std::move(segment), 1, 2);
+    ShmBackend joined_then_left(std::move(segment), 1, 2, kLiveness);
     _exit(0);
   }
-  ShmBackend reducer(std::move(segment), 0, 2);
+  ShmBackend reducer(std::move(segment), 0, 2, kLiveness);
   std::vector<float> data(1000, 1.0f);
   const auto start = std::chrono::steady_clock::now();
   Status s =
@@ -119,6 +122,32 @@ TEST(ShmBackend, APeerThatExitedFailsTheWaitNamingIt) {
   EXPECT_NE(s.message().find("exited in the middle of a reduction"), std::string::npos)
       << s.to_string();
   EXPECT_LT(waited, std::chrono::seconds(10));
+}
+
+// A peer that joined and stays alive but never arrives (stopped, or gone from the call after
+// its own part failed): the wait fails after the liveness bound, naming it, instead of
+// waiting for it for ever.
+TEST(ShmBackend, APeerAliveButAbsentFailsTheWaitAfterTheBound) {
+  SharedSegment segment = two_rank_segment();
+  ASSERT_TRUE(segment.mapped());
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    ShmBackend joined_then_idle(std::move(segment), 1, 2, kLiveness);
+    pause();  // until killed
+    _exit(0);
+  }
+  ShmBackend reducer(std::move(segment), 0, 2, /*liveness_seconds=*/1);
+  std::vector<float> data(1000, 1.0f);
+  Status s =
+      reducer.allreduce(data.data(), data.data(), 1000, DataType::kFloat32, ReduceOp::kSum, {});
+  kill(child, SIGKILL);
+  int status = 0;
+  waitpid(child, &status, 0);
+  EXPECT_EQ(s.code(), StatusCode::kAborted) << s.to_string();
+  EXPECT_NE(s.message().find("CHORUS_LIVENESS_SECONDS): ranks [1] of this set took no part"),
+            std::string::npos)
+      << s.to_string();
 }
 
 }  // namespace

@@ -1,0 +1,207 @@
+#include "core/batch_verdict.h"
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <utility>
+
+#include "base/logging.h"
+#include "collectives/backoff.h"
+#include "protocol/message.h"
+
+namespace chorus {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// How long the members whose wait ran out listen for each other (collectives/mpi_wait.h):
+// a member may come to the exchange that much after its own data wait's bound.
+constexpr double kRollCallGraceSeconds = 5;
+// How often a wait for the exchange looks for members known to have exited.
+constexpr auto kLook = std::chrono::milliseconds(200);
+
+std::string seconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", s);
+  return buf;
+}
+
+// Bit r: member r's batches all stood on its side; bit P + r: member r is in step.
+void set_bit(std::vector<uint64_t>* bits, std::size_t b, bool on) {
+  if (!on) (*bits)[b / 64] &= ~(uint64_t{1} << (b % 64));
+}
+bool bit(const std::vector<uint64_t>& bits, std::size_t b) { return (bits[b / 64] >> (b % 64)) & 1; }
+
+bool own_cause(const BatchFailure& f) { return f.status.code() != StatusCode::kAborted; }
+
+}  // namespace
+
+std::vector<BatchFailure> choose_failures(const std::vector<BatchFailure>& all) {
+  std::map<uint32_t, BatchFailure> chosen;
+  std::map<uint32_t, bool> stepped_out;
+  for (const BatchFailure& f : all) {
+    if (f.out_of_step) stepped_out[f.batch] = true;
+    auto it = chosen.find(f.batch);
+    const bool better = it == chosen.end() || (own_cause(f) && !own_cause(it->second)) ||
+                        (own_cause(f) == own_cause(it->second) && f.rank < it->second.rank);
+    if (better) chosen[f.batch] = f;
+  }
+  std::vector<BatchFailure> out;
+  for (auto& [batch, f] : chosen) {
+    f.out_of_step = !stepped_out.empty() && batch == stepped_out.begin()->first;
+    out.push_back(std::move(f));
+  }
+  return out;
+}
+
+RoundVerdict decide_verdicts(const std::vector<BatchFailure>& chosen,
+                             const std::vector<std::string>& describe) {
+  RoundVerdict v;
+  v.batches.resize(describe.size());
+  for (const BatchFailure& f : chosen) {
+    if (f.batch >= describe.size()) continue;
+    Status& d = v.batches[f.batch];
+    d = Status(f.status.code(), describe[f.batch] + ": failed on rank " + std::to_string(f.rank) +
+                                    ": " + f.status.message());
+    if (f.out_of_step) {
+      v.stop = true;
+      v.stop_status = d;
+    }
+  }
+  return v;
+}
+
+std::string encode_failures(const std::vector<BatchFailure>& failures) {
+  std::string out;
+  for (const BatchFailure& f : failures) {
+    const std::string& m = f.status.message();
+    out += std::to_string(f.batch) + ' ' + std::to_string(f.rank) + ' ' +
+           std::to_string(static_cast<int>(f.status.code())) + ' ' + (f.out_of_step ? '1' : '0') +
+           ' ' + std::to_string(m.size()) + '\n' + m;
+  }
+  return out;
+}
+
+StatusOr<std::vector<BatchFailure>> decode_failures(const std::string& bytes) {
+  std::vector<BatchFailure> out;
+  std::size_t at = 0;
+  while (at < bytes.size()) {
+    const std::size_t eol = bytes.find('\n', at);
+    unsigned long long batch = 0, length = 0;
+    int rank = 0, code = 0, step = 0, used = 0;
+    if (eol == std::string::npos ||
+        std::sscanf(bytes.c_str() + at, "%llu %d %d %d %llu%n", &batch, &rank, &code, &step,
+                    &length, &used) != 5 ||
+        at + static_cast<std::size_t>(used) != eol || length > bytes.size() - eol - 1 ||
+        code <= 0 || code >= kNumStatusCodes) {
+      return Status(StatusCode::kDataLoss,
+                    "a batch verdict's record at byte " + std::to_string(at) + " is malformed");
+    }
+    BatchFailure f;
+    f.batch = static_cast<uint32_t>(batch);
+    f.rank = rank;
+    f.out_of_step = step == 1;
+    f.status = Status(static_cast<StatusCode>(code), bytes.substr(eol + 1, length));
+    out.push_back(std::move(f));
+    at = eol + 1 + length;
+  }
+  return out;
+}
+
+StatusOr<RoundVerdict> BatchVerdicts::agree(const std::vector<Status>& mine, bool out_of_step,
+                                            const std::vector<std::string>& describe,
+                                            bool may_exchange) {
+  const int size = control_->size();
+  const int me = control_->rank();
+  bool failed = false;
+  for (const Status& s : mine) failed = failed || !s.ok();
+  bits_.assign((2 * static_cast<std::size_t>(size) + 63) / 64, ~uint64_t{0});
+  set_bit(&bits_, me, !failed);
+  set_bit(&bits_, size + me, !out_of_step);
+  if (Status s = and_round(&bits_, mine.size()); !s.ok()) return s;
+  std::vector<int> failing, stepped_out;
+  for (int r = 0; r < size; ++r) {
+    if (!bit(bits_, r)) failing.push_back(r);
+    if (!bit(bits_, size + r)) stepped_out.push_back(r);
+  }
+  if (failing.empty() && stepped_out.empty()) {
+    RoundVerdict stands;
+    stands.batches.resize(mine.size());
+    return stands;
+  }
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    if (!mine[i].ok()) log().error("{}: {}: failed on this rank: {}", label_, describe[i],
+                                   mine[i].to_string());
+  }
+  if (may_exchange) return exchange(mine, out_of_step, describe);
+  // No messages on this thread: the bits say who, each failing member's log says why.
+  RoundVerdict v;
+  const Status all(StatusCode::kAborted,
+                   "a batch of this round failed on ranks " + ranks_string(failing) + " of " +
+                       label_ + " (each failing rank's log says why)");
+  for (std::size_t i = 0; i < mine.size(); ++i)
+    v.batches.push_back(Status(all.code(), describe[i] + ": " + all.message()));
+  v.stop = !stepped_out.empty();
+  if (v.stop && !v.batches.empty()) v.stop_status = v.batches.front();
+  return v;
+}
+
+StatusOr<RoundVerdict> BatchVerdicts::exchange(const std::vector<Status>& mine, bool out_of_step,
+                                               const std::vector<std::string>& describe) {
+  std::vector<BatchFailure> own;
+  for (std::size_t i = 0; i < mine.size(); ++i) {
+    if (mine[i].ok()) continue;
+    own.push_back({static_cast<uint32_t>(i), control_->rank(), mine[i], out_of_step});
+  }
+  // Every member is known to be here (the AND completed), as gather() requires.
+  StatusOr<std::vector<std::string>> gathered = control_->gather(encode_failures(own));
+  if (!gathered.ok()) return gathered.status();
+  std::string decided;
+  if (control_->rank() == 0) {
+    std::vector<BatchFailure> all;
+    for (const std::string& part : *gathered) {
+      StatusOr<std::vector<BatchFailure>> got = decode_failures(part);
+      if (!got.ok()) return got.status();
+      all.insert(all.end(), got->begin(), got->end());
+    }
+    decided = encode_failures(choose_failures(all));
+  }
+  if (Status s = control_->broadcast(&decided); !s.ok()) return s;
+  StatusOr<std::vector<BatchFailure>> verdicts = decode_failures(decided);
+  if (!verdicts.ok()) return verdicts.status();
+  return decide_verdicts(*verdicts, describe);
+}
+
+Status BatchVerdicts::and_round(std::vector<uint64_t>* bits, std::size_t batches) {
+  if (Status s = control_->start_and(bits); !s.ok()) return s;
+  const Clock::time_point start = Clock::now();
+  const double bound = static_cast<double>(batches + 1) * (liveness_seconds_ + kRollCallGraceSeconds);
+  Clock::time_point next_look = start + kLook;
+  Backoff backoff(std::chrono::microseconds(200));
+  while (true) {
+    StatusOr<bool> done = control_->test_and();
+    if (!done.ok()) return done.status();
+    if (*done) return {};
+    backoff.pause();
+    const Clock::time_point now = Clock::now();
+    if (now < next_look) continue;
+    next_look = now + kLook;
+    const std::string exited = control_->exited(control_->missing());
+    const double waited = std::chrono::duration<double>(now - start).count();
+    std::string why;
+    if (!exited.empty()) {
+      why = exited + " exited";
+    } else if (liveness_seconds_ > 0 && waited > bound) {
+      why = "ranks " + ranks_string(control_->absent()) + " did not come within " +
+            seconds(bound) + " s ((batches + 1) x (CHORUS_LIVENESS_SECONDS + 5 s))";
+    } else {
+      continue;
+    }
+    return Status(StatusCode::kAborted, "rank " + std::to_string(control_->rank()) + " (" +
+                                            label_ +
+                                            "): stopped waiting for the verdict on a round's "
+                                            "batches: " + why);
+  }
+}
+
+}  // namespace chorus

@@ -1,0 +1,94 @@
+#pragma once
+// One verdict per batch, the same on every member of a process set.
+//
+// A member's part of a batch can fail where its peers' parts succeed: an input's producer
+// that is late, a staging copy that timed out, a scratch or output allocation, a backend
+// call that failed on this rank alone. Such a member still makes the batch's collective
+// calls where it can, so that no peer waits for it, but its contribution may be wrong; and
+// a member whose call itself failed (or ran out of the liveness bound) is out of step with
+// the others. Either way no member's handle may complete OK. So after a round's batches ran,
+// the set agrees on the outcome of each (Executor::execute):
+//  1. an AND across the set of one bit per member (ceil(P/64) words): cleared by a member
+//     one of whose batches failed on its side. All set: every batch stands, nothing more is
+//     exchanged. This is the whole cost of a healthy round: one small round on the set's
+//     control transport (the host's board on one host, a few messages across hosts).
+//  2. Otherwise the failing members' records (batch, code, message, whether the member is
+//     out of step) are gathered at the set's rank 0, which decides each failed batch's
+//     verdict (decide_verdicts) and broadcasts them: every member fails that batch with the
+//     same Status, naming the rank and its cause; batches no member failed stand.
+//     Where the caller may not exchange messages (a trainer thread running the round
+//     without MPI, core/cycle.h), every batch of the round fails with a verdict naming the
+//     failing members, each of which logs its own cause.
+//  3. If any member is out of step, every member stops its runtime with the verdict.
+// A member that never comes (stopped, stuck) fails the exchange after the bound, naming it.
+// The bound is (batches + 1) * (liveness + roll call grace): a member whose data wait ran out
+// comes to the exchange one bound late, at most once per batch of the round.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "chorus/status.h"
+#include "transport/control_transport.h"
+
+namespace chorus {
+
+/// One member's failure of one batch, as gathered at rank 0.
+struct BatchFailure {
+  uint32_t batch = 0;  ///< index in the round's batches
+  int rank = 0;        ///< the member's rank in the set
+  Status status;       ///< its failure
+  bool out_of_step = false;  ///< its collective calls did not all complete
+};
+
+/// What every member does with a round: each batch's Status (OK where it stands), and
+/// whether the set stops (some member is out of step), with the Status it stops with.
+struct RoundVerdict {
+  std::vector<Status> batches;
+  bool stop = false;
+  Status stop_status;
+};
+
+/// Rank 0's choice, pure: of every member's failures, one per failed batch: the lowest rank's
+/// among those whose cause is their own (any failure but the liveness bound's ABORTED), else
+/// the lowest rank's. The chosen failure of the first batch that some member is out of step
+/// at is marked out_of_step, and no other: the set stops with it.
+std::vector<BatchFailure> choose_failures(const std::vector<BatchFailure>& all);
+
+/// Every member's reading of the chosen failures, pure: batch i fails with its chosen
+/// failure's code, `describe[i]` (which names the batch: "allreduce 'w' and 3 more fused
+/// tensors"), the rank and the failure's message; the set stops with the marked one's.
+RoundVerdict decide_verdicts(const std::vector<BatchFailure>& chosen,
+                             const std::vector<std::string>& describe);
+
+/// The wire form of failures and verdicts (gather and broadcast): length-prefixed text.
+std::string encode_failures(const std::vector<BatchFailure>& failures);
+StatusOr<std::vector<BatchFailure>> decode_failures(const std::string& bytes);
+
+class BatchVerdicts {
+ public:
+  /// Over the set's control transport (which outlives this), used between the negotiation's
+  /// rounds; `liveness_seconds`: CHORUS_LIVENESS_SECONDS (0: wait for ever).
+  BatchVerdicts(ControlTransport* control, double liveness_seconds, std::string label)
+      : control_(control), liveness_seconds_(liveness_seconds), label_(std::move(label)) {}
+
+  /// Agrees on a round of `mine.size()` batches (the same count on every member): `mine[i]`
+  /// is this member's failure of batch i (OK if none), `out_of_step` whether its calls did
+  /// not all complete (it stopped at a failed call). `may_exchange`: the caller may use the
+  /// transport's gather and broadcast (the background thread). Fails (ABORTED) when a member
+  /// does not take part within the bound.
+  StatusOr<RoundVerdict> agree(const std::vector<Status>& mine, bool out_of_step,
+                               const std::vector<std::string>& describe, bool may_exchange);
+
+ private:
+  Status and_round(std::vector<uint64_t>* bits, std::size_t batches);
+  StatusOr<RoundVerdict> exchange(const std::vector<Status>& mine, bool out_of_step,
+                                  const std::vector<std::string>& describe);
+
+  ControlTransport* control_;
+  double liveness_seconds_;
+  std::string label_;
+  std::vector<uint64_t> bits_;  // reused from round to round
+};
+
+}  // namespace chorus
