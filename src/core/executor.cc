@@ -225,8 +225,15 @@ Status Executor::run_fused_allreduce(TensorMemory& m, const std::vector<Job>& ba
     const int64_t count = num_elements(batch[i].response->shape);
     char* slot = buffer + layout.offsets[i];
     if (Entry* e = batch[i].entry) {
-      keep(m.wait_ready(*e));
-      in.push_back({e->input.data, slot, count});
+      // An input whose producer cannot be waited for is never read: zeros take its slot,
+      // and the failure goes to the verdict.
+      const Status ready = m.wait_ready(*e);
+      if (ready.ok()) {
+        in.push_back({e->input.data, slot, count});
+      } else {
+        keep(ready);
+        keep(m.zero(slot, static_cast<std::size_t>(count) * esz));
+      }
       out.push_back({slot, e->output.data, count});
     } else {
       // A joined rank contributes zeros for the tensors it does not have.
@@ -306,8 +313,16 @@ Status Executor::run_single(TensorMemory& m, const Response& r, Entry* e, const 
   if (!injected_failure_.empty() && r.name == injected_failure_) failing.emplace(chosen, r.name);
   const Clock::time_point t0 = Clock::now();
   OpRun run{m, failing ? *failing : chosen, r, e, {}, {}, t0};
-  if (e) run.keep(m.wait_ready(*e));
-  op.run(run);
+  if (e) {
+    // An input whose producer cannot be waited for is never read: the op takes part with
+    // zeros in its place (memory it cannot have for them leaves it out of step).
+    if (Status ready = m.wait_ready(*e); !ready.ok()) {
+      run.keep(ready);
+      const auto bytes = static_cast<std::size_t>(num_elements(r.shape)) * dtype_size(r.dtype);
+      if (char* zeros = run.have(m.zeros(bytes))) e->input.data = zeros;
+    }
+  }
+  if (run.s.ok()) op.run(run);
   run.keep(injected_part(r.name));
   batch_local_ = run.local;
   // The handle completes once the device work on its buffers is done, or ended after a

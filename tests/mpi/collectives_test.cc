@@ -176,6 +176,32 @@ TEST(Allgather, IntoCallerAllocatedOutput) {
   }
 }
 
+// An allocator on the last rank hands out memory on another device: the collective never
+// writes it, and every rank fails the allgather with one verdict naming that rank; the job
+// goes on.
+TEST(Allgather, AllocatorOnAnotherDeviceFailsEveryRank) {
+  const int last = size() - 1;
+  Buffer in(DataType::kInt64, {2});
+  Buffer out(DataType::kInt64, {2LL * size()});
+  AllgatherOptions o;
+  o.allocate = [&](const std::vector<int64_t>&) -> StatusOr<TensorRef> {
+    TensorRef t = out.ref();
+    if (rank() == last) t.device = Device::cuda(0);
+    return t;
+  };
+  Status s = allgather("ag.wrong_device", in.ref(), o).wait();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
+  EXPECT_NE(s.message().find("failed on rank " + std::to_string(last) +
+                             ": allgather 'ag.wrong_device': the output allocator returned"),
+            std::string::npos)
+      << s.to_string();
+  EXPECT_NE(s.message().find("expected int64[" + std::to_string(2 * size()) + "] on cpu"),
+            std::string::npos)
+      << s.to_string();
+  Buffer again(DataType::kInt64, {2});
+  EXPECT_TRUE(allgather("ag.after_wrong_device", again.ref()).wait().ok());
+}
+
 TEST(Broadcast, FromEveryRoot) {
   for (int root = 0; root < size(); ++root) {
     for (DataType t : all_dtypes()) {

@@ -88,11 +88,14 @@ StatusOr<TensorRef> allocate_output(Entry& e, const std::vector<int64_t>& shape)
   }
   StatusOr<TensorRef> got = e.allocate(shape);
   if (!got.ok()) return got.status();
-  if (got->dtype != e.request.dtype || got->shape != shape ||
+  // On another device the collective would write memory its stream cannot order itself
+  // after, on a GPU that is not the set's.
+  if (got->dtype != e.request.dtype || got->shape != shape || got->device != e.request.device ||
       (got->data == nullptr && got->num_elements() > 0)) {
     return invalid_argument(std::string(op_type_name(e.request.op)) + " '" + e.request.name +
                             "': the output allocator returned " + describe(*got) + ", expected " +
-                            dtype_name(e.request.dtype) + shape_string(shape));
+                            dtype_name(e.request.dtype) + shape_string(shape) + " on " +
+                            device_name(e.request.device));
   }
   e.output = TensorPlace::of(*got);
   e.handle->set_output(index, *got);

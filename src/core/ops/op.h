@@ -76,9 +76,10 @@ enum class Batching {
 
 /// One response's execution on this rank (OpDescriptor::run), on the memory its tensors live
 /// in. The failure discipline: this rank's own failure (an output it cannot allocate, an
-/// event it cannot wait on) is kept in `local` and goes to its handle, and the backend call
-/// is still made, so that the other members never wait for this rank; the backend's failure,
-/// or memory this rank cannot have to call it with, goes in `s` and stops the runtime.
+/// event it cannot wait on) is kept in `local`, and the backend call is still made, so that
+/// the other members never wait for this rank; the backend's failure, or memory this rank
+/// cannot have to call it with, goes in `s`: the rank is out of step. Either way the set's
+/// verdict fails the batch on every member (Executor::execute), and `s` stops the runtime.
 struct OpRun {
   using Clock = std::chrono::steady_clock;
 
@@ -94,7 +95,9 @@ struct OpRun {
     if (local.ok() && !st.ok()) local = std::move(st);
   }
   /// The pointer, or null with the failure kept in `s`: memory this rank cannot have leaves
-  /// it nothing to pass to the call, and the other members' waits end at their deadline.
+  /// it nothing to pass to the call, which it does not make. It is then out of step: the
+  /// other members' waits end at the liveness bound (or NCCL's timeout), and the set's verdict
+  /// stops every member naming this rank and the allocation (core/batch_verdict.h).
   char* have(StatusOr<char*> p);
   /// The entry's output of `shape` (`bytes` bytes), written only after its allocation; when
   /// this rank cannot allocate it, scratch to receive into (the failure kept in `local`).
