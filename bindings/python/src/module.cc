@@ -12,6 +12,7 @@
 #include <torch/csrc/utils/pybind.h>
 #include <torch/version.h>
 
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -70,6 +71,19 @@ ct::Compression to_compression(int c) {
       throw chorus::Error(chorus::invalid_argument("unknown compression " + std::to_string(c)));
   }
 }
+
+// The holder of the Python objects whose destruction can wait for a collective: dropping the
+// last copy of a TensorHandle waits for it (the core writes into its tensors until then), and
+// a GradientReducer finishes its reductions. Python drops an object with the GIL held; the
+// wait runs without it, as wait() does, so that the trainer's other Python threads go on
+// meanwhile and nothing that completes the collective can be held up behind the GIL.
+struct DeleteWithoutGil {
+  template <typename T>
+  void operator()(T* object) const {
+    py::gil_scoped_release release;
+    delete object;
+  }
+};
 
 }  // namespace
 
@@ -154,7 +168,8 @@ PYBIND11_MODULE(_ext, m) {
   m.def("process_set_rank", [](int id) { return chorus::process_set_rank(to_set(id)); });
   m.def("process_set_size", [](int id) { return chorus::process_set_size(to_set(id)); });
 
-  py::class_<ct::TensorHandle>(m, "TensorHandle")
+  py::class_<ct::TensorHandle, std::unique_ptr<ct::TensorHandle, DeleteWithoutGil>>(
+      m, "TensorHandle")
       .def("poll", &ct::TensorHandle::poll)
       .def("wait", &ct::TensorHandle::wait, py::call_guard<py::gil_scoped_release>())
       .def("wait_all", &ct::TensorHandle::wait_all, py::call_guard<py::gil_scoped_release>())
@@ -254,7 +269,8 @@ PYBIND11_MODULE(_ext, m) {
 
   // The engine of the Python DistributedOptimizer: C++ hooks on every parameter's gradient
   // accumulator start its allreduce during backward, without entering Python.
-  py::class_<ct::GradientReducer>(m, "GradientReducer")
+  py::class_<ct::GradientReducer, std::unique_ptr<ct::GradientReducer, DeleteWithoutGil>>(
+      m, "GradientReducer")
       .def(py::init([](const std::vector<std::pair<std::string, torch::Tensor>>& params, int op,
                        double predivide, int passes, int compression, int set,
                        const std::string& prefix,
@@ -269,7 +285,7 @@ PYBIND11_MODULE(_ext, m) {
              o.groups = groups;
              o.sparse_as_dense = sparse_as_dense;
              py::gil_scoped_release release;
-             return std::make_unique<ct::GradientReducer>(params, o);
+             return new ct::GradientReducer(params, o);  // owned by the DeleteWithoutGil holder
            }),
            py::arg("params"), py::arg("op"), py::arg("gradient_predivide_factor"),
            py::arg("backward_passes_per_step"), py::arg("compression"), py::arg("process_set"),

@@ -23,7 +23,10 @@
 
 namespace chorus::torch {
 
-/// An asynchronous collective on torch tensors. Copies share the same operation.
+/// An asynchronous collective on torch tensors. Copies share the same operation. Dropping the
+/// last copy waits for the collective, whose tensors the core writes until it completes: a
+/// caller that holds a lock others need meanwhile (Python's GIL) releases it first, as
+/// chorus.torch's handles do.
 class TensorHandle {
  public:
   struct State;
