@@ -1,5 +1,6 @@
 #include "collectives/gpu_event.h"
 
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include "kernels/cuda_check.h"
@@ -7,22 +8,76 @@
 namespace chorus::gpu {
 namespace {
 
-// Restores the trainer thread's current device however capture_ready_event returns.
+// Whether `device`'s primary context is active in this process (cuDevicePrimaryCtxGetState,
+// reached through the runtime, so that Chorus links no driver library). True where it
+// cannot tell, so that the caller restores as it always did.
+bool primary_context_active(int device) {
+  using GetDevice = CUresult(CUDAAPI*)(CUdevice*, int);
+  using GetState = CUresult(CUDAAPI*)(CUdevice, unsigned int*, int*);
+  struct Driver {
+    GetDevice get_device = nullptr;
+    GetState get_state = nullptr;
+  };
+  // Looked up once, never changed: the driver's entry points live as long as the process.
+  static const Driver driver = [] {
+    auto find = [](const char* symbol) -> void* {
+      void* fn = nullptr;
+      cudaDriverEntryPointQueryResult found{};
+#if CUDART_VERSION >= 12050
+      const cudaError_t rc =
+          cudaGetDriverEntryPointByVersion(symbol, &fn, 12000, cudaEnableDefault, &found);
+#else
+      const cudaError_t rc = cudaGetDriverEntryPoint(symbol, &fn, cudaEnableDefault, &found);
+#endif
+      return rc == cudaSuccess && found == cudaDriverEntryPointSuccess ? fn : nullptr;
+    };
+    return Driver{reinterpret_cast<GetDevice>(find("cuDeviceGet")),
+                  reinterpret_cast<GetState>(find("cuDevicePrimaryCtxGetState"))};
+  }();
+  CUdevice dev{};
+  unsigned int flags = 0;
+  int active = 0;
+  if (!driver.get_device || !driver.get_state || driver.get_device(&dev, device) != CUDA_SUCCESS ||
+      driver.get_state(dev, &flags, &active) != CUDA_SUCCESS) {
+    return true;
+  }
+  return active != 0;
+}
+
+// Makes `device` current on the calling thread (a trainer's, or whichever drops the last
+// copy of an event) for the guard's life, then gives the thread back the device it had,
+// only where that device's primary context was active already. Making a device current
+// creates its context (CUDA 12 and later), and a thread that never chose a device reads as
+// device 0: a plain restore would put a context, hundreds of MB, on GPU 0 for every rank of
+// a node. Such a thread keeps `device` current afterwards, as PyTorch's device guards leave it.
 class DeviceGuard {
  public:
-  DeviceGuard() { ok_ = cudaGetDevice(&saved_) == cudaSuccess; }
+  DeviceGuard() = default;
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
   ~DeviceGuard() {
-    if (ok_) cudaSetDevice(saved_);
+    if (restore_) cudaSetDevice(saved_);
+  }
+
+  Status enter(int device) {
+    int saved = -1;
+    if (cudaGetDevice(&saved) == cudaSuccess && saved == device) return {};  // nothing to undo
+    if (saved >= 0 && primary_context_active(saved)) {
+      saved_ = saved;
+      restore_ = true;
+    }
+    CHORUS_CUDA_CHECK(cudaSetDevice(device));
+    return {};
   }
 
  private:
   int saved_ = 0;
-  bool ok_ = false;
+  bool restore_ = false;
 };
 
 Status record(int device, cudaStream_t stream, cudaEvent_t* out) {
   DeviceGuard guard;
-  CHORUS_CUDA_CHECK(cudaSetDevice(device));
+  if (Status s = guard.enter(device); !s.ok()) return s;
   CHORUS_CUDA_CHECK(cudaEventCreateWithFlags(out, cudaEventDisableTiming));
   cudaError_t rc = cudaEventRecord(*out, stream);
   if (rc != cudaSuccess) {
@@ -41,7 +96,13 @@ StatusOr<std::shared_ptr<void>> capture_ready_event(int device, void* ready_even
   if (Status s = record(device, static_cast<cudaStream_t>(ready_stream), &ev); !s.ok()) {
     return s;
   }
-  return std::shared_ptr<void>(ev, [](void* e) { cudaEventDestroy(static_cast<cudaEvent_t>(e)); });
+  // Destroyed on its own device, by whichever thread drops the last copy: a thread without
+  // a context would otherwise be given device 0's.
+  return std::shared_ptr<void>(ev, [device](void* e) {
+    DeviceGuard guard;
+    static_cast<void>(guard.enter(device));
+    cudaEventDestroy(static_cast<cudaEvent_t>(e));
+  });
 }
 
 int device_count() {

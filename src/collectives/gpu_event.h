@@ -12,7 +12,9 @@ namespace chorus::gpu {
 /// The cudaEvent_t (as the pointer held) that the background thread orders its reads
 /// after: the caller's `ready_event` (borrowed: the deleter does nothing), or an event
 /// Chorus records now on `ready_stream` (or stream 0) on `device`, the tensor's (owned:
-/// destroyed with the last copy). Restores the calling thread's current device.
+/// destroyed with the last copy, on `device`). Gives the calling thread back its current
+/// device where that device had a context already; a thread that had none (it never chose a
+/// device) is left on `device` rather than given a new context on device 0.
 StatusOr<std::shared_ptr<void>> capture_ready_event(int device, void* ready_event,
                                                     void* ready_stream);
 

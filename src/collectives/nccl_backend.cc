@@ -62,11 +62,15 @@ std::string seconds(std::chrono::milliseconds t) {
 // ncclCommAbort frees the communicator's device memory, which waits for the rank's whole
 // device: behind a producer that never finishes it never returns. It runs on a thread of its
 // own, and the caller goes on after `timeout`; the thread ends with the abort, or with the
-// process.
-void abort_within(ncclComm_t comm, std::chrono::milliseconds timeout, const std::string& label) {
+// process. The thread makes the communicator's `device` current first: ncclCommAbort gives
+// its caller back the device it found, and a new thread finds device 0, whose context that
+// would create (CUDA 12 and later) on a rank bound to another GPU.
+void abort_within(ncclComm_t comm, int device, std::chrono::milliseconds timeout,
+                  const std::string& label) {
   auto aborted = std::make_shared<std::promise<void>>();
   std::future<void> done = aborted->get_future();
-  std::thread([comm, aborted] {
+  std::thread([comm, device, aborted] {
+    cudaSetDevice(device);  // its context exists: the communicator was made on it
     ncclCommAbort(comm);
     aborted->set_value();
   }).detach();
@@ -121,6 +125,7 @@ StatusOr<std::unique_ptr<NcclBackend>> NcclBackend::create(Backend& host, int de
       new NcclBackend(host, stream, copy, label, timeout, std::move(before_launch)));
   b->rank_ = host.rank();
   b->size_ = host.size();
+  b->device_ = device;
   // The id travels over MPI in host memory, inside the set, with a flag saying whether rank
   // 0 could make it: every member calls this at the same point of the negotiated order.
   struct {
@@ -168,7 +173,7 @@ NcclBackend::~NcclBackend() {
     if (rc == ncclSuccess) {
       ncclCommDestroy(comm);
     } else {
-      abort_within(comm, timeout_, label_);
+      abort_within(comm, device_, timeout_, label_);
     }
   }
   // Stream-ordered, as it was allocated: cudaFree would wait for the whole device.
@@ -209,7 +214,7 @@ StatusOr<int32_t*> NcclBackend::wide(int64_t elements) {
 }
 
 void NcclBackend::abort(const std::string& why) {
-  if (comm_) abort_within(static_cast<ncclComm_t>(comm_), timeout_, label_);
+  if (comm_) abort_within(static_cast<ncclComm_t>(comm_), device_, timeout_, label_);
   comm_ = nullptr;
   if (failed_.ok()) failed_ = Status(StatusCode::kAborted, label_ + ": " + why);
 }
@@ -221,7 +226,7 @@ Status NcclBackend::poll_async(const std::string& during) {
   if (rc != ncclSuccess) async = rc;
   if (async == ncclSuccess || async == ncclInProgress) return {};
   const std::string detail = ncclGetLastError(static_cast<ncclComm_t>(comm_));
-  abort_within(static_cast<ncclComm_t>(comm_), timeout_, label_);
+  abort_within(static_cast<ncclComm_t>(comm_), device_, timeout_, label_);
   comm_ = nullptr;
   failed_ = nccl_async_status(async, label_, during, detail);
   return failed_;
