@@ -5,7 +5,7 @@
 // batch the first that serves it. Host memory: the hierarchical allreduce where the layout
 // allows it, shared memory for a set on one host (collectives/shm_backend.h), then MPI;
 // GPU memory, once the set runs a CUDA collective: the hierarchical allreduce, NCCL where
-// the set's agreed path is NCCL, then MPI, staged or CUDA-aware (collectives/gpu_path.h).
+// the set's agreed path is NCCL, then MPI, staged through host memory (collectives/gpu_path.h).
 //
 // Each collective it does not override fails as not served: a backend implements what it
 // serves and nothing else.

@@ -1,10 +1,6 @@
 #include "collectives/gpu_context.h"
 
 #include <cuda_runtime_api.h>
-#include <mpi.h>
-#if __has_include(<mpi-ext.h>)
-#include <mpi-ext.h>
-#endif
 
 #include <algorithm>
 #include <chrono>
@@ -22,14 +18,6 @@
 #endif
 
 namespace chorus {
-
-bool mpi_is_cuda_aware() {
-#if defined(MPIX_CUDA_AWARE_SUPPORT) && MPIX_CUDA_AWARE_SUPPORT
-  return MPIX_Query_cuda_support() == 1;
-#else
-  return false;
-#endif
-}
 
 StatusOr<std::unique_ptr<GpuContext>> GpuContext::create(const GpuContextSetup& setup, int device,
                                                          const std::vector<void*>& inputs) {
@@ -111,15 +99,13 @@ void GpuContext::abort_nccl() {
 namespace {
 
 // One member's record in the setup exchange.
-constexpr int kRecord = 19;
-constexpr int kCudaAware = 16;  // 1: this rank's MPI takes device pointers
-constexpr int kOk = 17;         // 1: this rank's own setup succeeded
-constexpr int kRequested = 18;  // GpuBackendRequest: 0 auto, 1 nccl, 2 mpi
+constexpr int kRecord = 18;
+constexpr int kOk = 16;         // 1: this rank's own setup succeeded
+constexpr int kRequested = 17;  // GpuBackendRequest: 0 auto, 1 nccl, 2 mpi
 
 }  // namespace
 
-// Every member contributes its GPU's UUID, whether its MPI is CUDA-aware, whether its own
-// setup succeeded and which path it was asked for (CHORUS_GPU_BACKEND); all see the same
+// Every member contributes its GPU's UUID, whether its own setup succeeded and which path it was asked for (CHORUS_GPU_BACKEND); all see the same
 // table, so all choose the same path, and all fail together when one could not set up,
 // when they asked for different paths, or when the path asked for cannot run.
 Status GpuContext::choose_backend(const GpuContextSetup& setup, const Status& prepared) {
@@ -136,7 +122,6 @@ Status GpuContext::choose_backend(const GpuContextSetup& setup, const Status& pr
       local = cuda_detail::cuda_status(rc, "cudaGetDeviceProperties", __FILE__, __LINE__);
     }
   }
-  mine[kCudaAware] = mpi_is_cuda_aware() ? 1 : 0;
   mine[kOk] = local.ok() ? 1 : 0;
   mine[kRequested] = static_cast<char>(setup.requested_backend);
   if (Status s = host.allgatherv(mine, table.data(), std::vector<int64_t>(host.size(), kRecord));
@@ -148,13 +133,11 @@ Status GpuContext::choose_backend(const GpuContextSetup& setup, const Status& pr
 #ifdef CHORUS_WITH_NCCL
   in.nccl_built = true;
 #endif
-  in.mpi_cuda_aware = true;
   std::string failed;
   std::vector<GpuBackendRequest> requested;
   for (int r = 0; r < host.size(); ++r) {
     const char* rec = table.data() + static_cast<std::size_t>(kRecord) * r;
     if (rec[kOk] != 1) failed += (failed.empty() ? "" : ", ") + std::to_string(r);
-    in.mpi_cuda_aware = in.mpi_cuda_aware && rec[kCudaAware] == 1;
     requested.push_back(static_cast<GpuBackendRequest>(rec[kRequested]));
     for (int q = 0; q < r; ++q) {
       if (std::memcmp(rec, table.data() + static_cast<std::size_t>(kRecord) * q, 16) == 0) {
@@ -179,15 +162,14 @@ Status GpuContext::choose_backend(const GpuContextSetup& setup, const Status& pr
   const GpuPathChoice& choice = *chosen;
   log().debug("{}: GPU collectives on cuda:{} use {} ({})", setup.label, device_,
               gpu_path_name(choice.path), choice.reason);
-  return build_backends(setup, choice, in.mpi_cuda_aware);
+  return build_backends(setup, choice);
 }
 
-// Device memory over MPI (staged, or CUDA-aware where every rank's MPI is) over a group's
-// host backends. Staged copies wait for the stream through synchronize(): asleep between
+// Device memory over MPI, staged through host memory, over a group's host backends. Staged copies wait for the stream through synchronize(): asleep between
 // polls, NCCL's errors polled (a level of the hierarchy may wait behind a NCCL one), and
 // the same deadline.
-std::unique_ptr<Backend> GpuContext::make_mpi(Backend& group_host, bool cuda_aware) {
-  return std::make_unique<StagedGpuBackend>(group_host, stream_, cuda_aware,
+std::unique_ptr<Backend> GpuContext::make_mpi(Backend& group_host) {
+  return std::make_unique<StagedGpuBackend>(group_host, stream_,
                                             [this] { return synchronize("a staged MPI copy"); });
 }
 
@@ -213,10 +195,9 @@ StatusOr<std::unique_ptr<Backend>> GpuContext::make_nccl(Backend& group_host,
 // any of them makes a call the failed node would not make (the other level, the first
 // allreduce's cross step).
 Status GpuContext::make_level(Backend& set_host, Backend& group_host, GpuPath path,
-                              bool cuda_aware, const std::string& label,
-                              std::unique_ptr<Backend>* out) {
+                              const std::string& label, std::unique_ptr<Backend>* out) {
   if (path != GpuPath::kNccl) {
-    *out = make_mpi(group_host, cuda_aware);
+    *out = make_mpi(group_host);
     return {};
   }
   StatusOr<std::unique_ptr<Backend>> made = make_nccl(group_host, label);
@@ -224,8 +205,7 @@ Status GpuContext::make_level(Backend& set_host, Backend& group_host, GpuPath pa
   return agree_on_success(set_host, made.status(), label + ": its NCCL communicator");
 }
 
-Status GpuContext::build_backends(const GpuContextSetup& setup, const GpuPathChoice& choice,
-                                  bool cuda_aware) {
+Status GpuContext::build_backends(const GpuContextSetup& setup, const GpuPathChoice& choice) {
   Backend& host = *setup.host;
   // The same inputs on every rank (the map, the groups the runtime built from it, the
   // agreed path), so every member decides the same. The hierarchy's levels are made first,
@@ -237,12 +217,12 @@ Status GpuContext::build_backends(const GpuContextSetup& setup, const GpuPathCho
                               *setup.map);
   }
   if (hierarchy.on) {
-    if (Status s = make_level(host, *setup.groups->local_host, hierarchy.local, cuda_aware,
+    if (Status s = make_level(host, *setup.groups->local_host, hierarchy.local,
                               setup.label + "/local", &local_);
         !s.ok()) {
       return s;
     }
-    if (Status s = make_level(host, setup.groups->cross->backend(), hierarchy.cross, cuda_aware,
+    if (Status s = make_level(host, setup.groups->cross->backend(), hierarchy.cross,
                               setup.label + "/cross", &cross_);
         !s.ok()) {
       return s;
@@ -251,7 +231,7 @@ Status GpuContext::build_backends(const GpuContextSetup& setup, const GpuPathCho
   // The providers, last tried first: MPI serves every collective and is the set's own;
   // NCCL, where the agreed path is NCCL, is offered before it. NCCL's own failures name the
   // set's ranks too: NCCL cannot say which one failed.
-  mpi_ = make_mpi(host, cuda_aware);
+  mpi_ = make_mpi(host);
   choice_.emplace(setup.label + " (GPU)", mpi_.get(),
                   choice.path == GpuPath::kNccl ? "MPI serves every collective" : choice.reason);
   Backend* flat = mpi_.get();
@@ -263,10 +243,9 @@ Status GpuContext::build_backends(const GpuContextSetup& setup, const GpuPathCho
     choice_->prefer(flat, choice.reason);
   }
   description_ = gpu_path_name(choice.path);
-  if (!hierarchy.on) {
-    log().debug("{}: flat GPU allreduce: {}", setup.label, hierarchy.reason);
-    return {};
-  }
+  log().debug("{}: {} GPU allreduce: {}", setup.label, hierarchy.on ? "hierarchical" : "flat",
+              hierarchy.reason);
+  if (!hierarchy.on) return {};
   StatusOr<std::unique_ptr<HierarchicalBackend>> h =
       HierarchicalBackend::create(flat, local_.get(), cross_.get());
   if (!h.ok()) return h.status();

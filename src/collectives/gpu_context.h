@@ -1,7 +1,7 @@
 #pragma once
 // Everything one process set needs on this rank's GPU: the communication stream, the
-// device providers and their choice (the hierarchical allreduce, NCCL, MPI staged or
-// CUDA-aware; collectives/backend_choice.h), the device fusion buffer, the batched copy
+// device providers and their choice (the hierarchical allreduce, NCCL, MPI staged through
+// host memory; collectives/backend_choice.h), the device fusion buffer, the batched copy
 // kernels, and the wait for completion. Created by the
 // executor at the set's first CUDA response, which is the same response on every member,
 // so the collective setup (agreeing on the path, NCCL's id broadcast) lines up.
@@ -83,9 +83,6 @@ struct GpuContextSetup {
   std::vector<int> ranks;
 };
 
-/// Whether the MPI library can take device pointers (Open MPI's MPIX_Query_cuda_support).
-bool mpi_is_cuda_aware();
-
 class GpuContext {
  public:
   /// Collective over the set (see above): fails on every member when it fails on one.
@@ -160,11 +157,10 @@ class GpuContext {
   Status prepare(const GpuContextSetup& setup);
   Status choose_backend(const GpuContextSetup& setup, const Status& prepared);
   // The providers of the agreed path, and the hierarchy's levels where it is on.
-  Status build_backends(const GpuContextSetup& setup, const GpuPathChoice& choice,
-                        bool cuda_aware);
-  std::unique_ptr<Backend> make_mpi(Backend& group_host, bool cuda_aware);
+  Status build_backends(const GpuContextSetup& setup, const GpuPathChoice& choice);
+  std::unique_ptr<Backend> make_mpi(Backend& group_host);
   StatusOr<std::unique_ptr<Backend>> make_nccl(Backend& group_host, const std::string& label);
-  Status make_level(Backend& set_host, Backend& group_host, GpuPath path, bool cuda_aware,
+  Status make_level(Backend& set_host, Backend& group_host, GpuPath path,
                     const std::string& label, std::unique_ptr<Backend>* out);
   void abort_nccl();
   // Waits (bounded) for the stream's queued work; false if it did not finish.
@@ -185,7 +181,7 @@ class GpuContext {
   std::size_t marks_used_ = 0;    // of marks_, in the current batch
   std::unique_ptr<gpu::BatchedCopy> copy_;
   std::vector<NcclBackend*> nccl_;      // every NCCL communicator in use, for error polling
-  std::unique_ptr<Backend> mpi_;        // MPI over the whole set: staged or CUDA-aware
+  std::unique_ptr<Backend> mpi_;        // MPI over the whole set, staged
   std::unique_ptr<Backend> nccl_flat_;  // NCCL over the whole set, where the path is NCCL
   std::unique_ptr<Backend> local_;
   std::unique_ptr<Backend> cross_;

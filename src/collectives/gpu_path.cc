@@ -5,15 +5,13 @@ namespace chorus {
 const char* gpu_path_name(GpuPath path) {
   switch (path) {
     case GpuPath::kNccl: return "nccl";
-    case GpuPath::kMpiCudaAware: return "mpi (CUDA-aware)";
     case GpuPath::kMpiStaged: return "mpi (staged through pinned host memory)";
   }
   return "?";
 }
 
 StatusOr<GpuPathChoice> choose_gpu_path(const GpuPathInputs& in) {
-  const std::string mpi_kind = in.mpi_cuda_aware ? "; the MPI library is CUDA-aware"
-                                                 : "; staged through pinned host buffers";
+  const std::string mpi_kind = "; staged through pinned host buffers";
   const std::string shared =
       "ranks of the set share a GPU" + (in.shared_by.empty() ? "" : " (" + in.shared_by + ")");
   const bool shared_refused = in.gpu_shared && !in.shared_gpu_nccl;
@@ -35,7 +33,7 @@ StatusOr<GpuPathChoice> choose_gpu_path(const GpuPathInputs& in) {
       c.reason = "NCCL, as CHORUS_GPU_BACKEND=nccl asks" + test_mode;
       return c;
     case GpuBackendRequest::kMpi:
-      c.path = in.mpi_cuda_aware ? GpuPath::kMpiCudaAware : GpuPath::kMpiStaged;
+      c.path = GpuPath::kMpiStaged;
       c.reason = "MPI, as CHORUS_GPU_BACKEND=mpi asks" + mpi_kind;
       return c;
     case GpuBackendRequest::kAuto: break;
@@ -46,7 +44,7 @@ StatusOr<GpuPathChoice> choose_gpu_path(const GpuPathInputs& in) {
                (in.gpu_shared ? test_mode.substr(2) : "every rank has its own GPU");
     return c;
   }
-  c.path = in.mpi_cuda_aware ? GpuPath::kMpiCudaAware : GpuPath::kMpiStaged;
+  c.path = GpuPath::kMpiStaged;
   c.reason = std::string("MPI (CHORUS_GPU_BACKEND=auto): ") +
              (in.nccl_built ? shared + ", which NCCL refuses" : "this build has no NCCL") +
              mpi_kind;

@@ -22,7 +22,7 @@ namespace chorus {
 enum class GpuBackendRequest : uint8_t {
   kAuto = 0,  ///< NCCL when built and every rank has its own GPU, MPI otherwise
   kNccl = 1,  ///< NCCL, or fail where it cannot run
-  kMpi = 2,   ///< MPI (CUDA-aware or staged) even where NCCL could run
+  kMpi = 2,   ///< MPI, staged through host memory, even where NCCL could run
 };
 /// CHORUS_GPU_BACKEND's words; empty reads as auto.
 inline constexpr Words<GpuBackendRequest, 3> kGpuBackendWords{{{
@@ -32,22 +32,19 @@ inline constexpr Words<GpuBackendRequest, 3> kGpuBackendWords{{{
 }}};
 
 enum class GpuPath {
-  kNccl,          ///< NCCL communicator over the set, on Chorus's communication stream
-  kMpiCudaAware,  ///< device pointers straight to MPI for data movement; reductions staged
-  kMpiStaged,     ///< copies through pinned host buffers, the host MPI backend in between
+  kNccl,       ///< NCCL communicator over the set, on Chorus's communication stream
+  kMpiStaged,  ///< copies through pinned host buffers, the host MPI backend in between
 };
 const char* gpu_path_name(GpuPath path);
 
 /// What the path depends on. Fields marked "agreed" must be the same on every rank of the
 /// set: GpuContext builds them from one allgather over the set's host backend in which
-/// every rank contributes its GPU's UUID, its MPI's CUDA support and its requested path,
-/// so every rank derives the same values before choosing.
+/// every rank contributes its GPU's UUID and its requested path, so every rank derives the
+/// same values before choosing.
 struct GpuPathInputs {
   bool nccl_built = false;  ///< CHORUS_WITH_NCCL
   /// agreed: some GPU is used by two ranks of the set (NCCL refuses that; the MPS pattern).
   bool gpu_shared = false;
-  /// agreed: every rank's MPI reports CUDA support (Open MPI's MPIX_Query_cuda_support).
-  bool mpi_cuda_aware = false;
   /// agreed: which ranks share a GPU, for messages ("ranks 0 and 2"); empty when none.
   std::string shared_by;
   /// agreed: CHORUS_GPU_BACKEND, the same on every rank (agree_gpu_backend).
@@ -62,8 +59,9 @@ struct GpuPathChoice {
   std::string reason;  ///< one line for the debug log: why this path
 };
 
-/// auto: NCCL when built and no GPU is shared (or shared_gpu_nccl), otherwise MPI, CUDA-aware when
-/// every rank's MPI is, else staged. mpi: MPI, CUDA-aware or staged likewise. nccl: NCCL, or
+/// auto: NCCL when built and no GPU is shared (or shared_gpu_nccl), otherwise MPI, staged
+/// through host memory whatever the MPI library's CUDA support (gpu_staged_backend.h). mpi:
+/// MPI, staged. nccl: NCCL, or
 /// kFailedPrecondition naming CHORUS_GPU_BACKEND and why NCCL cannot run (no NCCL in the
 /// build, ranks sharing a GPU): asking for NCCL never quietly runs MPI. The inputs are
 /// agreed, so every member gets the same answer, error included.
@@ -82,7 +80,7 @@ struct GpuHierarchy {
   /// Both levels use the set's path: on NCCL, one NCCL communicator over the local group
   /// (NVLink or PCIe inside the node) and one over the cross group (NCCL's network
   /// transports, GPUDirect RDMA where there is one), so no shard passes through host memory;
-  /// on MPI, the staged or CUDA-aware MPI path over each group's host backend.
+  /// on MPI, the staged MPI path over each group's host backend.
   GpuPath local = GpuPath::kMpiStaged;
   GpuPath cross = GpuPath::kMpiStaged;
   std::string reason;  ///< one line for the debug log: why on, or why flat

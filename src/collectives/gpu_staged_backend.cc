@@ -77,11 +77,6 @@ Status StagedGpuBackend::reducescatter(const void* send, void* recv,
 
 Status StagedGpuBackend::allgatherv(const void* send, void* recv,
                                     const std::vector<int64_t>& bytes) {
-  if (cuda_aware_) {
-    const Status in = drain_();  // the inputs are written on the stream
-    if (Status s = host_.allgatherv(send, recv, bytes); !s.ok()) return s;
-    return in;
-  }
   const int64_t total = std::accumulate(bytes.begin(), bytes.end(), int64_t{0});
   const int64_t offset = std::accumulate(bytes.begin(), bytes.begin() + rank(), int64_t{0});
   char* buf = pinned(0, static_cast<std::size_t>(total));
@@ -92,11 +87,6 @@ Status StagedGpuBackend::allgatherv(const void* send, void* recv,
 }
 
 Status StagedGpuBackend::broadcast(void* data, int64_t bytes, int root) {
-  if (cuda_aware_) {
-    const Status in = drain_();
-    if (Status s = host_.broadcast(data, bytes, root); !s.ok()) return s;
-    return in;
-  }
   char* buf = pinned(0, static_cast<std::size_t>(bytes));
   Status in;
   if (rank() == root) in = to_host(buf, data, static_cast<std::size_t>(bytes));
@@ -107,11 +97,6 @@ Status StagedGpuBackend::broadcast(void* data, int64_t bytes, int root) {
 
 Status StagedGpuBackend::alltoallv(const void* send, const std::vector<int64_t>& send_bytes,
                                    void* recv, const std::vector<int64_t>& recv_bytes) {
-  if (cuda_aware_) {
-    const Status in = drain_();
-    if (Status s = host_.alltoallv(send, send_bytes, recv, recv_bytes); !s.ok()) return s;
-    return in;
-  }
   const auto stotal =
       static_cast<std::size_t>(std::accumulate(send_bytes.begin(), send_bytes.end(), int64_t{0}));
   const auto rtotal =

@@ -2,11 +2,12 @@
 // MPI for GPU memory, over the set's host MPI backend: for builds without NCCL and for
 // ranks that share one GPU (NCCL refuses two ranks on a GPU; the NVIDIA MPS pattern).
 //
-// Reductions are always staged: device -> pinned host buffer -> the host backend's
-// rank-ordered reduction -> device, because Chorus reduces on the CPU (mpi_backend.h) and
-// so keeps the CPU path's bits. Data movement (allgather, broadcast, alltoall) hands the
-// device pointers straight to MPI when `cuda_aware` (Open MPI built with CUDA), else is
-// staged the same way.
+// Every call is staged: device -> pinned host buffer -> the host backend -> device.
+// Reductions because Chorus reduces on the CPU (mpi_backend.h) and so keeps the CPU path's
+// bits; data movement (allgather, broadcast, alltoall) because the host backend makes
+// MPI's non-blocking collectives (MPI_Iallgatherv, MPI_Ibcast, MPI_Ialltoallv: its waits
+// are bounded), which Open MPI does not accept device pointers for, even where it is built
+// with CUDA (it documents point-to-point and the blocking collectives only).
 //
 // Every call is synchronous: it waits for the stream (its prior work and its own copies)
 // through the `drain` hook (GpuContext::synchronize: sleeps between polls, polls NCCL's
@@ -28,11 +29,11 @@ class StagedGpuBackend final : public Backend {
  public:
   /// `host` and `stream` (cudaStream_t) belong to the caller and outlive this backend.
   /// `drain` waits until the stream's work is done (or fails trying).
-  StagedGpuBackend(Backend& host, void* stream, bool cuda_aware, std::function<Status()> drain)
-      : host_(host), stream_(stream), cuda_aware_(cuda_aware), drain_(std::move(drain)) {}
+  StagedGpuBackend(Backend& host, void* stream, std::function<Status()> drain)
+      : host_(host), stream_(stream), drain_(std::move(drain)) {}
   ~StagedGpuBackend() override;
 
-  const char* name() const override { return cuda_aware_ ? "cuda-aware mpi" : "staged mpi"; }
+  const char* name() const override { return "staged mpi"; }
   int rank() const override { return host_.rank(); }
   int size() const override { return host_.size(); }
 
@@ -56,7 +57,6 @@ class StagedGpuBackend final : public Backend {
 
   Backend& host_;
   void* stream_;
-  bool cuda_aware_;
   std::function<Status()> drain_;
   char* pinned_[2] = {nullptr, nullptr};
   std::size_t pinned_bytes_[2] = {0, 0};

@@ -1,6 +1,6 @@
 // Collectives on CUDA tensors through the public API, under mpirun. One rank: NCCL. Two to
-// four ranks on one GPU: NCCL refuses a shared GPU, so Chorus takes the MPI path (staged,
-// or CUDA-aware when Open MPI is) — the MPS pattern. Data are small integers, exact in
+// four ranks on one GPU: NCCL refuses a shared GPU, so Chorus takes the MPI path, staged
+// through host memory — the MPS pattern. Data are small integers, exact in
 // every dtype. Skips on machines without a GPU (run_gpu.sh, and GTEST_SKIP here).
 
 #include <cuda_runtime_api.h>

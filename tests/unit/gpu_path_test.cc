@@ -13,13 +13,12 @@
 namespace chorus {
 namespace {
 
-GpuPathInputs inputs(bool nccl, bool shared, bool aware,
+GpuPathInputs inputs(bool nccl, bool shared,
                      GpuBackendRequest requested = GpuBackendRequest::kAuto) {
   GpuPathInputs in;
   in.nccl_built = nccl;
   in.gpu_shared = shared;
   in.shared_by = shared ? "ranks 0 and 1" : "";
-  in.mpi_cuda_aware = aware;
   in.requested = requested;
   return in;
 }
@@ -36,58 +35,51 @@ constexpr GpuBackendRequest kNcclPath = GpuBackendRequest::kNccl;
 constexpr GpuBackendRequest kMpiPath = GpuBackendRequest::kMpi;
 
 TEST(GpuPath, NcclWhenBuiltAndEveryRankHasItsOwnGpu) {
-  for (bool aware : {false, true}) {
-    GpuPathChoice c = choose(inputs(true, false, aware));
-    EXPECT_EQ(c.path, GpuPath::kNccl);
-    EXPECT_NE(c.reason.find("NCCL"), std::string::npos);
-    EXPECT_NE(c.reason.find("CHORUS_GPU_BACKEND=auto"), std::string::npos) << c.reason;
-  }
+  GpuPathChoice c = choose(inputs(true, false));
+  EXPECT_EQ(c.path, GpuPath::kNccl);
+  EXPECT_NE(c.reason.find("NCCL"), std::string::npos);
+  EXPECT_NE(c.reason.find("CHORUS_GPU_BACKEND=auto"), std::string::npos) << c.reason;
 }
 
-TEST(GpuPath, SharedGpuFallsBackToMpi) {
-  GpuPathChoice staged = choose(inputs(true, true, false));
+// Staged through host memory, whatever the MPI library's CUDA support: the host backend's
+// non-blocking collectives take no device pointers.
+TEST(GpuPath, SharedGpuFallsBackToStagedMpi) {
+  GpuPathChoice staged = choose(inputs(true, true));
   EXPECT_EQ(staged.path, GpuPath::kMpiStaged);
   EXPECT_NE(staged.reason.find("share a GPU"), std::string::npos) << staged.reason;
   EXPECT_NE(staged.reason.find("ranks 0 and 1"), std::string::npos) << staged.reason;
   EXPECT_NE(staged.reason.find("pinned"), std::string::npos) << staged.reason;
-  GpuPathChoice aware = choose(inputs(true, true, true));
-  EXPECT_EQ(aware.path, GpuPath::kMpiCudaAware);
-  EXPECT_NE(aware.reason.find("CUDA-aware"), std::string::npos) << aware.reason;
 }
 
 TEST(GpuPath, NoNcclInTheBuild) {
-  EXPECT_EQ(choose(inputs(false, false, false)).path, GpuPath::kMpiStaged);
-  EXPECT_EQ(choose(inputs(false, false, true)).path, GpuPath::kMpiCudaAware);
-  EXPECT_NE(choose(inputs(false, false, false)).reason.find("no NCCL"), std::string::npos);
+  EXPECT_EQ(choose(inputs(false, false)).path, GpuPath::kMpiStaged);
+  EXPECT_NE(choose(inputs(false, false)).reason.find("no NCCL"), std::string::npos);
 }
 
 TEST(GpuPath, ForcedMpiWinsOverNccl) {
   for (bool shared : {false, true}) {
-    GpuPathChoice c = choose(inputs(true, shared, false, kMpiPath));
+    GpuPathChoice c = choose(inputs(true, shared, kMpiPath));
     EXPECT_EQ(c.path, GpuPath::kMpiStaged);
     EXPECT_NE(c.reason.find("CHORUS_GPU_BACKEND=mpi"), std::string::npos) << c.reason;
-    EXPECT_EQ(choose(inputs(true, shared, true, kMpiPath)).path, GpuPath::kMpiCudaAware);
   }
-  EXPECT_EQ(choose(inputs(false, false, false, kMpiPath)).path, GpuPath::kMpiStaged);
+  EXPECT_EQ(choose(inputs(false, false, kMpiPath)).path, GpuPath::kMpiStaged);
 }
 
 TEST(GpuPath, ForcedNcclRunsWhereItCan) {
-  for (bool aware : {false, true}) {
-    GpuPathChoice c = choose(inputs(true, false, aware, kNcclPath));
-    EXPECT_EQ(c.path, GpuPath::kNccl);
-    EXPECT_NE(c.reason.find("CHORUS_GPU_BACKEND=nccl"), std::string::npos) << c.reason;
-  }
+  GpuPathChoice c = choose(inputs(true, false, kNcclPath));
+  EXPECT_EQ(c.path, GpuPath::kNccl);
+  EXPECT_NE(c.reason.find("CHORUS_GPU_BACKEND=nccl"), std::string::npos) << c.reason;
 }
 
 TEST(GpuPath, ForcedNcclThatCannotRunFailsInsteadOfFallingBack) {
-  StatusOr<GpuPathChoice> shared = choose_gpu_path(inputs(true, true, true, kNcclPath));
+  StatusOr<GpuPathChoice> shared = choose_gpu_path(inputs(true, true, kNcclPath));
   ASSERT_FALSE(shared.ok()) << "ran " << gpu_path_name(shared->path);
   EXPECT_EQ(shared.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(shared.status().message().find("CHORUS_GPU_BACKEND=nccl"), std::string::npos)
       << shared.status().message();
   EXPECT_NE(shared.status().message().find("ranks 0 and 1"), std::string::npos)
       << shared.status().message();
-  StatusOr<GpuPathChoice> unbuilt = choose_gpu_path(inputs(false, false, true, kNcclPath));
+  StatusOr<GpuPathChoice> unbuilt = choose_gpu_path(inputs(false, false, kNcclPath));
   ASSERT_FALSE(unbuilt.ok());
   EXPECT_EQ(unbuilt.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(unbuilt.status().message().find("no NCCL"), std::string::npos)
@@ -98,20 +90,20 @@ TEST(GpuPath, ForcedNcclThatCannotRunFailsInsteadOfFallingBack) {
 // mode; MPI when asked for; still no NCCL in a build without it.
 TEST(GpuPath, TestModeRunsNcclOnASharedGpu) {
   for (GpuBackendRequest requested : {kAutoPath, kNcclPath}) {
-    GpuPathInputs in = inputs(true, true, false, requested);
+    GpuPathInputs in = inputs(true, true, requested);
     in.shared_gpu_nccl = true;
     GpuPathChoice c = choose(in);
     EXPECT_EQ(c.path, GpuPath::kNccl) << c.reason;
     EXPECT_NE(c.reason.find("CHORUS_TEST_SHARED_GPU=1"), std::string::npos) << c.reason;
     EXPECT_NE(c.reason.find("ranks 0 and 1"), std::string::npos) << c.reason;
   }
-  GpuPathInputs mpi = inputs(true, true, false, kMpiPath);
+  GpuPathInputs mpi = inputs(true, true, kMpiPath);
   mpi.shared_gpu_nccl = true;
   EXPECT_EQ(choose(mpi).path, GpuPath::kMpiStaged);
-  GpuPathInputs unbuilt = inputs(false, true, false);
+  GpuPathInputs unbuilt = inputs(false, true);
   unbuilt.shared_gpu_nccl = true;
   EXPECT_EQ(choose(unbuilt).path, GpuPath::kMpiStaged);
-  GpuPathInputs own = inputs(true, false, false);
+  GpuPathInputs own = inputs(true, false);
   own.shared_gpu_nccl = true;
   EXPECT_EQ(choose(own).reason.find("TEST"), std::string::npos) << "no GPU is shared";
 }
@@ -182,7 +174,7 @@ const std::optional<bool> kAuto = std::nullopt;
 const std::optional<bool> kOn = true;
 const std::optional<bool> kOff = false;
 
-const GpuPath kPaths[] = {GpuPath::kNccl, GpuPath::kMpiStaged, GpuPath::kMpiCudaAware};
+const GpuPath kPaths[] = {GpuPath::kNccl, GpuPath::kMpiStaged};
 
 TEST(Hierarchical, OnWhenRequestedForUniformMultiHostLayouts) {
   for (GpuPath path : kPaths) {
