@@ -4,11 +4,14 @@
 #include <nccl.h>
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <future>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <thread>
 
 #include "base/logging.h"
@@ -108,6 +111,41 @@ ncclRedOp_t nccl_op(ReduceOp op) {
     case ReduceOp::kAverage: return ncclSum;
   }
   return ncclSum;
+}
+
+// The scale of a sum, when it can be folded into NCCL's own pass as a pre-multiplied sum
+// (ncclRedOpCreatePreMulSum) with the same bits as the sum scaled afterwards: a floating
+// type whose exponent range is float32's or wider, and a power of two (an average over 2, 4,
+// 8, ... ranks, any power-of-two postscale). Multiplying by a power of two is exact, so
+// every partial sum NCCL forms is the unscaled one times the scale; only results in the
+// subnormal range, and sums that would overflow unscaled alone, can differ. Holds the
+// scalar as the element type's bits (ncclScalarHostImmediate). Half precision is left out:
+// its gradients are often subnormal once scaled.
+struct Premul {
+  double f64 = 0;
+  float f32 = 0;
+  uint16_t bf16 = 0;
+  const void* scalar(DataType dtype) const {
+    if (dtype == DataType::kFloat64) return &f64;
+    if (dtype == DataType::kFloat32) return &f32;
+    return &bf16;
+  }
+};
+std::optional<Premul> exact_premul(DataType dtype, ReduceOp op, kernels::Scale scale) {
+  if (scale.is_identity() || nccl_op(op) != ncclSum) return std::nullopt;
+  if (dtype != DataType::kFloat32 && dtype != DataType::kFloat64 && dtype != DataType::kBFloat16)
+    return std::nullopt;
+  const double s = scale.factor / static_cast<double>(scale.divisor);
+  int exponent = 0;
+  // Normal in float32 (and so in bfloat16, which shares its exponent): 2^-126 .. 2^127.
+  if (!(s > 0) || std::frexp(s, &exponent) != 0.5 || exponent < -125 || exponent > 128)
+    return std::nullopt;
+  Premul p;
+  p.f64 = s;
+  p.f32 = static_cast<float>(s);
+  // A power of two's bfloat16 is float32's upper half, exactly.
+  p.bf16 = static_cast<uint16_t>(std::bit_cast<uint32_t>(p.f32) >> 16);
+  return p;
 }
 
 bool all_equal(const std::vector<int64_t>& v) {
@@ -250,6 +288,18 @@ Status NcclBackend::allreduce(const void* send, void* recv, int64_t count, DataT
   }
   auto comm = static_cast<ncclComm_t>(comm_);
   auto stream = static_cast<cudaStream_t>(stream_);
+  if (std::optional<Premul> premul = exact_premul(dtype, op, scale)) {
+    // One pass over the data instead of NCCL's and then the scale kernel's.
+    ncclRedOp_t scaled_sum{};
+    CHORUS_NCCL_CHECK(ncclRedOpCreatePreMulSum(&scaled_sum, const_cast<void*>(premul->scalar(dtype)),
+                                               nccl_type(dtype), ncclScalarHostImmediate, comm));
+    const ncclResult_t rc = ncclAllReduce(send, recv, static_cast<size_t>(count),
+                                          nccl_type(dtype), scaled_sum, comm, stream);
+    // The operator may go once the call that takes it has returned.
+    ncclRedOpDestroy(scaled_sum, comm);
+    CHORUS_NCCL_CHECK(rc);
+    return {};
+  }
   CHORUS_NCCL_CHECK(ncclAllReduce(send, recv, static_cast<size_t>(count), nccl_type(dtype),
                                   nccl_op(op), comm, stream));
   return scale_result(recv, count, dtype, scale);

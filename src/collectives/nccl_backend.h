@@ -50,7 +50,10 @@ class NcclBackend final : public Backend {
   int size() const override { return size_; }
 
   /// int16 (which NCCL lacks) reduces as int32 through a scratch buffer and is narrowed
-  /// back: the same wrap-around result, twice the traffic. Likewise for reducescatter.
+  /// back: the same wrap-around result, twice the traffic. Likewise for reducescatter. A
+  /// power-of-two scale of a float32, float64 or bfloat16 sum is folded into NCCL's pass
+  /// (exact_premul in the .cc says when the bits are the same); any other scale is a second
+  /// pass over the result.
   Status allreduce(const void* send, void* recv, int64_t count, DataType dtype, ReduceOp op,
                    kernels::Scale scale) override;
   /// Equal counts: ncclReduceScatter. Uneven: one ncclReduce per block in a group.
