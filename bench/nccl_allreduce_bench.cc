@@ -39,6 +39,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -330,21 +331,33 @@ World find_world() {
 int run(const Args& args, World w, int devices) {
   // NCCL needs one GPU per rank; say so instead of failing inside ncclCommInitRank. Ranks
   // that share one on purpose (a test of NCCL at n > 1 on one GPU) give their own host ids.
+  // Shared means the same GPU (its UUID), so that ranks each shown a GPU of their own
+  // (CUDA_VISIBLE_DEVICES) count as one per GPU.
+  w.device = w.local_rank % devices;
+  BENCH_CUDA(cudaSetDevice(w.device));
+  cudaDeviceProp mine{};
+  BENCH_CUDA(cudaGetDeviceProperties(&mine, w.device));
+  std::vector<char> uuids(static_cast<std::size_t>(w.size) * sizeof mine.uuid);
+  mpi_check(MPI_Allgather(&mine.uuid, sizeof mine.uuid, MPI_BYTE, uuids.data(), sizeof mine.uuid,
+                          MPI_BYTE, MPI_COMM_WORLD),
+            "MPI_Allgather(GPU UUIDs)");
   const char* test_mode = std::getenv("CHORUS_TEST_SHARED_GPU");
   const bool sharing = test_mode && std::string(test_mode) == "1";
-  int shared = w.local_size > devices && !sharing ? 1 : 0;
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &shared, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD),
+  bool shared = false;
+  for (int r = 0; r < w.size && !sharing; ++r) {
+    shared = shared || (r != w.rank && std::memcmp(&uuids[r * sizeof mine.uuid], &mine.uuid,
+                                                   sizeof mine.uuid) == 0);
+  }
+  int any_shared = shared ? 1 : 0;
+  mpi_check(MPI_Allreduce(MPI_IN_PLACE, &any_shared, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD),
             "MPI_Allreduce(layout)");
-  if (shared) {
+  if (any_shared) {
     if (w.rank == 0) {
       std::fprintf(stderr,
-                   "nccl_allreduce_bench: a host runs more ranks than it has GPUs; "
-                   "NCCL needs one GPU per rank\n");
+                   "nccl_allreduce_bench: two ranks share a GPU; NCCL needs one GPU per rank\n");
     }
     return 2;
   }
-  w.device = w.local_rank % devices;
-  BENCH_CUDA(cudaSetDevice(w.device));
 
   // Chorus's GPU path must be NCCL too; a value set by the user wins.
   setenv("CHORUS_GPU_BACKEND", "nccl", 0);

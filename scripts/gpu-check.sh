@@ -19,15 +19,19 @@
 #   6. the LibTorch and the Python synthetic trainers on CUDA against PyTorch DDP on NCCL,
 #      1 rank each, same model and batch;
 #   7. the GPU path's defect tests (gpu.defect.*: a failed collective's handle, the GPU
-#      timeout; the output-order test runs with 5's build);
+#      timeout, a node whose NCCL set-up fails, flat GPU allreduces by default; the
+#      output-order test runs with 5's build; those labelled multigpu run in check 10);
 #   8. NCCL at n > 1 on the one GPU (gpu.multirank.*: ranks sharing it over NCCL's sockets,
 #      CHORUS_TEST_SHARED_GPU): the collectives suite and the comparison with the host path
 #      at 2-4 ranks, the hierarchical allreduce on two fake hosts, a rank killed mid-collective;
 #   9. many small batches (4 KiB allreduces, one per batch) against raw NCCL: batches per
 #      second and the cost per batch, 1,000 on 1 rank, 100 on 2 ranks sharing the GPU;
 #  10. with N >= 2 GPUs (nvidia-smi), one rank per GPU at np = N: the collectives suite,
-#      nccl_allreduce_bench (64 MiB >= 0.95x raw), the hierarchical allreduce on two fake
-#      hosts (N >= 4), and the trainers against DDP on NCCL (>= 1.0x).
+#      nccl_allreduce_bench (64 MiB >= 0.95x raw), the defect tests (gpu.defect.*, multigpu
+#      ones included) one rank per GPU, and with N >= 4 two fake hosts of N/2 GPUs, each rank
+#      its own (tests/gpu/multirank_rank.sh, MULTIRANK_GPUS=own): the hierarchical allreduce,
+#      and a 64 MiB allreduce flat against hierarchical; then the trainers against DDP on
+#      NCCL (>= 1.0x).
 # Checks 7-9 run while 5's build goes on; the summary lists rows in check order. --checks
 # (say 7,8,9) runs those alone, with the set-up (0) always, for a second run on what
 # changed; check 6 needs 5's build, which runs when either is asked for.
@@ -339,7 +343,7 @@ fi
 
 # --- 7. the defects' tests ---------------------------------------------------------------------
 wanted 7 && ctest_check 7 "GPU defect tests (gpu.defect.*)" "all pass" 150 \
-    -R '^gpu[.]defect[.]' -LE 'torch|python'
+    -R '^gpu[.]defect[.]' -LE 'torch|python|multigpu'
 
 # --- 8. NCCL at n > 1 on one GPU -----------------------------------------------------------------
 # Each test declares its ranks (PROCESSORS); sockets on loopback carry NCCL's traffic. The
@@ -498,7 +502,7 @@ fi
 # --- 10. one rank per GPU, where there are several -------------------------------------------------
 multi_log=$out/10-multi-gpu.log
 : >"$multi_log"
-multi_target="collectives pass; 64 MiB >= 0.95x raw NCCL; hierarchical passes; trainers >= 1.0x DDP"
+multi_target="collectives and defect tests pass; 64 MiB >= 0.95x raw NCCL; hierarchical passes; trainers >= 1.0x DDP"
 gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
 if ! wanted 10; then
   :
@@ -522,16 +526,47 @@ else
   else
     problems+=("nccl_allreduce_bench")
   fi
-  # Two fake hosts of N/2 ranks: NCCL inside each, MPI across.
+  # The defect tests, one rank per GPU: a test of np ranks uses GPUs 0..np-1 (local rank mod
+  # N), each rank its own GPU once N covers the largest (4 ranks) under MULTIRANK_GPUS=own.
+  part=$(mktemp)
+  if ((gpus >= 4)); then
+    MULTIRANK_GPUS=own run "$part" 240 ctest --test-dir "$build" --output-on-failure \
+      --no-tests=error -R '^gpu[.]defect[.]' -LE 'torch|python'
+  else
+    run "$part" 240 ctest --test-dir "$build" --output-on-failure --no-tests=error \
+      -R '^gpu[.]defect[.]' -LE 'torch|python'
+  fi
+  defect_counts=$(ctest_counts "$part")
+  cat "$part" >>"$multi_log"
+  rm -f "$part"
+  multi_figures+="defect tests: $defect_counts; "
+  [[ $defect_counts == *" 0 failed, 0 skipped" && $defect_counts != "0 passed"* ]] ||
+    problems+=("defect tests")
+  # Two fake hosts of N/2 ranks, each rank its own GPU; NCCL's hosts are the fake hosts
+  # (NVLink inside one, sockets on loopback between them). The hierarchical allreduce (NCCL at
+  # both levels) runs the collectives suite, then a 64 MiB allreduce flat against hierarchical.
   if ((gpus >= 4 && gpus % 2 == 0)); then
-    if MULTIRANK_RANKS_PER_HOST=$((gpus / 2)) CHORUS_HIERARCHICAL_ALLREDUCE=1 \
-       CHORUS_LOG_LEVEL=debug run "$multi_log" 120 "${np[@]}" \
-         "$repo/tests/gpu/multirank_rank.sh" "$build/tests/gpu/gpu_collectives_test" &&
-       grep -q 'nccl + hierarchical allreduce' "$multi_log"; then
+    fake=(env MULTIRANK_RANKS_PER_HOST=$((gpus / 2)) MULTIRANK_GPUS=own)
+    if run "$multi_log" 120 "${fake[@]}" CHORUS_HIERARCHICAL_ALLREDUCE=1 CHORUS_LOG_LEVEL=debug \
+         "${np[@]}" "$repo/tests/gpu/multirank_rank.sh" "$build/tests/gpu/gpu_collectives_test" &&
+       grep -q 'nccl inside each node and across nodes' "$multi_log"; then
       multi_figures+="hierarchical on 2 x $((gpus / 2)) passed; "
     else
       problems+=("hierarchical allreduce")
     fi
+    # chorus_us of each, CHORUS_HIERARCHICAL_ALLREDUCE=0 (flat) then 1.
+    sed -i 's/^RESULT /RESULT-seen /' "$multi_log"
+    timed=()
+    for mode in 0 1; do
+      run "$multi_log" 120 "${fake[@]}" CHORUS_HIERARCHICAL_ALLREDUCE=$mode "${np[@]}" \
+        "$repo/tests/gpu/multirank_rank.sh" "$build/bench/nccl_allreduce_bench" --sizes 64M ||
+        problems+=("64 MiB bench with CHORUS_HIERARCHICAL_ALLREDUCE=$mode")
+      line=$(grep '^RESULT size_bytes=67108864 ' "$multi_log" | tail -1)
+      sed -i 's/^RESULT /RESULT-seen /' "$multi_log"
+      timed+=("$(field chorus_us "$line")")
+    done
+    multi_figures+="64 MiB on 2 x $((gpus / 2)): flat ${timed[0]:-?} µs, "
+    multi_figures+="hierarchical ${timed[1]:-?} µs; "
   fi
   if [[ -n $built && -n $python ]] && configured CHORUS_WITH_TORCH; then
     common=(--device cuda --model cnn --batch-size 64 --steps 100 --warmup 10 --threads 4)

@@ -37,7 +37,7 @@ arch=x86_64-linux-gnu
 # that shows the kit's mpirun starting ranks (a small one: it links libchorus, where the
 # statically linked tests each carry the CUDA kernels, and the kit must travel in 64 MiB).
 targets=(gpu_probe gpu_kernels_test gpu_collectives_test gpu_nccl_error_test gpu_defects
-         gpu_pack_bench nccl_allreduce_bench waiting_trainers)
+         gpu_device_defects gpu_pack_bench nccl_allreduce_bench waiting_trainers)
 cache=$build/CMakeCache.txt
 if [[ ! -f $cache ]]; then
   echo "gpu-kit: $build is not a configured build tree (scripts/build.sh makes one)" >&2
