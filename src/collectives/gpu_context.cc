@@ -105,9 +105,10 @@ constexpr int kRequested = 17;  // GpuBackendRequest: 0 auto, 1 nccl, 2 mpi
 
 }  // namespace
 
-// Every member contributes its GPU's UUID, whether its own setup succeeded and which path it was asked for (CHORUS_GPU_BACKEND); all see the same
-// table, so all choose the same path, and all fail together when one could not set up,
-// when they asked for different paths, or when the path asked for cannot run.
+// Every member contributes its GPU's UUID, whether its own setup succeeded and which path it
+// was asked for (CHORUS_GPU_BACKEND); all see the same table, so all choose the same path,
+// and all fail together when one could not set up, when they asked for different paths, or
+// when the path asked for cannot run.
 Status GpuContext::choose_backend(const GpuContextSetup& setup, const Status& prepared) {
   Backend& host = *setup.host;
   std::vector<char> table(static_cast<std::size_t>(kRecord) * host.size());
@@ -165,9 +166,9 @@ Status GpuContext::choose_backend(const GpuContextSetup& setup, const Status& pr
   return build_backends(setup, choice);
 }
 
-// Device memory over MPI, staged through host memory, over a group's host backends. Staged copies wait for the stream through synchronize(): asleep between
-// polls, NCCL's errors polled (a level of the hierarchy may wait behind a NCCL one), and
-// the same deadline.
+// Device memory over MPI, staged through host memory, over a group's host backends. Staged
+// copies wait for the stream through synchronize(): asleep between polls, NCCL's errors
+// polled (a level of the hierarchy may wait behind a NCCL one), and the same deadline.
 std::unique_ptr<Backend> GpuContext::make_mpi(Backend& group_host) {
   return std::make_unique<StagedGpuBackend>(group_host, stream_,
                                             [this] { return synchronize("a staged MPI copy"); });
@@ -213,8 +214,8 @@ Status GpuContext::build_backends(const GpuContextSetup& setup, const GpuPathCho
   GpuHierarchy hierarchy;
   hierarchy.reason = "the runtime built no local and cross groups";
   if (setup.map && setup.groups && setup.groups->local_host && setup.groups->cross) {
-    hierarchy = gpu_hierarchy(setup.hierarchical_requested, setup.global_set, choice.path,
-                              *setup.map);
+    hierarchy =
+        gpu_hierarchy(setup.hierarchical_requested, setup.global_set, choice.path, *setup.map);
   }
   if (hierarchy.on) {
     if (Status s = make_level(host, *setup.groups->local_host, hierarchy.local,

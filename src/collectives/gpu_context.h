@@ -160,8 +160,8 @@ class GpuContext {
   Status build_backends(const GpuContextSetup& setup, const GpuPathChoice& choice);
   std::unique_ptr<Backend> make_mpi(Backend& group_host);
   StatusOr<std::unique_ptr<Backend>> make_nccl(Backend& group_host, const std::string& label);
-  Status make_level(Backend& set_host, Backend& group_host, GpuPath path,
-                    const std::string& label, std::unique_ptr<Backend>* out);
+  Status make_level(Backend& set_host, Backend& group_host, GpuPath path, const std::string& label,
+                    std::unique_ptr<Backend>* out);
   void abort_nccl();
   // Waits (bounded) for the stream's queued work; false if it did not finish.
   bool drain();

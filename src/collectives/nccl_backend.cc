@@ -291,10 +291,11 @@ Status NcclBackend::allreduce(const void* send, void* recv, int64_t count, DataT
   if (std::optional<Premul> premul = exact_premul(dtype, op, scale)) {
     // One pass over the data instead of NCCL's and then the scale kernel's.
     ncclRedOp_t scaled_sum{};
-    CHORUS_NCCL_CHECK(ncclRedOpCreatePreMulSum(&scaled_sum, const_cast<void*>(premul->scalar(dtype)),
-                                               nccl_type(dtype), ncclScalarHostImmediate, comm));
-    const ncclResult_t rc = ncclAllReduce(send, recv, static_cast<size_t>(count),
-                                          nccl_type(dtype), scaled_sum, comm, stream);
+    void* scalar = const_cast<void*>(premul->scalar(dtype));  // NCCL only reads it
+    CHORUS_NCCL_CHECK(ncclRedOpCreatePreMulSum(&scaled_sum, scalar, nccl_type(dtype),
+                                               ncclScalarHostImmediate, comm));
+    const ncclResult_t rc = ncclAllReduce(send, recv, static_cast<size_t>(count), nccl_type(dtype),
+                                          scaled_sum, comm, stream);
     // The operator may go once the call that takes it has returned.
     ncclRedOpDestroy(scaled_sum, comm);
     CHORUS_NCCL_CHECK(rc);

@@ -104,7 +104,7 @@ class NcclBackend final : public Backend {
   int rank_ = 0;
   int size_ = 1;
   int device_ = 0;  // the communicator's GPU
-  Status failed_;  // latched: the communicator was aborted
+  Status failed_;   // latched: the communicator was aborted
   void* wide_ = nullptr;
   int64_t wide_elements_ = 0;
 };

@@ -168,8 +168,8 @@ PYBIND11_MODULE(_ext, m) {
   m.def("process_set_rank", [](int id) { return chorus::process_set_rank(to_set(id)); });
   m.def("process_set_size", [](int id) { return chorus::process_set_size(to_set(id)); });
 
-  py::class_<ct::TensorHandle, std::unique_ptr<ct::TensorHandle, DeleteWithoutGil>>(
-      m, "TensorHandle")
+  py::class_<ct::TensorHandle, std::unique_ptr<ct::TensorHandle, DeleteWithoutGil>>(m,
+                                                                                    "TensorHandle")
       .def("poll", &ct::TensorHandle::poll)
       .def("wait", &ct::TensorHandle::wait, py::call_guard<py::gil_scoped_release>())
       .def("wait_all", &ct::TensorHandle::wait_all, py::call_guard<py::gil_scoped_release>())
