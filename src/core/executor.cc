@@ -136,13 +136,21 @@ Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& res
       }
     }
     mine[i] = !s.ok() ? s : batch_local_;
-    for (const Pending& p : pending_) {
-      if (p.batch == i && mine[i].ok() && !p.status.ok()) mine[i] = p.status;
-    }
     if (!s.ok()) stop = s;
   }
-  // The device's batches still in flight complete (or fail) before the verdict is applied.
+  // The device's batches still in flight complete (or fail) before the verdict: a batch whose
+  // device work failed is this rank's failure too, and leaves it out of step (its
+  // communicators were aborted).
   const Status settled = settle_device();
+  for (const Pending& p : pending_) {
+    if (mine[p.batch].ok() && !p.status.ok()) mine[p.batch] = p.status;
+  }
+  if (!settled.ok() && stop.ok()) {
+    stop = settled;
+    bool named = false;
+    for (const Status& m : mine) named = named || !m.ok();
+    if (!named && !mine.empty()) mine.back() = settled;
+  }
   StatusOr<RoundVerdict> verdict =
       verdicts_ ? verdicts_->agree(mine, !stop.ok(), described, may_exchange)
                 : StatusOr<RoundVerdict>(

@@ -75,6 +75,19 @@ bool wait_for_file(const std::string& path, std::chrono::seconds limit) {
   return true;
 }
 
+// For a case whose ranks are out of step (MPI is not finalized): no rank leaves before every
+// rank has said its line, since mpirun ends the job when the first leaves without
+// MPI_Finalize.
+[[noreturn]] void leave_together(const std::string& tag) {
+  const char* job = std::getenv("PMIX_NAMESPACE");  // one per mpirun: no earlier run's marks
+  auto mark = [&](int r) {
+    return scratch(tag + "." + (job ? job : "job") + "." + std::to_string(r));
+  };
+  touch(mark(rank()));
+  for (int r = 0; r < size(); ++r) wait_for_file(mark(r), 20s);
+  std::_Exit(0);
+}
+
 TensorRef ref(std::vector<float>& v) {
   return TensorRef{v.data(), DataType::kFloat32, {static_cast<int64_t>(v.size())}, Device::cpu()};
 }
@@ -271,7 +284,7 @@ int injected_failure(bool fused) {
   if (later.ok() || !has(later, "CHORUS_TEST_FAIL_COLLECTIVE"))
     return fail(me, "a later call should fail with the same reason, got " + later.to_string());
   say(me, std::string(fused ? "injected_fused" : "injected_single") + " ok: " + s.to_string());
-  std::_Exit(0);  // the failed call left the ranks out of step: MPI is not finalized
+  leave_together(fused ? "injected_fused" : "injected_single");
 }
 
 // The last rank's own part of a batch fails (CHORUS_TEST_FAIL_PART set on it alone) while it
@@ -326,9 +339,10 @@ int call_fails_one_rank() {
   if (later.ok() || !has(later, "CHORUS_TEST_FAIL_COLLECTIVE"))
     return fail(me, "a later call should fail with the same reason, got " + later.to_string());
   say(me, "call_fails_one_rank ok: " + s.to_string());
-  // The failing rank stays a while: its peers must not need its exit to fail.
-  if (me == last) std::this_thread::sleep_for(5s);
-  std::_Exit(0);  // the ranks are out of step: MPI is not finalized
+  // No rank leaves before every rank has said so (mpirun ends the job when the first leaves
+  // without MPI_Finalize): the failing rank was alive throughout, so its peers did not need
+  // its exit to fail.
+  leave_together("call_fails");
 }
 
 // The last rank leaves the job while idle, under a launcher that keeps the others running

@@ -144,7 +144,7 @@ INSTANTIATE_TEST_SUITE_P(Backend, BothPaths, ::testing::Values("shared", "messag
 // The messages path with one algorithm forced (or auto), on a backend of its own.
 class EveryAlgorithm : public ::testing::TestWithParam<HostAlgorithm> {
  protected:
-  EveryAlgorithm() : backend_(g_comm, GetParam()) {}
+  EveryAlgorithm() : backend_(g_comm, GetParam(), /*liveness_seconds=*/60) {}
   const char* name() const { return kHostAlgorithmWords.name(GetParam()); }
   MpiBackend backend_;
 };

@@ -282,5 +282,90 @@ TEST(HierarchicalHost, FlatWithReasons) {
   }
 }
 
+
+// A local or cross backend whose call fails on one rank without taking part in it, as a
+// failed MPI call or a wait past the liveness bound leaves a rank out of step with its group.
+class FailsWithoutTakingPart final : public Backend {
+ public:
+  FailsWithoutTakingPart(Backend* real, bool fail_reducescatter, bool fail_allreduce)
+      : real_(real), fail_reducescatter_(fail_reducescatter), fail_allreduce_(fail_allreduce) {}
+  const char* name() const override { return "failing"; }
+  int rank() const override { return real_->rank(); }
+  int size() const override { return real_->size(); }
+  Status allreduce(const void* send, void* recv, int64_t count, DataType dtype, ReduceOp op,
+                   kernels::Scale scale) override {
+    if (fail_allreduce_) return internal_error("injected: cross allreduce");
+    return real_->allreduce(send, recv, count, dtype, op, scale);
+  }
+  Status reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,
+                       DataType dtype, ReduceOp op, kernels::Scale scale) override {
+    if (fail_reducescatter_) return internal_error("injected: local reducescatter");
+    return real_->reducescatter(send, recv, counts, dtype, op, scale);
+  }
+  Status allgatherv(const void* send, void* recv, const std::vector<int64_t>& bytes) override {
+    return real_->allgatherv(send, recv, bytes);
+  }
+
+ private:
+  Backend* real_;
+  bool fail_reducescatter_;
+  bool fail_allreduce_;
+};
+
+// 2 hosts x 2 ranks; rank 0's local step (`local`) or cross step fails without taking part.
+// Every step on a group still in step is made, so that the members of the other group finish
+// instead of waiting for rank 0: the statuses each rank's allreduce returns.
+std::vector<Status> one_step_fails_on_rank_0(bool local) {
+  // The group rank 0 leaves gives up on it soon; the others wait long enough for the members
+  // that gave up to come on to their next step.
+  constexpr auto kSoon = std::chrono::milliseconds(300);
+  constexpr auto kLong = std::chrono::seconds(10);
+  Meeting flat(4, kLong);
+  Meeting host0(2, local ? kSoon : kLong), host1(2, kLong);
+  Meeting index0(2, local ? kLong : kSoon), index1(2, kLong);
+  Meeting* hosts[] = {&host0, &host1};
+  Meeting* indexes[] = {&index0, &index1};
+  std::vector<Status> out(4);
+  std::vector<std::thread> threads;
+  for (int g = 0; g < 4; ++g) {
+    threads.emplace_back([&, g] {
+      const int h = g / 2, k = g % 2;
+      MeetingBackend f(&flat, g), l(hosts[h], k), c(indexes[k], h);
+      FailsWithoutTakingPart fl(&l, g == 0 && local, false), fc(&c, false, g == 0 && !local);
+      StatusOr<std::unique_ptr<HierarchicalBackend>> hb = HierarchicalBackend::create(&f, &fl, &fc);
+      ASSERT_TRUE(hb.ok()) << hb.status().to_string();
+      std::vector<float> data = input_of(g, 1000);
+      out[g] =
+          (*hb)->allreduce(data.data(), data.data(), 1000, DataType::kFloat32, ReduceOp::kSum, {});
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return out;
+}
+
+// Rank 0's local reduce-scatter fails: its host's partner (rank 1) gives up on the local
+// group, but rank 0 still makes the cross step, so its cross partner (rank 2) and that host's
+// other rank (3) finish. (Returning at the failure left rank 2 waiting in the cross step.)
+TEST(HierarchicalAllreduce, AFailedLocalStepStillMakesTheCrossStep) {
+  const std::vector<Status> s = one_step_fails_on_rank_0(/*local=*/true);
+  EXPECT_NE(s[0].message().find("injected: local reducescatter"), std::string::npos)
+      << s[0].to_string();
+  EXPECT_EQ(s[1].code(), StatusCode::kAborted) << s[1].to_string();
+  EXPECT_TRUE(s[2].ok()) << s[2].to_string();
+  EXPECT_TRUE(s[3].ok()) << s[3].to_string();
+}
+
+// Rank 0's cross step fails: its cross partner (rank 2) gives up, but rank 0 still makes the
+// local allgather, so its host's other rank (1) finishes. (Returning at the failure left
+// rank 1 waiting in the allgather.)
+TEST(HierarchicalAllreduce, AFailedCrossStepStillMakesTheLocalAllgather) {
+  const std::vector<Status> s = one_step_fails_on_rank_0(/*local=*/false);
+  EXPECT_NE(s[0].message().find("injected: cross allreduce"), std::string::npos)
+      << s[0].to_string();
+  EXPECT_TRUE(s[1].ok()) << s[1].to_string();
+  EXPECT_EQ(s[2].code(), StatusCode::kAborted) << s[2].to_string();
+  EXPECT_TRUE(s[3].ok()) << s[3].to_string();
+}
+
 }  // namespace
 }  // namespace chorus

@@ -1,0 +1,152 @@
+// The verdict on a round's batches (core/batch_verdict.h): the pure choice and reading, the
+// wire form, and the agreement among ranks as threads over the in-memory transport, which
+// counts the rounds, gathers and broadcasts it took.
+
+#include "core/batch_verdict.h"
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "in_memory_transport.h"
+
+namespace chorus {
+namespace {
+
+using testing::Hub;
+using testing::InMemoryTransport;
+
+const std::vector<std::string> kBatches = {"allreduce 'a'", "allreduce 'b' and 1 more fused tensors",
+                                           "broadcast 'c'"};
+
+BatchFailure failure(uint32_t batch, int rank, StatusCode code, std::string why,
+                     bool out_of_step = false) {
+  return {batch, rank, Status(code, std::move(why)), out_of_step};
+}
+
+TEST(ChooseFailures, AMembersOwnCauseBeforeTheBoundsAndTheLowestRankFirst) {
+  // Batch 1: rank 0 ran out of the liveness bound waiting for rank 2, whose call failed.
+  const std::vector<BatchFailure> chosen = choose_failures({
+      failure(1, 0, StatusCode::kAborted, "stopped waiting"),
+      failure(1, 2, StatusCode::kInternal, "MPI_Isend failed", true),
+      failure(0, 3, StatusCode::kInvalidArgument, "bad output"),
+      failure(0, 1, StatusCode::kInvalidArgument, "bad output too"),
+  });
+  ASSERT_EQ(chosen.size(), 2u);
+  EXPECT_EQ(chosen[0].batch, 0u);
+  EXPECT_EQ(chosen[0].rank, 1);
+  EXPECT_FALSE(chosen[0].out_of_step);
+  EXPECT_EQ(chosen[1].batch, 1u);
+  EXPECT_EQ(chosen[1].rank, 2);
+  EXPECT_TRUE(chosen[1].out_of_step) << "the set stops with the first batch a member left";
+}
+
+TEST(DecideVerdicts, EveryMemberReadsTheSameStatuses) {
+  const RoundVerdict v = decide_verdicts(
+      {failure(1, 2, StatusCode::kInternal, "MPI_Isend failed", true)}, kBatches);
+  ASSERT_EQ(v.batches.size(), 3u);
+  EXPECT_TRUE(v.batches[0].ok());
+  EXPECT_EQ(v.batches[1].to_string(),
+            Status(StatusCode::kInternal,
+                   "allreduce 'b' and 1 more fused tensors: failed on rank 2: MPI_Isend failed")
+                .to_string());
+  EXPECT_TRUE(v.batches[2].ok());
+  EXPECT_TRUE(v.stop);
+  EXPECT_EQ(v.stop_status.to_string(), v.batches[1].to_string());
+}
+
+TEST(VerdictWire, RoundTripsAndRefusesMalformedRecords) {
+  const std::vector<BatchFailure> in = {failure(0, 1, StatusCode::kInternal, "two\nlines", true),
+                                        failure(7, 0, StatusCode::kAborted, "")};
+  StatusOr<std::vector<BatchFailure>> out = decode_failures(encode_failures(in));
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  ASSERT_EQ(out->size(), 2u);
+  EXPECT_EQ((*out)[0].status.message(), "two\nlines");
+  EXPECT_TRUE((*out)[0].out_of_step);
+  EXPECT_EQ((*out)[1].batch, 7u);
+  EXPECT_EQ((*out)[1].status.code(), StatusCode::kAborted);
+  for (const std::string bad : {"0 1 7 0 99\nshort", "0 1 42 0 0\n", "x\n", "0 1 7 0 3"}) {
+    EXPECT_EQ(decode_failures(bad).status().code(), StatusCode::kDataLoss) << bad;
+  }
+}
+
+// `size` ranks as threads; rank r's batches fail as mine(r) says.
+std::vector<StatusOr<RoundVerdict>> agree_among(
+    int size, Hub& hub, const std::function<std::vector<Status>(int)>& mine,
+    const std::function<bool(int)>& out_of_step, bool may_exchange) {
+  std::vector<StatusOr<RoundVerdict>> out(size, StatusOr<RoundVerdict>(RoundVerdict{}));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      InMemoryTransport control(&hub, r);
+      BatchVerdicts verdicts(&control, 10, "global");
+      out[r] = verdicts.agree(mine(r), out_of_step(r), kBatches, may_exchange);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  return out;
+}
+
+TEST(BatchVerdicts, AHealthyRoundCostsOneAndRound) {
+  Hub hub(3);
+  auto out = agree_among(
+      3, hub, [](int) { return std::vector<Status>(3); }, [](int) { return false; }, true);
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(out[r].ok()) << out[r].status().to_string();
+    for (const Status& s : out[r]->batches) EXPECT_TRUE(s.ok());
+    EXPECT_FALSE(out[r]->stop);
+  }
+  EXPECT_EQ(hub.and_rounds(), 1);
+  EXPECT_EQ(hub.gathers(), 0);
+  EXPECT_EQ(hub.broadcasts(), 0);
+}
+
+TEST(BatchVerdicts, OneRanksPartFailsTheBatchOnEveryRankAlone) {
+  Hub hub(3);
+  auto out = agree_among(
+      3, hub,
+      [](int r) {
+        std::vector<Status> mine(3);
+        if (r == 2) mine[1] = Status(StatusCode::kInternal, "staging copy timed out");
+        return mine;
+      },
+      [](int) { return false; }, true);
+  const std::string want =
+      "allreduce 'b' and 1 more fused tensors: failed on rank 2: staging copy timed out";
+  for (int r = 0; r < 3; ++r) {
+    ASSERT_TRUE(out[r].ok()) << out[r].status().to_string();
+    EXPECT_TRUE(out[r]->batches[0].ok());
+    EXPECT_EQ(out[r]->batches[1].message(), want) << "rank " << r;
+    EXPECT_TRUE(out[r]->batches[2].ok());
+    EXPECT_FALSE(out[r]->stop) << "every member took part: the set goes on";
+  }
+  EXPECT_EQ(hub.gathers(), 1);
+  EXPECT_EQ(hub.broadcasts(), 1);
+}
+
+TEST(BatchVerdicts, WithoutMessagesEveryBatchFailsNamingTheRanks) {
+  Hub hub(2);
+  auto out = agree_among(
+      2, hub,
+      [](int r) {
+        std::vector<Status> mine(3);
+        if (r == 1) mine[2] = Status(StatusCode::kInternal, "late input");
+        return mine;
+      },
+      [](int r) { return r == 1; }, false);
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_TRUE(out[r].ok()) << out[r].status().to_string();
+    for (const Status& s : out[r]->batches) {
+      EXPECT_NE(s.message().find("failed on ranks [1] of global"), std::string::npos)
+          << s.to_string();
+    }
+    EXPECT_TRUE(out[r]->stop);
+  }
+  EXPECT_EQ(hub.gathers(), 0);
+}
+
+}  // namespace
+}  // namespace chorus
