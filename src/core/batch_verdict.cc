@@ -118,7 +118,7 @@ StatusOr<RoundVerdict> BatchVerdicts::agree(const std::vector<Status>& mine, boo
   bits_.assign((2 * static_cast<std::size_t>(size) + 63) / 64, ~uint64_t{0});
   set_bit(&bits_, me, !failed);
   set_bit(&bits_, size + me, !out_of_step);
-  if (Status s = and_round(&bits_, mine.size()); !s.ok()) return s;
+  if (Status s = and_round(&bits_, mine.size(), may_exchange); !s.ok()) return s;
   std::vector<int> failing, stepped_out;
   for (int r = 0; r < size; ++r) {
     if (!bit(bits_, r)) failing.push_back(r);
@@ -172,7 +172,8 @@ StatusOr<RoundVerdict> BatchVerdicts::exchange(const std::vector<Status>& mine, 
   return decide_verdicts(*verdicts, describe);
 }
 
-Status BatchVerdicts::and_round(std::vector<uint64_t>* bits, std::size_t batches) {
+Status BatchVerdicts::and_round(std::vector<uint64_t>* bits, std::size_t batches,
+                                bool may_exchange) {
   if (Status s = control_->start_and(bits); !s.ok()) return s;
   const Clock::time_point start = Clock::now();
   const double bound = static_cast<double>(batches + 1) * (liveness_seconds_ + kRollCallGraceSeconds);
@@ -192,7 +193,9 @@ Status BatchVerdicts::and_round(std::vector<uint64_t>* bits, std::size_t batches
     if (!exited.empty()) {
       why = exited + " exited";
     } else if (liveness_seconds_ > 0 && waited > bound) {
-      why = "ranks " + ranks_string(control_->absent()) + " did not come within " +
+      // The roll call that absent() may hold sends messages: the background thread's.
+      const std::vector<int> gone = may_exchange ? control_->absent() : control_->missing();
+      why = "ranks " + ranks_string(gone) + " did not come within " +
             seconds(bound) + " s ((batches + 1) x (CHORUS_LIVENESS_SECONDS + 5 s))";
     } else {
       continue;

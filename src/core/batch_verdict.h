@@ -81,7 +81,7 @@ class BatchVerdicts {
                                const std::vector<std::string>& describe, bool may_exchange);
 
  private:
-  Status and_round(std::vector<uint64_t>* bits, std::size_t batches);
+  Status and_round(std::vector<uint64_t>* bits, std::size_t batches, bool may_exchange);
   StatusOr<RoundVerdict> exchange(const std::vector<Status>& mine, bool out_of_step,
                                   const std::vector<std::string>& describe);
 

@@ -96,6 +96,9 @@ Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& res
   // Each batch's handles complete only once the set agreed on its outcome (BatchVerdicts):
   // until then what the batch would give them waits in pending_.
   const std::vector<FusionBatch> batches = plan_fusion(items, host_.fusion_capacity());
+  // Nothing ran (an idle round, or only failed responses): nothing to agree on. Every member
+  // has the same responses, so all skip the verdict alike.
+  if (batches.empty()) return settle_device();
   pending_.clear();
   finishers_.clear();
   std::vector<Status> mine(batches.size());
