@@ -79,11 +79,11 @@ class MpiTree {
   int rank_;
   kernels::TreeShape shape_;
   int leaf_;            // this rank's leaf, -1 for the odd rank of a folded pair
-  WaitBound bound_;
   HostBuffer scratch_;  // what a partner sends
   HostBuffer acc_;      // a reduce-scatter's partial results
   std::vector<MPI_Request> requests_;
   std::vector<int64_t> offsets_;
+  WaitBound bound_;
 };
 
 }  // namespace chorus

@@ -50,8 +50,8 @@ Status ran_out(const WaitBound& bound) {
                                          "is stuck waiting for another"
                                        : "ranks [" + ranks + "] took no part in it";
   return Status(StatusCode::kAborted, "rank " + std::to_string(me) +
-                                          " stopped waiting for a collective's data after " +
-                                          secs + " s (CHORUS_LIVENESS_SECONDS): " + who);
+                                          " stopped waiting for a collective's data after " + secs +
+                                          " s (CHORUS_LIVENESS_SECONDS): " + who);
 }
 
 }  // namespace

@@ -211,10 +211,11 @@ Status ShmBackend::ran_out() const {
   }
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.1f", liveness_seconds_);
-  return Status(StatusCode::kAborted,
-                "rank " + std::to_string(rank_) + " of this set stopped waiting in a shared-memory "
-                "reduction after " + secs + " s (CHORUS_LIVENESS_SECONDS): ranks [" + late +
-                    "] of this set took no part in it");
+  return Status(StatusCode::kAborted, "rank " + std::to_string(rank_) +
+                                          " of this set stopped waiting in a shared-memory "
+                                          "reduction after " +
+                                          secs + " s (CHORUS_LIVENESS_SECONDS): ranks [" + late +
+                                          "] of this set took no part in it");
 }
 
 }  // namespace chorus

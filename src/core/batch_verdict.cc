@@ -30,7 +30,9 @@ std::string seconds(double s) {
 void set_bit(std::vector<uint64_t>* bits, std::size_t b, bool on) {
   if (!on) (*bits)[b / 64] &= ~(uint64_t{1} << (b % 64));
 }
-bool bit(const std::vector<uint64_t>& bits, std::size_t b) { return (bits[b / 64] >> (b % 64)) & 1; }
+bool bit(const std::vector<uint64_t>& bits, std::size_t b) {
+  return (bits[b / 64] >> (b % 64)) & 1;
+}
 
 bool own_cause(const BatchFailure& f) { return f.status.code() != StatusCode::kAborted; }
 
@@ -130,15 +132,15 @@ StatusOr<RoundVerdict> BatchVerdicts::agree(const std::vector<Status>& mine, boo
     return stands;
   }
   for (std::size_t i = 0; i < mine.size(); ++i) {
-    if (!mine[i].ok()) log().error("{}: {}: failed on this rank: {}", label_, describe[i],
-                                   mine[i].to_string());
+    if (!mine[i].ok())
+      log().error("{}: {}: failed on this rank: {}", label_, describe[i], mine[i].to_string());
   }
   if (may_exchange) return exchange(mine, out_of_step, describe);
   // No messages on this thread: the bits say who, each failing member's log says why.
   RoundVerdict v;
-  const Status all(StatusCode::kAborted,
-                   "a batch of this round failed on ranks " + ranks_string(failing) + " of " +
-                       label_ + " (each failing rank's log says why)");
+  const Status all(StatusCode::kAborted, "a batch of this round failed on ranks " +
+                                             ranks_string(failing) + " of " + label_ +
+                                             " (each failing rank's log says why)");
   for (std::size_t i = 0; i < mine.size(); ++i)
     v.batches.push_back(Status(all.code(), describe[i] + ": " + all.message()));
   v.stop = !stepped_out.empty();
@@ -176,7 +178,8 @@ Status BatchVerdicts::and_round(std::vector<uint64_t>* bits, std::size_t batches
                                 bool may_exchange) {
   if (Status s = control_->start_and(bits); !s.ok()) return s;
   const Clock::time_point start = Clock::now();
-  const double bound = static_cast<double>(batches + 1) * (liveness_seconds_ + kRollCallGraceSeconds);
+  const double bound =
+      static_cast<double>(batches + 1) * (liveness_seconds_ + kRollCallGraceSeconds);
   Clock::time_point next_look = start + kLook;
   Backoff backoff(std::chrono::microseconds(200));
   while (true) {
@@ -195,15 +198,15 @@ Status BatchVerdicts::and_round(std::vector<uint64_t>* bits, std::size_t batches
     } else if (liveness_seconds_ > 0 && waited > bound) {
       // The roll call that absent() may hold sends messages: the background thread's.
       const std::vector<int> gone = may_exchange ? control_->absent() : control_->missing();
-      why = "ranks " + ranks_string(gone) + " did not come within " +
-            seconds(bound) + " s ((batches + 1) x (CHORUS_LIVENESS_SECONDS + 5 s))";
+      why = "ranks " + ranks_string(gone) + " did not come within " + seconds(bound) +
+            " s ((batches + 1) x (CHORUS_LIVENESS_SECONDS + 5 s))";
     } else {
       continue;
     }
-    return Status(StatusCode::kAborted, "rank " + std::to_string(control_->rank()) + " (" +
-                                            label_ +
+    return Status(StatusCode::kAborted, "rank " + std::to_string(control_->rank()) + " (" + label_ +
                                             "): stopped waiting for the verdict on a round's "
-                                            "batches: " + why);
+                                            "batches: " +
+                                            why);
   }
 }
 

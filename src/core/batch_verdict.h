@@ -35,9 +35,9 @@ namespace chorus {
 
 /// One member's failure of one batch, as gathered at rank 0.
 struct BatchFailure {
-  uint32_t batch = 0;  ///< index in the round's batches
-  int rank = 0;        ///< the member's rank in the set
-  Status status;       ///< its failure
+  uint32_t batch = 0;        ///< index in the round's batches
+  int rank = 0;              ///< the member's rank in the set
+  Status status;             ///< its failure
   bool out_of_step = false;  ///< its collective calls did not all complete
 };
 

@@ -111,8 +111,9 @@ Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& res
     const Job& front = members.front();
     described[i] = describe_batch(*front.response, members.size());
     if (!stop.ok()) continue;
-    const Finish& later = finishers_.emplace_back(
-        [this, i](Entry& e, const Status& st) { pending_.push_back({&e, st, i}); });
+    const Finish& later = finishers_.emplace_back([this, i](Entry& e, const Status& st) {
+      pending_.push_back({&e, st, i});
+    });
     batch_local_ = Status();
     Status s;
     if (front.response->device.kind == Device::Kind::kCUDA) {
@@ -120,9 +121,9 @@ Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& res
       // together; its failure is every member's. It names the batch that asked for it: a
       // communicator that could not be made fails that collective.
       StatusOr<TensorMemory*> device = device_memory(members);
-      s = device.ok() ? run_batch(**device, members, agreed, later)
-                      : Status(device.status().code(),
-                               described[i] + ": " + device.status().message());
+      s = device.ok()
+              ? run_batch(**device, members, agreed, later)
+              : Status(device.status().code(), described[i] + ": " + device.status().message());
     } else {
       // Handles complete in response order: the device's batches before a host batch.
       s = settle_device();
@@ -154,10 +155,10 @@ Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& res
     for (const Status& m : mine) named = named || !m.ok();
     if (!named && !mine.empty()) mine.back() = settled;
   }
-  StatusOr<RoundVerdict> verdict =
-      verdicts_ ? verdicts_->agree(mine, !stop.ok(), described, may_exchange)
-                : StatusOr<RoundVerdict>(
-                      RoundVerdict{std::vector<Status>(mine.size()), !stop.ok(), stop});
+  StatusOr<RoundVerdict> verdict = verdicts_
+                                       ? verdicts_->agree(mine, !stop.ok(), described, may_exchange)
+                                       : StatusOr<RoundVerdict>(RoundVerdict{
+                                             std::vector<Status>(mine.size()), !stop.ok(), stop});
   Status end = verdict.ok() ? (verdict->stop ? verdict->stop_status : settled) : verdict.status();
   for (const Pending& p : pending_) {
     const Status& agreed_status = verdict.ok() ? verdict->batches[p.batch] : end;

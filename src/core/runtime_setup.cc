@@ -78,7 +78,8 @@ Status setup_doorbells(World& world, const RankMap& map, Doorbells* doorbells) {
 // only some ranks take (the timeline, on rank 0 or on every rank) come first, agreed with the
 // settings. Every rank's clock is measured against rank 0's first, for the timelines.
 Status Runtime::setup(const WorldFactory& make_world) {
-  StatusOr<std::unique_ptr<World>> world = make_world(WorldOptions{config_.host_algorithm, config_.liveness_seconds});
+  StatusOr<std::unique_ptr<World>> world =
+      make_world(WorldOptions{config_.host_algorithm, config_.liveness_seconds});
   if (!world.ok()) return world.status();
   world_ = std::move(world).value();
   const int rank = world_->rank();

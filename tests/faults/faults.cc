@@ -305,12 +305,12 @@ int part_fails() {
   const std::string named = "failed on rank " + std::to_string(last) +
                             ": this rank's own part of 'part.fails' failed: CHORUS_TEST_FAIL_PART";
   if (s.code() != StatusCode::kInternal || !has(s, "allreduce 'part.fails'") || !has(s, named))
-    return fail(me, "expected the verdict naming rank " + std::to_string(last) + ", got " +
-                        s.to_string());
+    return fail(
+        me, "expected the verdict naming rank " + std::to_string(last) + ", got " + s.to_string());
   const int sum = size() * (size() + 1) / 2;
   if (Status o = others.wait(60s); !o.ok() || counts[0] != sum || counts[7] != sum)
-    return fail(me, "the round's other batch should stand with " + std::to_string(sum) +
-                        ", got " + o.to_string() + " and " + std::to_string(counts[0]));
+    return fail(me, "the round's other batch should stand with " + std::to_string(sum) + ", got " +
+                        o.to_string() + " and " + std::to_string(counts[0]));
   std::vector<float> b(16, 1.0f);
   if (Status later = allreduce("after.part", ref(b), ref(b), sum_op).wait(60s);
       !later.ok() || b[0] != static_cast<float>(size()))
@@ -333,8 +333,9 @@ int call_fails_one_rank() {
   const std::string named = "failed on rank " + std::to_string(last) + ": ";
   const bool ok = s.code() == StatusCode::kInternal && has(s, "allreduce 'inject.me'") &&
                   has(s, named) && has(s, "CHORUS_TEST_FAIL_COLLECTIVE");
-  if (!ok) return fail(me, "expected the verdict naming rank " + std::to_string(last) + ", got " +
-                               s.to_string());
+  if (!ok)
+    return fail(
+        me, "expected the verdict naming rank " + std::to_string(last) + ", got " + s.to_string());
   Status later = allreduce("after.injection", ref(a), ref(a)).wait(10s);
   if (later.ok() || !has(later, "CHORUS_TEST_FAIL_COLLECTIVE"))
     return fail(me, "a later call should fail with the same reason, got " + later.to_string());

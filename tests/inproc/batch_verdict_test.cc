@@ -19,8 +19,8 @@ namespace {
 using testing::Hub;
 using testing::InMemoryTransport;
 
-const std::vector<std::string> kBatches = {"allreduce 'a'", "allreduce 'b' and 1 more fused tensors",
-                                           "broadcast 'c'"};
+const std::vector<std::string> kBatches = {
+    "allreduce 'a'", "allreduce 'b' and 1 more fused tensors", "broadcast 'c'"};
 
 BatchFailure failure(uint32_t batch, int rank, StatusCode code, std::string why,
                      bool out_of_step = false) {
@@ -45,8 +45,8 @@ TEST(ChooseFailures, AMembersOwnCauseBeforeTheBoundsAndTheLowestRankFirst) {
 }
 
 TEST(DecideVerdicts, EveryMemberReadsTheSameStatuses) {
-  const RoundVerdict v = decide_verdicts(
-      {failure(1, 2, StatusCode::kInternal, "MPI_Isend failed", true)}, kBatches);
+  const RoundVerdict v =
+      decide_verdicts({failure(1, 2, StatusCode::kInternal, "MPI_Isend failed", true)}, kBatches);
   ASSERT_EQ(v.batches.size(), 3u);
   EXPECT_TRUE(v.batches[0].ok());
   EXPECT_EQ(v.batches[1].to_string(),
@@ -74,9 +74,10 @@ TEST(VerdictWire, RoundTripsAndRefusesMalformedRecords) {
 }
 
 // `size` ranks as threads; rank r's batches fail as mine(r) says.
-std::vector<StatusOr<RoundVerdict>> agree_among(
-    int size, Hub& hub, const std::function<std::vector<Status>(int)>& mine,
-    const std::function<bool(int)>& out_of_step, bool may_exchange) {
+std::vector<StatusOr<RoundVerdict>> agree_among(int size, Hub& hub,
+                                                const std::function<std::vector<Status>(int)>& mine,
+                                                const std::function<bool(int)>& out_of_step,
+                                                bool may_exchange) {
   std::vector<StatusOr<RoundVerdict>> out(size, StatusOr<RoundVerdict>(RoundVerdict{}));
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r) {

@@ -282,7 +282,6 @@ TEST(HierarchicalHost, FlatWithReasons) {
   }
 }
 
-
 // A local or cross backend whose call fails on one rank without taking part in it, as a
 // failed MPI call or a wait past the liveness bound leaves a rank out of step with its group.
 class FailsWithoutTakingPart final : public Backend {
