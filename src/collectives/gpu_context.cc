@@ -52,7 +52,9 @@ Status GpuContext::prepare(const GpuContextSetup& setup) {
   StatusOr<std::unique_ptr<gpu::BatchedCopy>> copy = gpu::BatchedCopy::create(device_);
   if (!copy.ok()) return copy.status();
   copy_ = std::move(copy).value();
-  if (fusion_capacity_ > 0) CHORUS_CUDA_CHECK(cudaMalloc(&fusion_, fusion_capacity_));
+  // Stream-ordered, as the other buffers: the set's teardown frees it without waiting for
+  // the device.
+  if (fusion_capacity_ > 0) CHORUS_CUDA_CHECK(cudaMallocAsync(&fusion_, fusion_capacity_, stream));
   return {};
 }
 
@@ -82,8 +84,10 @@ GpuContext::~GpuContext() {
   nccl_flat_.reset();
   mpi_.reset();
   copy_.reset();
+  // On the set's stream, idle by now: cudaFree would wait for the whole device, the
+  // trainer's kernels too, holding the background thread when a set is removed.
   for (void* p : {fusion_, zeros_, staging_}) {
-    if (p) cudaFree(p);
+    if (p) cudaFreeAsync(p, stream);
   }
   if (done_) cudaEventDestroy(static_cast<cudaEvent_t>(done_));
   for (void* e : marks_) cudaEventDestroy(static_cast<cudaEvent_t>(e));

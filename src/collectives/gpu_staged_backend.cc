@@ -12,12 +12,15 @@ StagedGpuBackend::~StagedGpuBackend() {
   for (char* p : pinned_) {
     if (p) cudaFreeHost(p);
   }
+  for (char* p : retired_) cudaFreeHost(p);
 }
 
 char* StagedGpuBackend::pinned(int which, std::size_t bytes) {
   if (bytes <= pinned_bytes_[which]) return pinned_[which];
   if (bytes <= pageable_[which].size()) return pageable_[which].data();
-  if (pinned_[which]) cudaFreeHost(pinned_[which]);
+  // cudaFreeHost waits for the whole device, the trainer's kernels too: a buffer outgrown on
+  // the path is kept until the backend goes.
+  if (pinned_[which]) retired_.push_back(pinned_[which]);
   pinned_[which] = nullptr;
   pinned_bytes_[which] = 0;
   void* p = nullptr;

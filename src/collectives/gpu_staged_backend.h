@@ -60,6 +60,7 @@ class StagedGpuBackend final : public Backend {
   std::function<Status()> drain_;
   char* pinned_[2] = {nullptr, nullptr};
   std::size_t pinned_bytes_[2] = {0, 0};
+  std::vector<char*> retired_;  // outgrown pinned buffers, freed with the backend
   std::vector<char> pageable_[2];
 };
 
