@@ -342,7 +342,7 @@ else
 fi
 
 # --- 7. the defects' tests ---------------------------------------------------------------------
-wanted 7 && ctest_check 7 "GPU defect tests (gpu.defect.*)" "all pass" 150 \
+wanted 7 && ctest_check 7 "GPU defect tests (gpu.defect.*)" "all pass" 240 \
     -R '^gpu[.]defect[.]' -LE 'torch|python|multigpu'
 
 # --- 8. NCCL at n > 1 on one GPU -----------------------------------------------------------------
