@@ -160,10 +160,10 @@ struct Config {
   /// on this host kill themselves once they have received the newest commit.
   std::string test_fail_restore;
   /// CHORUS_HIERARCHICAL_ALLREDUCE: allreduces of the global set reduce inside each node,
-  /// then across nodes. Unset (or "auto"): automatic, where the layout allows it: always on
-  /// host memory, and on GPU memory when the GPU path is NCCL; 1: on wherever the layout
-  /// allows it; 0: off (use_hierarchical_host_allreduce in collectives/hierarchical_allreduce.h,
-  /// use_hierarchical_allreduce in collectives/gpu_path.h).
+  /// then across nodes. Unset (or "auto"): on host memory where the layout allows it, flat on
+  /// GPU memory; 1: on wherever the layout allows it (on NCCL, NCCL at both levels); 0: off
+  /// (use_hierarchical_host_allreduce in collectives/hierarchical_allreduce.h, gpu_hierarchy in
+  /// collectives/gpu_path.h).
   std::optional<bool> hierarchical_allreduce;
   /// CHORUS_SHARED_MEMORY: 1 (default): a set whose ranks all run on one host, and each
   /// host's ranks under the hierarchical allreduce, reduce through shared memory
