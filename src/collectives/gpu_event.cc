@@ -49,7 +49,8 @@ bool primary_context_active(int device) {
 // only where that device's primary context was active already. Making a device current
 // creates its context (CUDA 12 and later), and a thread that never chose a device reads as
 // device 0: a plain restore would put a context, hundreds of MB, on GPU 0 for every rank of
-// a node. Such a thread keeps `device` current afterwards, as PyTorch's device guards leave it.
+// a node. Such a thread keeps `device` current afterwards: a trainer thread that never chose a
+// device works on the one its tensors live on.
 class DeviceGuard {
  public:
   DeviceGuard() = default;
