@@ -181,7 +181,10 @@ Status BatchVerdicts::and_round(std::vector<uint64_t>* bits, std::size_t batches
   const double bound =
       static_cast<double>(batches + 1) * (liveness_seconds_ + kRollCallGraceSeconds);
   Clock::time_point next_look = start + kLook;
-  Backoff backoff(std::chrono::microseconds(200));
+  // Members that ran the same batches arrive within microseconds of each other: short pauses
+  // while that may still be so, then 1 ms ones for a member that is far behind.
+  Backoff backoff(std::chrono::microseconds(20), /*eager=*/true, std::chrono::microseconds(1000),
+                  std::chrono::microseconds(2000));
   while (true) {
     StatusOr<bool> done = control_->test_and();
     if (!done.ok()) return done.status();
