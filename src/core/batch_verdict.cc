@@ -1,5 +1,6 @@
 #include "core/batch_verdict.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -17,6 +18,8 @@ using Clock = std::chrono::steady_clock;
 // How long the members whose wait ran out listen for each other (collectives/mpi_wait.h):
 // a member may come to the exchange that much after its own data wait's bound.
 constexpr double kRollCallGraceSeconds = 5;
+// A verdict names at most this many members' failures of one batch, then counts the rest.
+constexpr std::size_t kNamedPerBatch = 4;
 // How often a wait for the exchange looks for members known to have exited.
 constexpr auto kLook = std::chrono::milliseconds(200);
 
@@ -39,19 +42,30 @@ bool own_cause(const BatchFailure& f) { return f.status.code() != StatusCode::kA
 }  // namespace
 
 std::vector<BatchFailure> choose_failures(const std::vector<BatchFailure>& all) {
-  std::map<uint32_t, BatchFailure> chosen;
-  std::map<uint32_t, bool> stepped_out;
+  std::map<uint32_t, std::vector<BatchFailure>> by_batch;
+  for (const BatchFailure& f : all) by_batch[f.batch].push_back(f);
+  uint32_t stop_batch = 0;
+  bool stop = false;
   for (const BatchFailure& f : all) {
-    if (f.out_of_step) stepped_out[f.batch] = true;
-    auto it = chosen.find(f.batch);
-    const bool better = it == chosen.end() || (own_cause(f) && !own_cause(it->second)) ||
-                        (own_cause(f) == own_cause(it->second) && f.rank < it->second.rank);
-    if (better) chosen[f.batch] = f;
+    if (f.out_of_step && (!stop || f.batch < stop_batch)) {
+      stop = true;
+      stop_batch = f.batch;
+    }
   }
   std::vector<BatchFailure> out;
-  for (auto& [batch, f] : chosen) {
-    f.out_of_step = !stepped_out.empty() && batch == stepped_out.begin()->first;
-    out.push_back(std::move(f));
+  for (auto& [batch, failures] : by_batch) {
+    std::stable_sort(failures.begin(), failures.end(),
+                     [](const BatchFailure& a, const BatchFailure& b) {
+                       if (own_cause(a) != own_cause(b)) return own_cause(a);
+                       return a.rank < b.rank;
+                     });
+    const std::size_t named = std::min(failures.size(), kNamedPerBatch);
+    for (std::size_t i = 0; i < named; ++i) {
+      BatchFailure f = failures[i];
+      f.out_of_step = stop && batch == stop_batch && i == 0;
+      f.left_out = i == 0 ? static_cast<int>(failures.size() - named) : 0;
+      out.push_back(std::move(f));
+    }
   }
   return out;
 }
@@ -60,14 +74,30 @@ RoundVerdict decide_verdicts(const std::vector<BatchFailure>& chosen,
                              const std::vector<std::string>& describe) {
   RoundVerdict v;
   v.batches.resize(describe.size());
+  std::vector<std::string> text(describe.size());
+  std::vector<int> left_out(describe.size(), 0);
+  std::vector<bool> stops(describe.size(), false);
   for (const BatchFailure& f : chosen) {
     if (f.batch >= describe.size()) continue;
-    Status& d = v.batches[f.batch];
-    d = Status(f.status.code(), describe[f.batch] + ": failed on rank " + std::to_string(f.rank) +
-                                    ": " + f.status.message());
-    if (f.out_of_step) {
+    std::string& t = text[f.batch];
+    if (t.empty()) {
+      v.batches[f.batch] = Status(f.status.code(), "");
+      t = describe[f.batch] + ": failed on rank ";
+    } else {
+      t += "; on rank ";
+    }
+    t += std::to_string(f.rank) + ": " + f.status.message();
+    left_out[f.batch] += f.left_out;
+    stops[f.batch] = stops[f.batch] || f.out_of_step;
+  }
+  for (std::size_t i = 0; i < describe.size(); ++i) {
+    if (text[i].empty()) continue;
+    if (left_out[i] > 0)
+      text[i] += "; and on " + std::to_string(left_out[i]) + " more ranks (their logs say why)";
+    v.batches[i] = Status(v.batches[i].code(), text[i]);
+    if (stops[i] && !v.stop) {
       v.stop = true;
-      v.stop_status = d;
+      v.stop_status = v.batches[i];
     }
   }
   return v;
@@ -79,7 +109,7 @@ std::string encode_failures(const std::vector<BatchFailure>& failures) {
     const std::string& m = f.status.message();
     out += std::to_string(f.batch) + ' ' + std::to_string(f.rank) + ' ' +
            std::to_string(static_cast<int>(f.status.code())) + ' ' + (f.out_of_step ? '1' : '0') +
-           ' ' + std::to_string(m.size()) + '\n' + m;
+           ' ' + std::to_string(f.left_out) + ' ' + std::to_string(m.size()) + '\n' + m;
   }
   return out;
 }
@@ -90,12 +120,12 @@ StatusOr<std::vector<BatchFailure>> decode_failures(const std::string& bytes) {
   while (at < bytes.size()) {
     const std::size_t eol = bytes.find('\n', at);
     unsigned long long batch = 0, length = 0;
-    int rank = 0, code = 0, step = 0, used = 0;
+    int rank = 0, code = 0, step = 0, left_out = 0, used = 0;
     if (eol == std::string::npos ||
-        std::sscanf(bytes.c_str() + at, "%llu %d %d %d %llu%n", &batch, &rank, &code, &step,
-                    &length, &used) != 5 ||
-        at + static_cast<std::size_t>(used) != eol || length > bytes.size() - eol - 1 ||
-        code <= 0 || code >= kNumStatusCodes) {
+        std::sscanf(bytes.c_str() + at, "%llu %d %d %d %d %llu%n", &batch, &rank, &code, &step,
+                    &left_out, &length, &used) != 6 ||
+        left_out < 0 || at + static_cast<std::size_t>(used) != eol ||
+        length > bytes.size() - eol - 1 || code <= 0 || code >= kNumStatusCodes) {
       return Status(StatusCode::kDataLoss,
                     "a batch verdict's record at byte " + std::to_string(at) + " is malformed");
     }
@@ -103,6 +133,7 @@ StatusOr<std::vector<BatchFailure>> decode_failures(const std::string& bytes) {
     f.batch = static_cast<uint32_t>(batch);
     f.rank = rank;
     f.out_of_step = step == 1;
+    f.left_out = left_out;
     f.status = Status(static_cast<StatusCode>(code), bytes.substr(eol + 1, length));
     out.push_back(std::move(f));
     at = eol + 1 + length;

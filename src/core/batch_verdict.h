@@ -13,9 +13,10 @@
 //     exchanged. This is the whole cost of a healthy round: one small round on the set's
 //     control transport (the host's board on one host, a few messages across hosts).
 //  2. Otherwise the failing members' records (batch, code, message, whether the member is
-//     out of step) are gathered at the set's rank 0, which decides each failed batch's
-//     verdict (decide_verdicts) and broadcasts them: every member fails that batch with the
-//     same Status, naming the rank and its cause; batches no member failed stand.
+//     out of step) are gathered at the set's rank 0, which chooses what each failed batch's
+//     verdict names (choose_failures) and broadcasts it: every member fails that batch with
+//     the same Status, naming the ranks and their causes (decide_verdicts); batches no member
+//     failed stand.
 //     Where the caller may not exchange messages (a trainer thread running the round
 //     without MPI, core/cycle.h), every batch of the round fails with a verdict naming the
 //     failing members, each of which logs its own cause.
@@ -39,6 +40,7 @@ struct BatchFailure {
   int rank = 0;              ///< the member's rank in the set
   Status status;             ///< its failure
   bool out_of_step = false;  ///< its collective calls did not all complete
+  int left_out = 0;          ///< in a chosen failure: the members' failures of the batch not named
 };
 
 /// What every member does with a round: each batch's Status (OK where it stands), and
@@ -49,15 +51,17 @@ struct RoundVerdict {
   Status stop_status;
 };
 
-/// Rank 0's choice, pure: of every member's failures, one per failed batch: the lowest rank's
-/// among those whose cause is their own (any failure but the liveness bound's ABORTED), else
-/// the lowest rank's. The chosen failure of the first batch that some member is out of step
-/// at is marked out_of_step, and no other: the set stops with it.
+/// Rank 0's choice, pure: of every member's failures of each failed batch, up to four, in
+/// this order: those whose cause is their own (any failure but ABORTED, which is what a
+/// member that gave up waiting for others says), then by rank; the first carries how many
+/// were left out. The first failure of the first batch that some member is out of step at is
+/// marked out_of_step, and no other: the set stops with it.
 std::vector<BatchFailure> choose_failures(const std::vector<BatchFailure>& all);
 
-/// Every member's reading of the chosen failures, pure: batch i fails with its chosen
-/// failure's code, `describe[i]` (which names the batch: "allreduce 'w' and 3 more fused
-/// tensors"), the rank and the failure's message; the set stops with the marked one's.
+/// Every member's reading of the chosen failures, pure: batch i fails with its first chosen
+/// failure's code and one message: `describe[i]` (which names the batch: "allreduce 'w' and
+/// 3 more fused tensors"), then each chosen rank and its message ("failed on rank 2: ...;
+/// on rank 0: ..."), then the count left out; the set stops with the marked batch's.
 RoundVerdict decide_verdicts(const std::vector<BatchFailure>& chosen,
                              const std::vector<std::string>& describe);
 

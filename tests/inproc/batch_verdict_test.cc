@@ -9,6 +9,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "in_memory_transport.h"
@@ -27,31 +28,49 @@ BatchFailure failure(uint32_t batch, int rank, StatusCode code, std::string why,
   return {batch, rank, Status(code, std::move(why)), out_of_step};
 }
 
-TEST(ChooseFailures, AMembersOwnCauseBeforeTheBoundsAndTheLowestRankFirst) {
-  // Batch 1: rank 0 ran out of the liveness bound waiting for rank 2, whose call failed.
-  const std::vector<BatchFailure> chosen = choose_failures({
+TEST(ChooseFailures, OwnCausesFirstThenByRankAndAtMostFourABatch) {
+  // Batch 1: ranks 0 and 3 gave up waiting for rank 2, whose call failed.
+  std::vector<BatchFailure> all = {
+      failure(1, 3, StatusCode::kAborted, "stopped waiting"),
       failure(1, 0, StatusCode::kAborted, "stopped waiting"),
       failure(1, 2, StatusCode::kInternal, "MPI_Isend failed", true),
       failure(0, 3, StatusCode::kInvalidArgument, "bad output"),
       failure(0, 1, StatusCode::kInvalidArgument, "bad output too"),
-  });
-  ASSERT_EQ(chosen.size(), 2u);
-  EXPECT_EQ(chosen[0].batch, 0u);
-  EXPECT_EQ(chosen[0].rank, 1);
-  EXPECT_FALSE(chosen[0].out_of_step);
-  EXPECT_EQ(chosen[1].batch, 1u);
-  EXPECT_EQ(chosen[1].rank, 2);
-  EXPECT_TRUE(chosen[1].out_of_step) << "the set stops with the first batch a member left";
+  };
+  std::vector<BatchFailure> chosen = choose_failures(all);
+  std::vector<std::pair<uint32_t, int>> order;
+  for (const BatchFailure& f : chosen) order.push_back({f.batch, f.rank});
+  EXPECT_EQ(order, (std::vector<std::pair<uint32_t, int>>{{0, 1}, {0, 3}, {1, 2}, {1, 0}, {1, 3}}));
+  for (const BatchFailure& f : chosen) {
+    EXPECT_EQ(f.out_of_step, f.batch == 1 && f.rank == 2) << "the set stops with batch 1's first";
+    EXPECT_EQ(f.left_out, 0);
+  }
+  // Six members fail one batch: four are named, the first counts the other two.
+  all.clear();
+  for (int r = 5; r >= 0; --r) all.push_back(failure(0, r, StatusCode::kAborted, "gave up"));
+  chosen = choose_failures(all);
+  ASSERT_EQ(chosen.size(), 4u);
+  EXPECT_EQ(chosen[0].rank, 0);
+  EXPECT_EQ(chosen[3].rank, 3);
+  EXPECT_EQ(chosen[0].left_out, 2);
+  const RoundVerdict v = decide_verdicts(chosen, kBatches);
+  EXPECT_NE(v.batches[0].message().find("on rank 3: gave up; and on 2 more ranks"),
+            std::string::npos)
+      << v.batches[0].to_string();
+  EXPECT_FALSE(v.stop);
 }
 
 TEST(DecideVerdicts, EveryMemberReadsTheSameStatuses) {
   const RoundVerdict v =
-      decide_verdicts({failure(1, 2, StatusCode::kInternal, "MPI_Isend failed", true)}, kBatches);
+      decide_verdicts({failure(1, 2, StatusCode::kInternal, "MPI_Isend failed", true),
+                       failure(1, 0, StatusCode::kAborted, "stopped waiting for rank 2")},
+                      kBatches);
   ASSERT_EQ(v.batches.size(), 3u);
   EXPECT_TRUE(v.batches[0].ok());
   EXPECT_EQ(v.batches[1].to_string(),
             Status(StatusCode::kInternal,
-                   "allreduce 'b' and 1 more fused tensors: failed on rank 2: MPI_Isend failed")
+                   "allreduce 'b' and 1 more fused tensors: failed on rank 2: MPI_Isend failed; "
+                   "on rank 0: stopped waiting for rank 2")
                 .to_string());
   EXPECT_TRUE(v.batches[2].ok());
   EXPECT_TRUE(v.stop);
@@ -59,8 +78,9 @@ TEST(DecideVerdicts, EveryMemberReadsTheSameStatuses) {
 }
 
 TEST(VerdictWire, RoundTripsAndRefusesMalformedRecords) {
-  const std::vector<BatchFailure> in = {failure(0, 1, StatusCode::kInternal, "two\nlines", true),
-                                        failure(7, 0, StatusCode::kAborted, "")};
+  std::vector<BatchFailure> in = {failure(0, 1, StatusCode::kInternal, "two\nlines", true),
+                                  failure(7, 0, StatusCode::kAborted, "")};
+  in[1].left_out = 3;
   StatusOr<std::vector<BatchFailure>> out = decode_failures(encode_failures(in));
   ASSERT_TRUE(out.ok()) << out.status().to_string();
   ASSERT_EQ(out->size(), 2u);
@@ -68,7 +88,9 @@ TEST(VerdictWire, RoundTripsAndRefusesMalformedRecords) {
   EXPECT_TRUE((*out)[0].out_of_step);
   EXPECT_EQ((*out)[1].batch, 7u);
   EXPECT_EQ((*out)[1].status.code(), StatusCode::kAborted);
-  for (const std::string bad : {"0 1 7 0 99\nshort", "0 1 42 0 0\n", "x\n", "0 1 7 0 3"}) {
+  EXPECT_EQ((*out)[1].left_out, 3);
+  for (const std::string bad :
+       {"0 1 7 0 0 99\nshort", "0 1 42 0 0 0\n", "x\n", "0 1 7 0 0 3", "0 1 7 0 -1 0\n"}) {
     EXPECT_EQ(decode_failures(bad).status().code(), StatusCode::kDataLoss) << bad;
   }
 }
