@@ -8,10 +8,11 @@
 // a member whose call itself failed (or ran out of the liveness bound) is out of step with
 // the others. Either way no member's handle may complete OK. So after a round's batches ran,
 // the set agrees on the outcome of each (Executor::execute):
-//  1. an AND across the set of one bit per member (ceil(P/64) words): cleared by a member
-//     one of whose batches failed on its side. All set: every batch stands, nothing more is
-//     exchanged. This is the whole cost of a healthy round: one small round on the set's
-//     control transport (the host's board on one host, a few messages across hosts).
+//  1. an AND across the set of two bits per member (ceil(2P/64) words): one cleared by a
+//     member one of whose batches failed on its side, one by a member out of step. All set:
+//     every batch stands, nothing more is exchanged. This is the whole cost of a healthy
+//     round: one small round on the set's control transport (the host's board on one host,
+//     a few messages across hosts). A round with no batch agrees on nothing.
 //  2. Otherwise the failing members' records (batch, code, message, whether the member is
 //     out of step) are gathered at the set's rank 0, which chooses what each failed batch's
 //     verdict names (choose_failures) and broadcasts it: every member fails that batch with
