@@ -159,9 +159,25 @@ Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& res
                                        ? verdicts_->agree(mine, !stop.ok(), described, may_exchange)
                                        : StatusOr<RoundVerdict>(RoundVerdict{
                                              std::vector<Status>(mine.size()), !stop.ok(), stop});
-  Status end = verdict.ok() ? (verdict->stop ? verdict->stop_status : settled) : verdict.status();
+  if (!verdict.ok()) {
+    // No verdict: a member never came (it exited, or is stuck). What this rank saw of each
+    // batch goes with the reason, and the runtime stops.
+    const Status& why = verdict.status();
+    auto unagreed = [&](std::size_t i) {
+      return Status(why.code(), described[i] + ": " +
+                                    (mine[i].ok() ? "" : mine[i].message() + "; then ") +
+                                    why.message());
+    };
+    std::size_t first = 0;
+    while (first + 1 < mine.size() && mine[first].ok()) ++first;
+    for (const Pending& p : pending_) finish(*p.entry, unagreed(p.batch));
+    pending_.clear();
+    finishers_.clear();
+    return unagreed(first);
+  }
+  const Status end = verdict->stop ? verdict->stop_status : settled;
   for (const Pending& p : pending_) {
-    const Status& agreed_status = verdict.ok() ? verdict->batches[p.batch] : end;
+    const Status& agreed_status = verdict->batches[p.batch];
     finish(*p.entry, !end.ok() ? end : !agreed_status.ok() ? agreed_status : p.status);
   }
   pending_.clear();
