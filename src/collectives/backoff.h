@@ -56,6 +56,11 @@ class Backoff {
   micros slept_{0};
 };
 
+/// How long the members whose wait for a peer ran out listen for each other before they name
+/// the ones not heard from (the roll call, collectives/mpi_wait.h). A member whose own wait
+/// ran out comes to the next agreement that much after its bound.
+inline constexpr auto kRollCallGrace = std::chrono::seconds(5);
+
 /// Until when a wait for a peer that moves `bytes` into or out of this rank polls without
 /// pause: as long as the bytes take to cross at a rate well below memory speed, plus a
 /// margin for a peer about to arrive. A wait that outlasts it is for a peer still busy

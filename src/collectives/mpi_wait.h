@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "chorus/status.h"
+#include "collectives/backoff.h"
 
 namespace chorus {
 
@@ -26,9 +27,6 @@ struct WaitBound {
   MPI_Comm comm = MPI_COMM_NULL;  ///< the communicator the requests are on
   double seconds = 0;             ///< CHORUS_LIVENESS_SECONDS; 0: for ever
 };
-
-/// How long the members whose wait ran out listen for each other.
-inline constexpr auto kRollCallGrace = std::chrono::seconds(5);
 
 /// Waits for `n` requests that move about `bytes` into and out of this rank, testing them
 /// (which drives MPI's progress). Between peers that are both here a transfer moves only
@@ -44,7 +42,7 @@ Status wait_all(int n, MPI_Request* requests, int64_t bytes, const WaitBound& bo
 void announce_here(MPI_Comm comm, int tag);
 
 /// The members of `comm` that are not in `heard` and do not announce themselves on `tag`
-/// within kRollCallGrace, in the ranks of `comm`.
+/// within kRollCallGrace (collectives/backoff.h), in the ranks of `comm`.
 std::vector<int> listen_for(MPI_Comm comm, int tag, std::vector<bool> heard);
 
 }  // namespace chorus

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <map>
 #include <utility>
 
@@ -15,9 +16,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// How long the members whose wait ran out listen for each other (collectives/mpi_wait.h):
-// a member may come to the exchange that much after its own data wait's bound.
-constexpr double kRollCallGraceSeconds = 5;
 // A verdict names at most this many members' failures of one batch, then counts the rest.
 constexpr std::size_t kNamedPerBatch = 4;
 // How often a wait for the exchange looks for members known to have exited.
@@ -141,83 +139,124 @@ StatusOr<std::vector<BatchFailure>> decode_failures(const std::string& bytes) {
   return out;
 }
 
-StatusOr<RoundVerdict> BatchVerdicts::agree(const std::vector<Status>& mine, bool out_of_step,
-                                            const std::vector<std::string>& describe,
-                                            bool may_exchange) {
+StatusOr<RoundVerdict> BatchVerdicts::agree(const std::vector<Status>& mine, int stop_batch,
+                                            const std::vector<std::string>& describe, bool device) {
   const int size = control_->size();
   const int me = control_->rank();
   bool failed = false;
   for (const Status& s : mine) failed = failed || !s.ok();
   bits_.assign((2 * static_cast<std::size_t>(size) + 63) / 64, ~uint64_t{0});
   set_bit(&bits_, me, !failed);
-  set_bit(&bits_, size + me, !out_of_step);
-  if (Status s = and_round(&bits_, mine.size(), may_exchange); !s.ok()) return s;
-  std::vector<int> failing, stepped_out;
-  for (int r = 0; r < size; ++r) {
-    if (!bit(bits_, r)) failing.push_back(r);
-    if (!bit(bits_, size + r)) stepped_out.push_back(r);
+  set_bit(&bits_, size + me, stop_batch < 0);
+  double late = liveness_seconds_ + std::chrono::duration<double>(kRollCallGrace).count();
+  if (device) late = std::max(late, 2 * gpu_timeout_seconds_);
+  const double bound = liveness_seconds_ > 0 ? late + liveness_seconds_ : 0;
+  if (Status s = control_->start_and(&bits_); !s.ok()) return s;
+  if (Status s = wait_round([this] { return control_->test_and(); }, bound, "verdict"); !s.ok()) {
+    return s;
   }
-  if (failing.empty() && stepped_out.empty()) {
+  bool all_stand = true;
+  for (int r = 0; r < size; ++r) all_stand = all_stand && bit(bits_, r) && bit(bits_, size + r);
+  if (all_stand) {
     RoundVerdict stands;
     stands.batches.resize(mine.size());
     return stands;
   }
-  for (std::size_t i = 0; i < mine.size(); ++i) {
-    if (!mine[i].ok())
-      log().error("{}: {}: failed on this rank: {}", label_, describe[i], mine[i].to_string());
-  }
-  if (may_exchange) return exchange(mine, out_of_step, describe);
-  // No messages on this thread: the bits say who, each failing member's log says why.
-  RoundVerdict v;
-  const Status all(StatusCode::kAborted, "a batch of this round failed on ranks " +
-                                             ranks_string(failing) + " of " + label_ +
-                                             " (each failing rank's log says why)");
-  for (std::size_t i = 0; i < mine.size(); ++i)
-    v.batches.push_back(Status(all.code(), describe[i] + ": " + all.message()));
-  v.stop = !stepped_out.empty();
-  if (v.stop && !v.batches.empty()) v.stop_status = v.batches.front();
-  return v;
-}
-
-StatusOr<RoundVerdict> BatchVerdicts::exchange(const std::vector<Status>& mine, bool out_of_step,
-                                               const std::vector<std::string>& describe) {
   std::vector<BatchFailure> own;
   for (std::size_t i = 0; i < mine.size(); ++i) {
     if (mine[i].ok()) continue;
-    own.push_back({static_cast<uint32_t>(i), control_->rank(), mine[i], out_of_step});
+    log().error("{}: {}: failed on this rank: {}", label_, describe[i], mine[i].to_string());
+    own.push_back({static_cast<uint32_t>(i), me, mine[i], static_cast<int>(i) == stop_batch});
   }
+  StatusOr<std::vector<BatchFailure>> chosen = board_ ? share(own, bound) : exchange(own, bound);
+  if (!chosen.ok()) return chosen.status();
+  for (const BatchFailure& f : *chosen) {
+    if (f.batch >= describe.size() || f.rank < 0 || f.rank >= size) {
+      return Status(StatusCode::kDataLoss, "a batch verdict names batch " +
+                                               std::to_string(f.batch) + " of rank " +
+                                               std::to_string(f.rank) + ", outside the round");
+    }
+  }
+  return decide_verdicts(*chosen, describe);
+}
+
+StatusOr<std::vector<BatchFailure>> BatchVerdicts::exchange(const std::vector<BatchFailure>& own,
+                                                            double bound) {
+  (void)bound;  // gather and broadcast wait at most the liveness bound themselves
   // Every member is known to be here (the AND completed), as gather() requires.
   StatusOr<std::vector<std::string>> gathered = control_->gather(encode_failures(own));
   if (!gathered.ok()) return gathered.status();
   std::string decided;
   if (control_->rank() == 0) {
     std::vector<BatchFailure> all;
-    for (const std::string& part : *gathered) {
-      StatusOr<std::vector<BatchFailure>> got = decode_failures(part);
-      if (!got.ok()) return got.status();
-      all.insert(all.end(), got->begin(), got->end());
+    Status bad;
+    for (std::size_t r = 0; r < gathered->size() && bad.ok(); ++r) {
+      StatusOr<std::vector<BatchFailure>> got = decode_failures((*gathered)[r]);
+      if (got.ok()) {
+        all.insert(all.end(), got->begin(), got->end());
+      } else {
+        bad = Status(got.status().code(),
+                     "rank " + std::to_string(r) + "'s verdict record: " + got.status().message());
+      }
     }
+    // A record rank 0 cannot read stops every member with that reason, as one verdict.
+    if (!bad.ok()) all = {{0, 0, bad, /*out_of_step=*/true}};
     decided = encode_failures(choose_failures(all));
   }
   if (Status s = control_->broadcast(&decided); !s.ok()) return s;
-  StatusOr<std::vector<BatchFailure>> verdicts = decode_failures(decided);
-  if (!verdicts.ok()) return verdicts.status();
-  return decide_verdicts(*verdicts, describe);
+  return decode_failures(decided);
 }
 
-Status BatchVerdicts::and_round(std::vector<uint64_t>* bits, std::size_t batches,
-                                bool may_exchange) {
-  if (Status s = control_->start_and(bits); !s.ok()) return s;
+StatusOr<std::vector<BatchFailure>> BatchVerdicts::share(const std::vector<BatchFailure>& own,
+                                                         double bound) {
+  // Word 0: the record's length in bytes; the rest: its bytes, a chunk per round.
+  constexpr std::size_t kChunk = (Doorbells::kRoundWords - 1) * sizeof(uint64_t);
+  const std::string mine = encode_failures(own);
+  std::vector<std::string> records(static_cast<std::size_t>(control_->size()));
+  std::vector<std::vector<uint64_t>> all;
+  std::size_t rounds = 1;
+  for (std::size_t k = 0; k < rounds; ++k) {
+    std::vector<uint64_t> words(Doorbells::kRoundWords, 0);
+    words[0] = mine.size();
+    if (k * kChunk < mine.size()) {
+      std::memcpy(&words[1], mine.data() + k * kChunk, std::min(kChunk, mine.size() - k * kChunk));
+    }
+    if (Status s = board_->start_share(words); !s.ok()) return s;
+    if (Status s = wait_round([&] { return board_->test_share(&all); }, bound, "verdict");
+        !s.ok()) {
+      return s;
+    }
+    for (std::size_t r = 0; r < all.size(); ++r) {
+      const std::size_t length = all[r][0];
+      if (k == 0) rounds = std::max(rounds, (length + kChunk - 1) / kChunk);
+      if (k * kChunk >= length) continue;
+      const std::size_t piece = std::min(kChunk, length - k * kChunk);
+      records[r].append(reinterpret_cast<const char*>(&all[r][1]), piece);
+    }
+  }
+  std::vector<BatchFailure> failures;
+  for (std::size_t r = 0; r < records.size(); ++r) {
+    StatusOr<std::vector<BatchFailure>> got = decode_failures(records[r]);
+    // Every member read the same bytes, so every member fails alike here.
+    if (!got.ok()) {
+      return Status(got.status().code(),
+                    "rank " + std::to_string(r) + "'s verdict record: " + got.status().message());
+    }
+    failures.insert(failures.end(), got->begin(), got->end());
+  }
+  return choose_failures(failures);
+}
+
+Status BatchVerdicts::wait_round(const std::function<StatusOr<bool>()>& test, double bound,
+                                 const char* what) {
   const Clock::time_point start = Clock::now();
-  const double bound =
-      static_cast<double>(batches + 1) * (liveness_seconds_ + kRollCallGraceSeconds);
   Clock::time_point next_look = start + kLook;
   // Members that ran the same batches arrive within microseconds of each other: short pauses
   // while that may still be so, then 1 ms ones for a member that is far behind.
   Backoff backoff(std::chrono::microseconds(20), /*eager=*/true, std::chrono::microseconds(1000),
                   std::chrono::microseconds(2000));
   while (true) {
-    StatusOr<bool> done = control_->test_and();
+    StatusOr<bool> done = test();
     if (!done.ok()) return done.status();
     if (*done) return {};
     backoff.pause();
@@ -229,18 +268,17 @@ Status BatchVerdicts::and_round(std::vector<uint64_t>* bits, std::size_t batches
     std::string why;
     if (!exited.empty()) {
       why = exited + " exited";
-    } else if (liveness_seconds_ > 0 && waited > bound) {
-      // The roll call that absent() may hold sends messages: the background thread's.
-      const std::vector<int> gone = may_exchange ? control_->absent() : control_->missing();
-      why = "ranks " + ranks_string(gone) + " did not come within " + seconds(bound) +
-            " s ((batches + 1) x (CHORUS_LIVENESS_SECONDS + 5 s))";
+    } else if (bound > 0 && waited > bound) {
+      // On the board the members not there are known exactly; over MPI a roll call asks.
+      const std::vector<int> gone = board_ ? control_->missing() : control_->absent();
+      why = "ranks " + ranks_string(gone) + " of the set did not come within " + seconds(bound) +
+            " s (a member's own waits' bound, then CHORUS_LIVENESS_SECONDS)";
     } else {
       continue;
     }
     return Status(StatusCode::kAborted, "rank " + std::to_string(control_->rank()) + " (" + label_ +
-                                            "): stopped waiting for the verdict on a round's "
-                                            "batches: " +
-                                            why);
+                                            "): stopped waiting for the " + what +
+                                            " on a round's batches: " + why);
   }
 }
 

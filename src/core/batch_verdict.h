@@ -11,26 +11,30 @@
 //  1. an AND across the set of two bits per member (ceil(2P/64) words): one cleared by a
 //     member one of whose batches failed on its side, one by a member out of step. All set:
 //     every batch stands, nothing more is exchanged. This is the whole cost of a healthy
-//     round: one small round on the set's control transport (the host's board on one host,
-//     a few messages across hosts). A round with no batch agrees on nothing.
+//     round: one small round on the set's control transport (the host's board for the global
+//     set of a job on one host, a few messages otherwise). A round with no batch agrees on
+//     nothing.
 //  2. Otherwise the failing members' records (batch, code, message, whether the member is
 //     out of step) are gathered at the set's rank 0, which chooses what each failed batch's
 //     verdict names (choose_failures) and broadcasts it: every member fails that batch with
 //     the same Status, naming the ranks and their causes (decide_verdicts); batches no member
 //     failed stand.
-//     Where the caller may not exchange messages (a trainer thread running the round
-//     without MPI, core/cycle.h), every batch of the round fails with a verdict naming the
-//     failing members, each of which logs its own cause.
+//     Where the set's rounds go through the host's board, the records go there too, in rounds
+//     that share instead of ANDing, and every member chooses from all of them alike: no
+//     message is sent, so a trainer thread that runs the round may agree on it as well.
 //  3. If any member is out of step, every member stops its runtime with the verdict.
 // A member that never comes (stopped, stuck) fails the exchange after the bound, naming it.
-// The bound is (batches + 1) * (liveness + roll call grace): a member whose data wait ran out
-// comes to the exchange one bound late, at most once per batch of the round.
+// A member whose wait for a peer ran out makes no more calls in that round and comes at once,
+// so it is late by at most its own wait's bound (and the roll call after it).
 
 #include <cstdint>
+#include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "chorus/status.h"
+#include "core/host_rounds.h"
 #include "transport/control_transport.h"
 
 namespace chorus {
@@ -72,26 +76,42 @@ StatusOr<std::vector<BatchFailure>> decode_failures(const std::string& bytes);
 
 class BatchVerdicts {
  public:
-  /// Over the set's control transport (which outlives this), used between the negotiation's
-  /// rounds; `liveness_seconds`: CHORUS_LIVENESS_SECONDS (0: wait for ever).
-  BatchVerdicts(ControlTransport* control, double liveness_seconds, std::string label)
-      : control_(control), liveness_seconds_(liveness_seconds), label_(std::move(label)) {}
+  /// Over the set's control transport (which outlives this). `board`: the same transport
+  /// where the set's rounds go through the host's board (core/host_rounds.h), else null.
+  /// `liveness_seconds`: CHORUS_LIVENESS_SECONDS (0: wait for ever); `gpu_timeout_seconds`:
+  /// CHORUS_GPU_TIMEOUT_SECONDS, which bounds a member's device waits.
+  BatchVerdicts(ControlTransport* control, HostRounds* board, double liveness_seconds,
+                double gpu_timeout_seconds, std::string label)
+      : control_(control),
+        board_(board),
+        liveness_seconds_(liveness_seconds),
+        gpu_timeout_seconds_(gpu_timeout_seconds),
+        label_(std::move(label)) {}
 
   /// Agrees on a round of `mine.size()` batches (the same count on every member): `mine[i]`
-  /// is this member's failure of batch i (OK if none), `out_of_step` whether its calls did
-  /// not all complete (it stopped at a failed call). `may_exchange`: the caller may use the
-  /// transport's gather and broadcast (the background thread). Fails (ABORTED) when a member
-  /// does not take part within the bound.
-  StatusOr<RoundVerdict> agree(const std::vector<Status>& mine, bool out_of_step,
-                               const std::vector<std::string>& describe, bool may_exchange);
+  /// is this member's failure of batch i (OK if none); `stop_batch` the batch whose call
+  /// failed here, after which this member made no more calls (-1: none); `device`: the round
+  /// ran device batches, whose waits the GPU timeout bounds. Fails (ABORTED) when a member
+  /// does not come within the bound: as late as its own waits allow (the liveness bound and
+  /// the roll call, or twice the GPU timeout), and the liveness bound again.
+  StatusOr<RoundVerdict> agree(const std::vector<Status>& mine, int stop_batch,
+                               const std::vector<std::string>& describe, bool device);
 
  private:
-  Status and_round(std::vector<uint64_t>* bits, std::size_t batches, bool may_exchange);
-  StatusOr<RoundVerdict> exchange(const std::vector<Status>& mine, bool out_of_step,
-                                  const std::vector<std::string>& describe);
+  // Waits until `test` is done, for at most `bound` seconds (0: for ever), looking for
+  // members known to have exited; names the ones missing when it gives up.
+  Status wait_round(const std::function<StatusOr<bool>()>& test, double bound, const char* what);
+  // The failures of every member, exchanged by messages: gathered at rank 0, chosen there,
+  // and the choice broadcast (the background thread's, which makes every MPI call).
+  StatusOr<std::vector<BatchFailure>> exchange(const std::vector<BatchFailure>& own, double bound);
+  // The same over the host's board, without a message: every member reads every member's,
+  // in as many rounds as the longest needs, and all choose alike.
+  StatusOr<std::vector<BatchFailure>> share(const std::vector<BatchFailure>& own, double bound);
 
   ControlTransport* control_;
+  HostRounds* board_;
   double liveness_seconds_;
+  double gpu_timeout_seconds_;
   std::string label_;
   std::vector<uint64_t> bits_;  // reused from round to round
 };

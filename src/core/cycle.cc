@@ -64,12 +64,13 @@ Status Cycle::complete() {
   return {};
 }
 
-Status Cycle::execute(bool* shutdown, bool* productive, bool background) {
+Status Cycle::execute(bool* shutdown, bool* productive) {
   phase_ = Phase::kBegin;
   const Clock::time_point agreed = Clock::now();
   *productive = false;
   std::vector<Response> changes;
   Status failed;
+  bool world_in_step = true;
   for (auto& [id, set] : *sets_) {
     const Negotiator::Round& round = set->negotiator->round();
     if (id == 0) *shutdown = round.shutdown;
@@ -89,22 +90,28 @@ Status Cycle::execute(bool* shutdown, bool* productive, bool background) {
     SetState* state = set.get();
     Status s = set->executor->execute(
         round.responses, set->entries, agreed,
-        [&](Entry& e, const Status& st) { sets_->finish(*state, e, st, agreed); }, background);
-    // A set that stops (every member agreed) does not keep this rank from the later sets'
-    // batches, whose members wait for it there: the runtime stops once all have run.
+        [&](Entry& e, const Status& st) { sets_->finish(*state, e, st, agreed); });
+    // A set that stops does not keep this rank from the later sets' batches, whose members
+    // wait for it there: the runtime stops once all have run.
     if (!s.ok()) {
       if (failed.ok()) failed = s;
+      world_in_step = world_in_step && set->executor->verdict_reached();
       continue;
     }
     if (round.stall_exit_status != 0)
       Observability::end_for_stall(round.stall_exit_status, set->negotiator->label());
   }
-  if (!failed.ok()) return failed;
-  if (*productive) observability_->cycle_ran(start_);
-  if (changes.empty()) return {};
-  Status s = sets_->apply_changes(changes);
-  update_drivable();
-  return s;
+  if (*productive && failed.ok()) observability_->cycle_ran(start_);
+  // The process-set changes are collective over the whole job, whose other ranks make them
+  // whatever became of this rank's sets: made whenever each failed set agreed on its verdict
+  // (only that set's own communicator is out of step). Without a verdict a member is lost,
+  // and the job's calls would wait for it.
+  if (!changes.empty() && world_in_step) {
+    Status s = sets_->apply_changes(changes);
+    update_drivable();
+    if (failed.ok()) failed = s;
+  }
+  return failed;
 }
 
 // The background thread's cycle: takes it up at whichever phase it stands (a trainer thread
@@ -143,7 +150,7 @@ Status Cycle::run(bool stop_asked, bool* shutdown, bool* productive) {
   if (phase_ == Phase::kComplete) {
     if (Status s = complete(); !s.ok()) return s;
   }
-  return execute(shutdown, productive, /*background=*/true);
+  return execute(shutdown, productive);
 }
 
 // Trainer threads may run cycles when every round goes through the host's board (the global
@@ -209,7 +216,7 @@ Status Cycle::drive(detail::HandleState& handle) {
       case Phase::kExecute: {
         bool shutdown = false;
         bool productive = false;
-        if (Status s = execute(&shutdown, &productive, /*background=*/false); !s.ok()) return s;
+        if (Status s = execute(&shutdown, &productive); !s.ok()) return s;
         trainer_cycles_.fetch_add(1, std::memory_order_relaxed);
         break;
       }

@@ -75,8 +75,7 @@ class Cycle {
   Status begin(bool stop_asked);
   StatusOr<bool> poll(bool liveness);
   Status complete();
-  // `background`: the background thread runs it (it may send the batch verdicts' messages).
-  Status execute(bool* shutdown, bool* productive, bool background);
+  Status execute(bool* shutdown, bool* productive);
   // True if `phase`, run now, makes no MPI call (nor NCCL or CUDA): a trainer thread may.
   bool runs_without_mpi(Phase phase) const;
 

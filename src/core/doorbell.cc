@@ -104,6 +104,23 @@ bool Doorbells::and_round(uint64_t round, std::vector<uint64_t>* bits) const {
   return true;
 }
 
+bool Doorbells::share_round(uint64_t round, std::size_t words,
+                            std::vector<std::vector<uint64_t>>* all) const {
+  for (int i = 0; i < slots_; ++i) {
+    if (i != self_ &&
+        slots_ptr_[i].rounds[round % 2].round.load(std::memory_order_acquire) != round) {
+      return false;
+    }
+  }
+  all->assign(static_cast<std::size_t>(slots_), std::vector<uint64_t>(words));
+  for (int i = 0; i < slots_; ++i) {
+    const Mailbox& box = slots_ptr_[i].rounds[round % 2];
+    for (std::size_t w = 0; w < words; ++w)
+      (*all)[i][w] = box.words[w].load(std::memory_order_relaxed);
+  }
+  return true;
+}
+
 std::vector<int> Doorbells::behind(uint64_t round) const {
   std::vector<int> ranks;
   for (int i = 0; i < slots_; ++i) {

@@ -73,6 +73,11 @@ class Doorbells {
   /// If every other rank on the board published round `round`, ANDs their bits into `bits`
   /// and returns true; otherwise leaves `bits` alone.
   bool and_round(uint64_t round, std::vector<uint64_t>* bits) const;
+  /// If every other rank on the board published round `round`, copies the first `words`
+  /// words of every rank's (this one's included) into `all` (index = the board's rank) and
+  /// returns true; otherwise leaves `all` alone. A round that shares instead of ANDing.
+  bool share_round(uint64_t round, std::size_t words,
+                   std::vector<std::vector<uint64_t>>* all) const;
   /// The ranks of the board (local ranks) that have not published round `round` yet.
   std::vector<int> behind(uint64_t round) const;
   /// Whether the process of the board's rank `rank` is known to have exited, and its pid.

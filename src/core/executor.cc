@@ -54,8 +54,8 @@ void Executor::trace(const std::string& name, TimelinePhase phase, Clock::time_p
 }
 
 Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& responses,
-                         EntryTable& entries, Clock::time_point agreed, const Finish& finish,
-                         bool may_exchange) {
+                         EntryTable& entries, Clock::time_point agreed, const Finish& finish) {
+  verdict_reached_ = true;
   std::vector<Job> runnable;
   std::vector<FusionItem> items;
   // Fused ops (allreduce) fuse only with identical reduction parameters, and the host members
@@ -104,6 +104,8 @@ Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& res
   std::vector<Status> mine(batches.size());
   std::vector<std::string> described(batches.size());
   Status stop;  // this rank's failed call: it is out of step and makes no more of them
+  int stop_batch = -1;
+  bool device_ran = false;
   std::vector<Job> members;
   for (std::size_t i = 0; i < batches.size(); ++i) {
     members.clear();
@@ -117,6 +119,7 @@ Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& res
     batch_local_ = Status();
     Status s;
     if (front.response->device.kind == Device::Kind::kCUDA) {
+      device_ran = true;
       // The device memory is made at the set's first CUDA response, on every member
       // together; its failure is every member's. It names the batch that asked for it: a
       // communicator that could not be made fails that collective.
@@ -140,25 +143,35 @@ Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& res
       }
     }
     mine[i] = !s.ok() ? s : batch_local_;
-    if (!s.ok()) stop = s;
+    if (!s.ok()) {
+      stop = s;
+      stop_batch = static_cast<int>(i);
+    }
   }
   // The device's batches still in flight complete (or fail) before the verdict: a batch whose
   // device work failed is this rank's failure too, and leaves it out of step (its
-  // communicators were aborted).
+  // communicators were aborted); the set stops with the first such batch.
   const Status settled = settle_device();
+  std::vector<bool> device_failed(batches.size(), false);
   for (const Pending& p : pending_) {
-    if (mine[p.batch].ok() && !p.status.ok()) mine[p.batch] = p.status;
+    if (mine[p.batch].ok() && !p.status.ok()) {
+      mine[p.batch] = p.status;
+      device_failed[p.batch] = true;
+    }
   }
   if (!settled.ok() && stop.ok()) {
     stop = settled;
-    bool named = false;
-    for (const Status& m : mine) named = named || !m.ok();
-    if (!named && !mine.empty()) mine.back() = settled;
+    stop_batch = static_cast<int>(mine.size()) - 1;
+    for (std::size_t i = mine.size(); i-- > 0;) {
+      if (device_failed[i]) stop_batch = static_cast<int>(i);
+    }
+    if (mine[stop_batch].ok()) mine[stop_batch] = settled;
   }
   StatusOr<RoundVerdict> verdict = verdicts_
-                                       ? verdicts_->agree(mine, !stop.ok(), described, may_exchange)
+                                       ? verdicts_->agree(mine, stop_batch, described, device_ran)
                                        : StatusOr<RoundVerdict>(RoundVerdict{
                                              std::vector<Status>(mine.size()), !stop.ok(), stop});
+  verdict_reached_ = verdict.ok();
   if (!verdict.ok()) {
     // No verdict: a member never came (it exited, or is stuck). What this rank saw of each
     // batch goes with the reason, and the runtime stops.

@@ -56,10 +56,13 @@ class Executor {
     injected_part_ = std::move(part);
   }
   /// Where each round's batches are agreed on (core/batch_verdict.h): the set's control
-  /// transport, which outlives the executor, CHORUS_LIVENESS_SECONDS and the set's label.
-  /// Without it (an executor tested alone) each rank's own outcomes stand.
-  void set_verdicts(ControlTransport* control, double liveness_seconds, std::string label) {
-    verdicts_ = std::make_unique<BatchVerdicts>(control, liveness_seconds, std::move(label));
+  /// transport and, where its rounds go through the host's board, the board's (both outlive
+  /// the executor; `board` may be null), CHORUS_LIVENESS_SECONDS, CHORUS_GPU_TIMEOUT_SECONDS
+  /// and the set's label. Without it (an executor tested alone) each rank's outcomes stand.
+  void set_verdicts(ControlTransport* control, HostRounds* board, double liveness_seconds,
+                    double gpu_timeout_seconds, std::string label) {
+    verdicts_ = std::make_unique<BatchVerdicts>(control, board, liveness_seconds,
+                                                gpu_timeout_seconds, std::move(label));
   }
 
   /// Executes `responses` in order. `entries` maps names to this rank's entries; `finish`
@@ -68,11 +71,14 @@ class Executor {
   /// fails on every member with one verdict. A rank whose own part of a batch failed still
   /// makes every batch's calls; one whose call failed makes no more calls.
   /// `agreed`: when the round that produced the responses finished (timeline).
-  /// `may_exchange`: the caller may send the verdict's messages (the background thread).
-  /// Returns a non-ok Status, the same on every member, when some member is out of step
-  /// (its call failed): the runtime stops on every member. Per-tensor errors go to the entries.
+  /// Returns a non-ok Status when some member is out of step (its call failed): the same on
+  /// every member, which all stop; or when the verdict could not be agreed (a member never
+  /// came: verdict_reached() is false), this rank's view. Per-tensor errors go to the entries.
   Status execute(const std::vector<std::shared_ptr<const Response>>& responses, EntryTable& entries,
-                 Clock::time_point agreed, const Finish& finish, bool may_exchange);
+                 Clock::time_point agreed, const Finish& finish);
+  /// Whether the last execute() ended with the set's verdict, whatever it said: false when a
+  /// member never came to it (it exited or is stuck).
+  bool verdict_reached() const { return verdict_reached_; }
   /// True if executing `responses` makes no MPI, NCCL or CUDA call: each one is on host
   /// memory and failed, or is an allreduce on a backend that reduces without MPI.
   bool runs_without_mpi(const std::vector<std::shared_ptr<const Response>>& responses) const;
@@ -119,6 +125,7 @@ class Executor {
   std::vector<Pending> pending_;
   std::deque<Finish> finishers_;  // one per batch of the round, alive until the verdict
   Status batch_local_;            // the batch run last: this rank's own failure
+  bool verdict_reached_ = true;   // verdict_reached()
   std::unique_ptr<TensorMemory> device_;
 };
 

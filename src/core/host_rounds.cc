@@ -18,6 +18,21 @@ StatusOr<bool> HostRounds::test_and() {
   return board_->and_round(round_, bits_);
 }
 
+Status HostRounds::start_share(const std::vector<uint64_t>& mine) {
+  if (mine.size() > Doorbells::kRoundWords) {
+    return internal_error("a share round of " + std::to_string(mine.size()) +
+                          " words does not fit the host's board");
+  }
+  on_board_ = true;
+  shared_words_ = mine.size();
+  board_->publish(++round_, mine);
+  return {};
+}
+
+StatusOr<bool> HostRounds::test_share(std::vector<std::vector<uint64_t>>* all) {
+  return board_->share_round(round_, shared_words_, all);
+}
+
 std::vector<int> HostRounds::missing() const {
   if (!on_board_) return inner_->missing();
   return board_->behind(round_);

@@ -36,12 +36,20 @@ class HostRounds final : public ControlTransport {
   }
   Status broadcast(std::string* data) override { return inner_->broadcast(data); }
 
+  /// A round that shares instead of ANDing, on the board alone (no message, so a trainer
+  /// thread may run it): every member publishes `mine` (at most Doorbells::kRoundWords words,
+  /// the same count on every member), and test_share() gives every member's once all have.
+  /// Counts as a round like start_and's: every member makes the same rounds in the same order.
+  Status start_share(const std::vector<uint64_t>& mine);
+  StatusOr<bool> test_share(std::vector<std::vector<uint64_t>>* all);
+
  private:
   ControlTransport* inner_;
   Doorbells* board_;
   uint64_t round_ = 0;  // rounds on the board so far
   bool on_board_ = false;
   std::vector<uint64_t>* bits_ = nullptr;
+  std::size_t shared_words_ = 0;  // the share round's length
 };
 
 }  // namespace chorus

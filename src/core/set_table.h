@@ -24,6 +24,7 @@
 #include "core/entry.h"
 #include "core/entry_table.h"
 #include "core/executor.h"
+#include "core/host_rounds.h"
 #include "core/negotiator.h"
 #include "core/observability.h"
 #include "core/process_sets.h"
@@ -35,8 +36,8 @@ struct SetState {
   int32_t id = 0;
   std::vector<int> ranks;  // global ranks, in set order
   std::unique_ptr<Group> group;
-  std::unique_ptr<ControlTransport> host_rounds;  // set when its rounds use the board
-  ControlTransport* control = nullptr;            // host_rounds, or the group's
+  std::unique_ptr<HostRounds> host_rounds;  // set when its rounds use the board
+  ControlTransport* control = nullptr;      // host_rounds, or the group's
   std::unique_ptr<Negotiator> negotiator;
   // Its reductions through shared memory when every member runs on this host and maps it
   // (collectives/shm_backend.h); null otherwise. Like hierarchical_host, offered to the

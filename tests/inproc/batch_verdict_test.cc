@@ -7,11 +7,14 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <memory>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
 
+#include "core/doorbell.h"
+#include "core/host_rounds.h"
 #include "in_memory_transport.h"
 
 namespace chorus {
@@ -95,18 +98,18 @@ TEST(VerdictWire, RoundTripsAndRefusesMalformedRecords) {
   }
 }
 
-// `size` ranks as threads; rank r's batches fail as mine(r) says.
+// `size` ranks as threads over the in-memory transport; rank r's batches fail as mine(r)
+// says, and its call failed at batch stop_batch(r) (-1: none).
 std::vector<StatusOr<RoundVerdict>> agree_among(int size, Hub& hub,
                                                 const std::function<std::vector<Status>(int)>& mine,
-                                                const std::function<bool(int)>& out_of_step,
-                                                bool may_exchange) {
+                                                const std::function<int(int)>& stop_batch) {
   std::vector<StatusOr<RoundVerdict>> out(size, StatusOr<RoundVerdict>(RoundVerdict{}));
   std::vector<std::thread> threads;
   for (int r = 0; r < size; ++r) {
     threads.emplace_back([&, r] {
       InMemoryTransport control(&hub, r);
-      BatchVerdicts verdicts(&control, 10, "global");
-      out[r] = verdicts.agree(mine(r), out_of_step(r), kBatches, may_exchange);
+      BatchVerdicts verdicts(&control, nullptr, 10, 300, "global");
+      out[r] = verdicts.agree(mine(r), stop_batch(r), kBatches, /*device=*/false);
     });
   }
   for (std::thread& t : threads) t.join();
@@ -116,7 +119,7 @@ std::vector<StatusOr<RoundVerdict>> agree_among(int size, Hub& hub,
 TEST(BatchVerdicts, AHealthyRoundCostsOneAndRound) {
   Hub hub(3);
   auto out = agree_among(
-      3, hub, [](int) { return std::vector<Status>(3); }, [](int) { return false; }, true);
+      3, hub, [](int) { return std::vector<Status>(3); }, [](int) { return -1; });
   for (int r = 0; r < 3; ++r) {
     ASSERT_TRUE(out[r].ok()) << out[r].status().to_string();
     for (const Status& s : out[r]->batches) EXPECT_TRUE(s.ok());
@@ -136,7 +139,7 @@ TEST(BatchVerdicts, OneRanksPartFailsTheBatchOnEveryRankAlone) {
         if (r == 2) mine[1] = Status(StatusCode::kInternal, "staging copy timed out");
         return mine;
       },
-      [](int) { return false; }, true);
+      [](int) { return -1; });
   const std::string want =
       "allreduce 'b' and 1 more fused tensors: failed on rank 2: staging copy timed out";
   for (int r = 0; r < 3; ++r) {
@@ -150,25 +153,70 @@ TEST(BatchVerdicts, OneRanksPartFailsTheBatchOnEveryRankAlone) {
   EXPECT_EQ(hub.broadcasts(), 1);
 }
 
-TEST(BatchVerdicts, WithoutMessagesEveryBatchFailsNamingTheRanks) {
+// The set stops with the batch whose call failed, not with an earlier batch whose part failed.
+TEST(BatchVerdicts, TheSetStopsWithTheBatchWhoseCallFailed) {
   Hub hub(2);
   auto out = agree_among(
       2, hub,
       [](int r) {
         std::vector<Status> mine(3);
-        if (r == 1) mine[2] = Status(StatusCode::kInternal, "late input");
+        if (r == 1) {
+          mine[0] = Status(StatusCode::kInternal, "late input");
+          mine[2] = Status(StatusCode::kInternal, "MPI_Isend failed");
+        }
         return mine;
       },
-      [](int r) { return r == 1; }, false);
+      [](int r) { return r == 1 ? 2 : -1; });
   for (int r = 0; r < 2; ++r) {
     ASSERT_TRUE(out[r].ok()) << out[r].status().to_string();
-    for (const Status& s : out[r]->batches) {
-      EXPECT_NE(s.message().find("failed on ranks [1] of global"), std::string::npos)
-          << s.to_string();
-    }
     EXPECT_TRUE(out[r]->stop);
+    EXPECT_EQ(out[r]->stop_status.message(), "broadcast 'c': failed on rank 1: MPI_Isend failed");
+    EXPECT_NE(out[r]->batches[0].message().find("late input"), std::string::npos);
   }
-  EXPECT_EQ(hub.gathers(), 0);
+}
+
+// On the host's board (the global set of a job on one host) the records travel through the
+// board in rounds of their own, as long as the longest needs, and no message is sent: a
+// trainer thread running the round agrees the same way as the background thread.
+TEST(BatchVerdicts, OnTheBoardNoMessageIsSentAndLongCausesArriveWhole) {
+  constexpr int n = 3;
+  testing::Hub hub(n);
+  std::vector<std::unique_ptr<InMemoryTransport>> transports;
+  std::vector<std::unique_ptr<Doorbells>> bells;
+  for (int r = 0; r < n; ++r) {
+    transports.push_back(std::make_unique<InMemoryTransport>(&hub, r));
+    bells.push_back(std::make_unique<Doorbells>());
+  }
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] { ASSERT_TRUE(bells[r]->join_host(*transports[r]).ok()); });
+  }
+  for (std::thread& t : threads) t.join();
+  threads.clear();
+  ASSERT_TRUE(bells[0]->shared());
+  const int64_t gathers = hub.gathers(), broadcasts = hub.broadcasts();
+  const std::string cause(3000, 'x');  // three of the board's rounds
+  std::vector<StatusOr<RoundVerdict>> out(n, StatusOr<RoundVerdict>(RoundVerdict{}));
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      HostRounds rounds(transports[r].get(), bells[r].get());
+      BatchVerdicts verdicts(&rounds, &rounds, 10, 300, "global");
+      std::vector<Status> mine(3);
+      if (r == 1) mine[1] = Status(StatusCode::kInternal, cause);
+      out[r] = verdicts.agree(mine, -1, kBatches, /*device=*/false);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int r = 0; r < n; ++r) {
+    ASSERT_TRUE(out[r].ok()) << out[r].status().to_string();
+    EXPECT_TRUE(out[r]->batches[0].ok());
+    EXPECT_EQ(out[r]->batches[1].message(),
+              "allreduce 'b' and 1 more fused tensors: failed on rank 1: " + cause)
+        << "rank " << r;
+    EXPECT_FALSE(out[r]->stop);
+  }
+  EXPECT_EQ(hub.gathers(), gathers);
+  EXPECT_EQ(hub.broadcasts(), broadcasts);
 }
 
 }  // namespace

@@ -50,13 +50,10 @@ struct Round {
   }
 
   Status run(Executor& ex) {
-    return ex.execute(
-        responses, entries, Executor::Clock::now(),
-        [&](Entry& e, const Status& s) {
-          EXPECT_EQ(finished.count(e.request.name), 0u) << e.request.name;
-          finished[e.request.name] = s;
-        },
-        /*may_exchange=*/true);
+    return ex.execute(responses, entries, Executor::Clock::now(), [&](Entry& e, const Status& s) {
+      EXPECT_EQ(finished.count(e.request.name), 0u) << e.request.name;
+      finished[e.request.name] = s;
+    });
   }
 };
 
