@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <map>
@@ -69,7 +70,8 @@ std::vector<BatchFailure> choose_failures(const std::vector<BatchFailure>& all) 
 }
 
 RoundVerdict decide_verdicts(const std::vector<BatchFailure>& chosen,
-                             const std::vector<std::string>& describe) {
+                             const std::vector<std::string>& describe,
+                             const std::vector<int>& job_ranks) {
   RoundVerdict v;
   v.batches.resize(describe.size());
   std::vector<std::string> text(describe.size());
@@ -84,7 +86,14 @@ RoundVerdict decide_verdicts(const std::vector<BatchFailure>& chosen,
     } else {
       t += "; on rank ";
     }
-    t += std::to_string(f.rank) + ": " + f.status.message();
+    const int rank = f.rank >= 0 && static_cast<std::size_t>(f.rank) < job_ranks.size()
+                         ? job_ranks[f.rank]
+                         : f.rank;
+    // A cause that already names the batch says it once.
+    std::string cause = f.status.message();
+    const std::string named = describe[f.batch] + ": ";
+    if (cause.compare(0, named.size(), named) == 0) cause.erase(0, named.size());
+    t += std::to_string(rank) + ": " + cause;
     left_out[f.batch] += f.left_out;
     stops[f.batch] = stops[f.batch] || f.out_of_step;
   }
@@ -115,26 +124,38 @@ std::string encode_failures(const std::vector<BatchFailure>& failures) {
 StatusOr<std::vector<BatchFailure>> decode_failures(const std::string& bytes) {
   std::vector<BatchFailure> out;
   std::size_t at = 0;
+  // One field of a record's head: decimal digits, at most `max`, then `end`.
+  auto field = [&](uint64_t max, char end, uint64_t* value) {
+    const std::size_t from = at;
+    *value = 0;
+    while (at < bytes.size() && bytes[at] >= '0' && bytes[at] <= '9' && at - from < 20) {
+      const uint64_t digit = static_cast<uint64_t>(bytes[at] - '0');
+      if (digit > max || *value > (max - digit) / 10) return false;
+      *value = *value * 10 + digit;
+      ++at;
+    }
+    if (at == from || at >= bytes.size() || bytes[at] != end) return false;
+    ++at;
+    return true;
+  };
   while (at < bytes.size()) {
-    const std::size_t eol = bytes.find('\n', at);
-    unsigned long long batch = 0, length = 0;
-    int rank = 0, code = 0, step = 0, left_out = 0, used = 0;
-    if (eol == std::string::npos ||
-        std::sscanf(bytes.c_str() + at, "%llu %d %d %d %d %llu%n", &batch, &rank, &code, &step,
-                    &left_out, &length, &used) != 6 ||
-        left_out < 0 || at + static_cast<std::size_t>(used) != eol ||
-        length > bytes.size() - eol - 1 || code <= 0 || code >= kNumStatusCodes) {
+    const std::size_t head = at;
+    uint64_t batch = 0, rank = 0, code = 0, step = 0, left_out = 0, length = 0;
+    const bool read = field(UINT32_MAX, ' ', &batch) && field(INT32_MAX, ' ', &rank) &&
+                      field(kNumStatusCodes - 1, ' ', &code) && field(1, ' ', &step) &&
+                      field(INT32_MAX, ' ', &left_out) && field(bytes.size(), '\n', &length);
+    if (!read || code == 0 || length > bytes.size() - at) {
       return Status(StatusCode::kDataLoss,
-                    "a batch verdict's record at byte " + std::to_string(at) + " is malformed");
+                    "a batch verdict's record at byte " + std::to_string(head) + " is malformed");
     }
     BatchFailure f;
     f.batch = static_cast<uint32_t>(batch);
-    f.rank = rank;
+    f.rank = static_cast<int>(rank);
     f.out_of_step = step == 1;
-    f.left_out = left_out;
-    f.status = Status(static_cast<StatusCode>(code), bytes.substr(eol + 1, length));
+    f.left_out = static_cast<int>(left_out);
+    f.status = Status(static_cast<StatusCode>(code), bytes.substr(at, length));
     out.push_back(std::move(f));
-    at = eol + 1 + length;
+    at += length;
   }
   return out;
 }
@@ -177,7 +198,7 @@ StatusOr<RoundVerdict> BatchVerdicts::agree(const std::vector<Status>& mine, int
                                                std::to_string(f.rank) + ", outside the round");
     }
   }
-  return decide_verdicts(*chosen, describe);
+  return decide_verdicts(*chosen, describe, job_ranks_);
 }
 
 StatusOr<std::vector<BatchFailure>> BatchVerdicts::exchange(const std::vector<BatchFailure>& own,

@@ -65,10 +65,13 @@ std::vector<BatchFailure> choose_failures(const std::vector<BatchFailure>& all);
 
 /// Every member's reading of the chosen failures, pure: batch i fails with its first chosen
 /// failure's code and one message: `describe[i]` (which names the batch: "allreduce 'w' and
-/// 3 more fused tensors"), then each chosen rank and its message ("failed on rank 2: ...;
-/// on rank 0: ..."), then the count left out; the set stops with the marked batch's.
+/// 3 more fused tensors"), then each chosen rank, as its rank in the job (`job_ranks`, index
+/// = rank in the set; empty: the set's), and its message without a repeat of the batch's
+/// name ("failed on rank 2: ...; on rank 0: ..."), then the count left out; the set stops
+/// with the marked batch's.
 RoundVerdict decide_verdicts(const std::vector<BatchFailure>& chosen,
-                             const std::vector<std::string>& describe);
+                             const std::vector<std::string>& describe,
+                             const std::vector<int>& job_ranks = {});
 
 /// The wire form of failures and verdicts (gather and broadcast): length-prefixed text.
 std::string encode_failures(const std::vector<BatchFailure>& failures);
@@ -80,13 +83,16 @@ class BatchVerdicts {
   /// where the set's rounds go through the host's board (core/host_rounds.h), else null.
   /// `liveness_seconds`: CHORUS_LIVENESS_SECONDS (0: wait for ever); `gpu_timeout_seconds`:
   /// CHORUS_GPU_TIMEOUT_SECONDS, which bounds a member's device waits.
+  /// `job_ranks`: the set's members as ranks of the job, which its verdicts name (empty:
+  /// ranks of the set).
   BatchVerdicts(ControlTransport* control, HostRounds* board, double liveness_seconds,
-                double gpu_timeout_seconds, std::string label)
+                double gpu_timeout_seconds, std::string label, std::vector<int> job_ranks = {})
       : control_(control),
         board_(board),
         liveness_seconds_(liveness_seconds),
         gpu_timeout_seconds_(gpu_timeout_seconds),
-        label_(std::move(label)) {}
+        label_(std::move(label)),
+        job_ranks_(std::move(job_ranks)) {}
 
   /// Agrees on a round of `mine.size()` batches (the same count on every member): `mine[i]`
   /// is this member's failure of batch i (OK if none); `stop_batch` the batch whose call
@@ -113,6 +119,7 @@ class BatchVerdicts {
   double liveness_seconds_;
   double gpu_timeout_seconds_;
   std::string label_;
+  std::vector<int> job_ranks_;
   std::vector<uint64_t> bits_;  // reused from round to round
 };
 

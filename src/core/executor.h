@@ -57,12 +57,14 @@ class Executor {
   }
   /// Where each round's batches are agreed on (core/batch_verdict.h): the set's control
   /// transport and, where its rounds go through the host's board, the board's (both outlive
-  /// the executor; `board` may be null), CHORUS_LIVENESS_SECONDS, CHORUS_GPU_TIMEOUT_SECONDS
-  /// and the set's label. Without it (an executor tested alone) each rank's outcomes stand.
+  /// the executor; `board` may be null), CHORUS_LIVENESS_SECONDS, CHORUS_GPU_TIMEOUT_SECONDS,
+  /// the set's label and its members' ranks in the job. Without it (an executor tested
+  /// alone) each rank's outcomes stand.
   void set_verdicts(ControlTransport* control, HostRounds* board, double liveness_seconds,
-                    double gpu_timeout_seconds, std::string label) {
-    verdicts_ = std::make_unique<BatchVerdicts>(control, board, liveness_seconds,
-                                                gpu_timeout_seconds, std::move(label));
+                    double gpu_timeout_seconds, std::string label, std::vector<int> job_ranks) {
+    verdicts_ =
+        std::make_unique<BatchVerdicts>(control, board, liveness_seconds, gpu_timeout_seconds,
+                                        std::move(label), std::move(job_ranks));
   }
 
   /// Executes `responses` in order. `entries` maps names to this rank's entries; `finish`

@@ -89,7 +89,7 @@ StatusOr<std::unique_ptr<SetState>> SetTable::make(int32_t id, const std::vector
   set->executor->set_gpu_setup(gpu);
   set->executor->set_injected_failure(config.test_fail_collective, config.test_fail_part);
   set->executor->set_verdicts(set->control, set->host_rounds.get(), config.liveness_seconds,
-                              config.gpu_timeout_seconds, label);
+                              config.gpu_timeout_seconds, label, ranks);
   return set;
 }
 

@@ -80,6 +80,15 @@ TEST(DecideVerdicts, EveryMemberReadsTheSameStatuses) {
   EXPECT_EQ(v.stop_status.to_string(), v.batches[1].to_string());
 }
 
+// A set of job ranks [4, 7, 9]: the verdict names job ranks, and a cause that already names
+// the batch does not name it twice.
+TEST(DecideVerdicts, NamesJobRanksAndTheBatchOnce) {
+  const RoundVerdict v = decide_verdicts(
+      {failure(0, 2, StatusCode::kAborted, "allreduce 'a': GPU work did not finish")}, kBatches,
+      {4, 7, 9});
+  EXPECT_EQ(v.batches[0].message(), "allreduce 'a': failed on rank 9: GPU work did not finish");
+}
+
 TEST(VerdictWire, RoundTripsAndRefusesMalformedRecords) {
   std::vector<BatchFailure> in = {failure(0, 1, StatusCode::kInternal, "two\nlines", true),
                                   failure(7, 0, StatusCode::kAborted, "")};
@@ -93,7 +102,8 @@ TEST(VerdictWire, RoundTripsAndRefusesMalformedRecords) {
   EXPECT_EQ((*out)[1].status.code(), StatusCode::kAborted);
   EXPECT_EQ((*out)[1].left_out, 3);
   for (const std::string bad :
-       {"0 1 7 0 0 99\nshort", "0 1 42 0 0 0\n", "x\n", "0 1 7 0 0 3", "0 1 7 0 -1 0\n"}) {
+       {"0 1 7 0 0 99\nshort", "0 1 42 0 0 0\n", "x\n", "0 1 7 0 0 3", "0 1 7 0 -1 0\n",
+        "4294967296 0 7 0 0 0\n", "0 1 7 2 0 0\n", "0 1 0 0 0 0\n"}) {
     EXPECT_EQ(decode_failures(bad).status().code(), StatusCode::kDataLoss) << bad;
   }
 }

@@ -191,8 +191,8 @@ TEST(Allgather, AllocatorOnAnotherDeviceFailsEveryRank) {
   };
   Status s = allgather("ag.wrong_device", in.ref(), o).wait();
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << s.to_string();
-  EXPECT_NE(s.message().find("failed on rank " + std::to_string(last) +
-                             ": allgather 'ag.wrong_device': the output allocator returned"),
+  EXPECT_NE(s.message().find("allgather 'ag.wrong_device': failed on rank " + std::to_string(last) +
+                             ": the output allocator returned"),
             std::string::npos)
       << s.to_string();
   EXPECT_NE(s.message().find("expected int64[" + std::to_string(2 * size()) + "] on cpu"),
