@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Checks that every #include under SRC goes down Chorus's layers (the README's Layout):
+"""Checks that every #include under SRC goes down Chorus's layers (docs/architecture.md):
 a file in src/<layer>/ may include its own layer's headers and those of the layers listed
 for it in LAYERS, nothing else of src/, and every folder of SRC is a layer. LAYERS is the
 build's layers.txt, which src/CMakeLists.txt writes from the arrows it declares (and
