@@ -34,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "case_report.h"
 #include "chorus/chorus.h"
 
 namespace {
@@ -42,16 +43,9 @@ using namespace chorus;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-void say(int r, const std::string& line) { std::fprintf(stderr, "rank %d: %s\n", r, line.c_str()); }
-
-int fail(int r, const std::string& what) {
-  std::fprintf(stderr, "rank %d: CASE FAILED: %s\n", r, what.c_str());
-  return 1;
-}
-
-bool has(const Status& s, const std::string& part) {
-  return s.message().find(part) != std::string::npos;
-}
+using gpu_cases::fail;
+using gpu_cases::has;
+using gpu_cases::say;
 
 double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();

@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "case_report.h"
 #include "chorus/chorus.h"
 
 namespace {
@@ -40,16 +41,9 @@ using namespace chorus;
 using namespace std::chrono_literals;
 using Clock = std::chrono::steady_clock;
 
-void say(int r, const std::string& line) { std::fprintf(stderr, "rank %d: %s\n", r, line.c_str()); }
-
-int fail(int r, const std::string& what) {
-  std::fprintf(stderr, "rank %d: CASE FAILED: %s\n", r, what.c_str());
-  return 1;
-}
-
-bool has(const Status& s, const std::string& part) {
-  return s.message().find(part) != std::string::npos;
-}
+using gpu_cases::fail;
+using gpu_cases::has;
+using gpu_cases::say;
 
 // Whether `device`'s primary context is active in this process, asked of the driver through
 // the runtime (the test links no driver library). -1 where the driver cannot say.
