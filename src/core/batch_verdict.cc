@@ -161,7 +161,8 @@ StatusOr<std::vector<BatchFailure>> decode_failures(const std::string& bytes) {
 }
 
 StatusOr<RoundVerdict> BatchVerdicts::agree(const std::vector<Status>& mine, int stop_batch,
-                                            const std::vector<std::string>& describe, bool device) {
+                                            const std::function<std::string(std::size_t)>& describe,
+                                            bool device) {
   const int size = control_->size();
   const int me = control_->rank();
   bool failed = false;
@@ -183,22 +184,24 @@ StatusOr<RoundVerdict> BatchVerdicts::agree(const std::vector<Status>& mine, int
     stands.batches.resize(mine.size());
     return stands;
   }
+  std::vector<std::string> names;
+  for (std::size_t i = 0; i < mine.size(); ++i) names.push_back(describe(i));
   std::vector<BatchFailure> own;
   for (std::size_t i = 0; i < mine.size(); ++i) {
     if (mine[i].ok()) continue;
-    log().error("{}: {}: failed on this rank: {}", label_, describe[i], mine[i].to_string());
+    log().error("{}: {}: failed on this rank: {}", label_, names[i], mine[i].to_string());
     own.push_back({static_cast<uint32_t>(i), me, mine[i], static_cast<int>(i) == stop_batch});
   }
   StatusOr<std::vector<BatchFailure>> chosen = board_ ? share(own, bound) : exchange(own, bound);
   if (!chosen.ok()) return chosen.status();
   for (const BatchFailure& f : *chosen) {
-    if (f.batch >= describe.size() || f.rank < 0 || f.rank >= size) {
+    if (f.batch >= names.size() || f.rank < 0 || f.rank >= size) {
       return Status(StatusCode::kDataLoss, "a batch verdict names batch " +
                                                std::to_string(f.batch) + " of rank " +
                                                std::to_string(f.rank) + ", outside the round");
     }
   }
-  return decide_verdicts(*chosen, describe, job_ranks_);
+  return decide_verdicts(*chosen, names, job_ranks_);
 }
 
 StatusOr<std::vector<BatchFailure>> BatchVerdicts::exchange(const std::vector<BatchFailure>& own,

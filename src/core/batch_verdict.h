@@ -100,8 +100,10 @@ class BatchVerdicts {
   /// ran device batches, whose waits the GPU timeout bounds. Fails (ABORTED) when a member
   /// does not come within the bound: as late as its own waits allow (the liveness bound and
   /// the roll call, or twice the GPU timeout), and the liveness bound again.
+  /// `describe(i)` names batch i; it is called only when some batch failed.
   StatusOr<RoundVerdict> agree(const std::vector<Status>& mine, int stop_batch,
-                               const std::vector<std::string>& describe, bool device);
+                               const std::function<std::string(std::size_t)>& describe,
+                               bool device);
 
  private:
   // Waits until `test` is done, for at most `bound` seconds (0: for ever), looking for

@@ -101,8 +101,12 @@ Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& res
   if (batches.empty()) return settle_device();
   pending_.clear();
   finishers_.clear();
-  std::vector<Status> mine(batches.size());
-  std::vector<std::string> described(batches.size());
+  std::vector<Status>& mine = mine_;
+  mine.assign(batches.size(), Status());
+  // A batch's name, for messages: made only where one is written.
+  auto described = [&](std::size_t i) {
+    return describe_batch(*runnable[batches[i].items.front()].response, batches[i].items.size());
+  };
   Status stop;  // this rank's failed call: it is out of step and makes no more of them
   int stop_batch = -1;
   bool device_ran = false;
@@ -111,7 +115,6 @@ Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& res
     members.clear();
     for (std::size_t k : batches[i].items) members.push_back(runnable[k]);
     const Job& front = members.front();
-    described[i] = describe_batch(*front.response, members.size());
     if (!stop.ok()) continue;
     const Finish& later = finishers_.emplace_back([this, i](Entry& e, const Status& st) {
       pending_.push_back({&e, st, i});
@@ -126,7 +129,7 @@ Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& res
       StatusOr<TensorMemory*> device = device_memory(members);
       s = device.ok()
               ? run_batch(**device, members, agreed, later)
-              : Status(device.status().code(), described[i] + ": " + device.status().message());
+              : Status(device.status().code(), described(i) + ": " + device.status().message());
     } else {
       // Handles complete in response order: the device's batches before a host batch.
       s = settle_device();
@@ -152,19 +155,17 @@ Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& res
   // device work failed is this rank's failure too, and leaves it out of step (its
   // communicators were aborted); the set stops with the first such batch.
   const Status settled = settle_device();
-  std::vector<bool> device_failed(batches.size(), false);
+  int first_late = -1;  // the first batch whose device work failed
   for (const Pending& p : pending_) {
     if (mine[p.batch].ok() && !p.status.ok()) {
       mine[p.batch] = p.status;
-      device_failed[p.batch] = true;
+      if (first_late < 0 || static_cast<int>(p.batch) < first_late)
+        first_late = static_cast<int>(p.batch);
     }
   }
   if (!settled.ok() && stop.ok()) {
     stop = settled;
-    stop_batch = static_cast<int>(mine.size()) - 1;
-    for (std::size_t i = mine.size(); i-- > 0;) {
-      if (device_failed[i]) stop_batch = static_cast<int>(i);
-    }
+    stop_batch = first_late >= 0 ? first_late : static_cast<int>(mine.size()) - 1;
     if (mine[stop_batch].ok()) mine[stop_batch] = settled;
   }
   StatusOr<RoundVerdict> verdict = verdicts_
@@ -177,7 +178,7 @@ Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& res
     // batch goes with the reason, and the runtime stops.
     const Status& why = verdict.status();
     auto unagreed = [&](std::size_t i) {
-      return Status(why.code(), described[i] + ": " +
+      return Status(why.code(), described(i) + ": " +
                                     (mine[i].ok() ? "" : mine[i].message() + "; then ") +
                                     why.message());
     };

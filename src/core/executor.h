@@ -127,6 +127,7 @@ class Executor {
   std::vector<Pending> pending_;
   std::deque<Finish> finishers_;  // one per batch of the round, alive until the verdict
   Status batch_local_;            // the batch run last: this rank's own failure
+  std::vector<Status> mine_;      // the round's batches as this rank saw them (execute)
   bool verdict_reached_ = true;   // verdict_reached()
   std::unique_ptr<TensorMemory> device_;
 };

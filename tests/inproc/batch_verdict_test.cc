@@ -26,6 +26,8 @@ using testing::InMemoryTransport;
 const std::vector<std::string> kBatches = {
     "allreduce 'a'", "allreduce 'b' and 1 more fused tensors", "broadcast 'c'"};
 
+std::string batch_name(std::size_t i) { return kBatches[i]; }
+
 BatchFailure failure(uint32_t batch, int rank, StatusCode code, std::string why,
                      bool out_of_step = false) {
   return {batch, rank, Status(code, std::move(why)), out_of_step};
@@ -119,7 +121,7 @@ std::vector<StatusOr<RoundVerdict>> agree_among(int size, Hub& hub,
     threads.emplace_back([&, r] {
       InMemoryTransport control(&hub, r);
       BatchVerdicts verdicts(&control, nullptr, 10, 300, "global");
-      out[r] = verdicts.agree(mine(r), stop_batch(r), kBatches, /*device=*/false);
+      out[r] = verdicts.agree(mine(r), stop_batch(r), batch_name, /*device=*/false);
     });
   }
   for (std::thread& t : threads) t.join();
@@ -213,7 +215,7 @@ TEST(BatchVerdicts, OnTheBoardNoMessageIsSentAndLongCausesArriveWhole) {
       BatchVerdicts verdicts(&rounds, &rounds, 10, 300, "global");
       std::vector<Status> mine(3);
       if (r == 1) mine[1] = Status(StatusCode::kInternal, cause);
-      out[r] = verdicts.agree(mine, -1, kBatches, /*device=*/false);
+      out[r] = verdicts.agree(mine, -1, batch_name, /*device=*/false);
     });
   }
   for (std::thread& t : threads) t.join();
