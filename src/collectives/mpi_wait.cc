@@ -15,8 +15,31 @@ namespace {
 // control transport's (which has its own communicator too).
 constexpr int kDataRollCallTag = 7390;
 
-// `ranks` of `comm` as ranks of MPI_COMM_WORLD, the numbers the launcher and the logs use.
-std::vector<int> world_ranks(MPI_Comm comm, const std::vector<int>& ranks) {
+Status ran_out(const WaitBound& bound) {
+  int rank = 0, size = 1;
+  MPI_Comm_rank(bound.comm, &rank);
+  MPI_Comm_size(bound.comm, &size);
+  std::vector<bool> heard(static_cast<std::size_t>(size), false);
+  heard[rank] = true;
+  announce_here(bound.comm, kDataRollCallTag);
+  const std::vector<int> gone =
+      ranks_in_job(bound.comm, listen_for(bound.comm, kDataRollCallTag, std::move(heard)));
+  const int me = ranks_in_job(bound.comm, {rank}).front();
+  std::string ranks;
+  for (int r : gone) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%.1f", bound.seconds);
+  const std::string who = gone.empty() ? "every member answered the roll call, so one of them "
+                                         "is stuck waiting for another"
+                                       : "ranks [" + ranks + "] took no part in it";
+  return Status(StatusCode::kAborted, "rank " + std::to_string(me) +
+                                          " stopped waiting for a collective's data after " + secs +
+                                          " s (CHORUS_LIVENESS_SECONDS): " + who);
+}
+
+}  // namespace
+
+std::vector<int> ranks_in_job(MPI_Comm comm, const std::vector<int>& ranks) {
   std::vector<int> out(ranks.size(), MPI_UNDEFINED);
   MPI_Group mine = MPI_GROUP_NULL, world = MPI_GROUP_NULL;
   if (MPI_Comm_group(comm, &mine) == MPI_SUCCESS &&
@@ -31,30 +54,6 @@ std::vector<int> world_ranks(MPI_Comm comm, const std::vector<int>& ranks) {
   }
   return out;
 }
-
-Status ran_out(const WaitBound& bound) {
-  int rank = 0, size = 1;
-  MPI_Comm_rank(bound.comm, &rank);
-  MPI_Comm_size(bound.comm, &size);
-  std::vector<bool> heard(static_cast<std::size_t>(size), false);
-  heard[rank] = true;
-  announce_here(bound.comm, kDataRollCallTag);
-  const std::vector<int> gone =
-      world_ranks(bound.comm, listen_for(bound.comm, kDataRollCallTag, std::move(heard)));
-  const int me = world_ranks(bound.comm, {rank}).front();
-  std::string ranks;
-  for (int r : gone) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
-  char secs[32];
-  std::snprintf(secs, sizeof secs, "%.1f", bound.seconds);
-  const std::string who = gone.empty() ? "every member answered the roll call, so one of them "
-                                         "is stuck waiting for another"
-                                       : "ranks [" + ranks + "] took no part in it";
-  return Status(StatusCode::kAborted, "rank " + std::to_string(me) +
-                                          " stopped waiting for a collective's data after " + secs +
-                                          " s (CHORUS_LIVENESS_SECONDS): " + who);
-}
-
-}  // namespace
 
 Status wait_all(int n, MPI_Request* requests, int64_t bytes, const WaitBound& bound) {
   // The clock is read every kClockEvery tests while spinning (a read costs about as much as

@@ -37,6 +37,10 @@ struct WaitBound {
 /// ranks of the job (MPI_COMM_WORLD).
 Status wait_all(int n, MPI_Request* requests, int64_t bytes, const WaitBound& bound);
 
+/// `ranks` of `comm` as ranks of the job (MPI_COMM_WORLD), the numbers the launcher and the
+/// logs use; a rank that cannot be translated is left as it is.
+std::vector<int> ranks_in_job(MPI_Comm comm, const std::vector<int>& ranks);
+
 /// Tells every other member of `comm` that this rank is here (a message on `tag` each,
 /// never waited for: a member that is gone never receives it).
 void announce_here(MPI_Comm comm, int tag);

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <numeric>
 #include <thread>
 
 #include "collectives/backoff.h"
@@ -32,9 +33,13 @@ class MpiControl final : public ControlTransport {
     MPI_Comm_size(comm_, &size_);
     pow2_ = 1;
     while (pow2_ * 2 <= size_) pow2_ *= 2;
+    std::vector<int> members(static_cast<std::size_t>(size_));
+    std::iota(members.begin(), members.end(), 0);
+    in_job_ = ranks_in_job(comm_, members);
   }
   int rank() const override { return rank_; }
   int size() const override { return size_; }
+  int job_rank(int member) const override { return in_job_.at(static_cast<std::size_t>(member)); }
 
   Status start_and(std::vector<uint64_t>* bits) override {
     bits_ = bits;
@@ -150,15 +155,17 @@ class MpiControl final : public ControlTransport {
           std::vector<bool> heard(size_, false);
           heard[rank_] = true;
           announce();
-          const std::vector<int> gone = listen_for(comm_, kRollCallTag, std::move(heard));
+          const std::vector<int> gone =
+              job_ranks(listen_for(comm_, kRollCallTag, std::move(heard)));
           std::string ranks;
           for (int r : gone) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
           char secs[32];
           std::snprintf(secs, sizeof secs, "%.1f", liveness_seconds_);
-          return Status(StatusCode::kAborted,
-                        "rank " + std::to_string(rank_) + " stopped waiting in the coordinator's " +
-                            what + " after " + secs + " s (CHORUS_LIVENESS_SECONDS): ranks [" +
-                            ranks + "] took no part in it");
+          return Status(StatusCode::kAborted, "rank " + std::to_string(job_rank(rank_)) +
+                                                  " stopped waiting in the coordinator's " + what +
+                                                  " after " + secs +
+                                                  " s (CHORUS_LIVENESS_SECONDS): ranks [" + ranks +
+                                                  "] took no part in it");
         }
       }
       backoff.pause();
@@ -218,6 +225,7 @@ class MpiControl final : public ControlTransport {
   int pow2_ = 1;
   std::vector<uint64_t>* bits_ = nullptr;
   std::vector<uint64_t> incoming_;
+  std::vector<int> in_job_;  // member -> rank of the job
   MPI_Request requests_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   bool receiving_ = false;  // the current step combines incoming_ into bits_
   double liveness_seconds_ = 0;

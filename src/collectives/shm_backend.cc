@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <new>
+#include <numeric>
 #include <string>
 #include <thread>
 #include <utility>
@@ -39,16 +40,22 @@ void ShmBackend::init_segment(void* base, int size) {
   for (int i = 0; i < size; ++i) new (static_cast<Counter*>(base) + i) Counter();
 }
 
-ShmBackend::ShmBackend(SharedSegment segment, int rank, int size, double liveness_seconds)
+ShmBackend::ShmBackend(SharedSegment segment, int rank, int size, double liveness_seconds,
+                       std::vector<int> job_ranks)
     : segment_(std::move(segment)),
       rank_(rank),
       size_(size),
       liveness_seconds_(liveness_seconds),
+      job_ranks_(std::move(job_ranks)),
       region_(region_bytes(size)),
       counters_(static_cast<Counter*>(segment_.data())),
       buffers_(static_cast<char*>(segment_.data()) + sizeof(Counter) * size),
       sources_(size),
       offsets_(size + 1) {
+  if (job_ranks_.empty()) {
+    job_ranks_.resize(static_cast<std::size_t>(size));
+    std::iota(job_ranks_.begin(), job_ranks_.end(), 0);
+  }
   counters_[rank_].process.set_to_this_process();
 }
 
@@ -62,7 +69,10 @@ StatusOr<std::unique_ptr<ShmBackend>> ShmBackend::join(ControlTransport& control
     return s;
   }
   if (!segment.mapped()) return std::unique_ptr<ShmBackend>();
-  return std::make_unique<ShmBackend>(std::move(segment), control.rank(), size, liveness_seconds);
+  std::vector<int> members(static_cast<std::size_t>(size));
+  std::iota(members.begin(), members.end(), 0);
+  return std::make_unique<ShmBackend>(std::move(segment), control.rank(), size, liveness_seconds,
+                                      control.job_ranks(members));
 }
 
 StatusOr<std::unique_ptr<Backend>> shared_memory_provider(Group& group, bool allowed,
@@ -187,10 +197,10 @@ Status ShmBackend::arrive_and_wait(int64_t bytes) {
       if (++naps % kCheckEvery != 0) continue;
       if (counters_[q].process.exited()) {
         return Status(StatusCode::kAborted,
-                      "rank " + std::to_string(q) + " of this set (pid " +
+                      "rank " + std::to_string(job_rank(q)) + " (pid " +
                           std::to_string(counters_[q].process.pid.load(std::memory_order_relaxed)) +
                           ", on this host) exited in the middle of a reduction; rank " +
-                          std::to_string(rank_) + " was waiting for it");
+                          std::to_string(job_rank(rank_)) + " was waiting for it");
       }
       if (liveness_seconds_ > 0 && std::chrono::steady_clock::now() - start > limit) {
         return ran_out();
@@ -207,15 +217,14 @@ Status ShmBackend::ran_out() const {
   std::string late;
   for (int q = 0; q < size_; ++q) {
     if (counters_[q].arrivals.load(std::memory_order_acquire) < arrivals_)
-      late += (late.empty() ? "" : ", ") + std::to_string(q);
+      late += (late.empty() ? "" : ", ") + std::to_string(job_rank(q));
   }
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.1f", liveness_seconds_);
-  return Status(StatusCode::kAborted, "rank " + std::to_string(rank_) +
-                                          " of this set stopped waiting in a shared-memory "
-                                          "reduction after " +
+  return Status(StatusCode::kAborted, "rank " + std::to_string(job_rank(rank_)) +
+                                          " stopped waiting in a shared-memory reduction after " +
                                           secs + " s (CHORUS_LIVENESS_SECONDS): ranks [" + late +
-                                          "] of this set took no part in it");
+                                          "] took no part in it");
 }
 
 }  // namespace chorus

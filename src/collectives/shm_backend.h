@@ -74,8 +74,10 @@ class ShmBackend final : public Backend {
   static void init_segment(void* base, int size);
 
   /// Uses `segment` (mapped by every member, initialized by init_segment), as `rank` of
-  /// `size`; a wait for the others fails after `liveness_seconds` (0: never).
-  ShmBackend(SharedSegment segment, int rank, int size, double liveness_seconds);
+  /// `size`; a wait for the others fails after `liveness_seconds` (0: never). Its messages
+  /// name member q as job_ranks[q] (empty: as q).
+  ShmBackend(SharedSegment segment, int rank, int size, double liveness_seconds,
+             std::vector<int> job_ranks = {});
 
   const char* name() const override { return "shared memory"; }
   int rank() const override { return rank_; }
@@ -108,6 +110,7 @@ class ShmBackend final : public Backend {
   // past the liveness bound (ran_out).
   Status arrive_and_wait(int64_t bytes);
   Status ran_out() const;
+  int job_rank(int member) const { return job_ranks_[static_cast<std::size_t>(member)]; }
 
   static std::size_t region_bytes(int size);
 
@@ -115,6 +118,7 @@ class ShmBackend final : public Backend {
   int rank_;
   int size_;
   double liveness_seconds_;
+  std::vector<int> job_ranks_;  // member -> rank of the job, for the messages
   std::size_t region_;
   Counter* counters_;
   char* buffers_;

@@ -51,7 +51,7 @@ std::string HostRounds::exited(const std::vector<int>& ranks) const {
   std::string out;
   for (int r : ranks) {
     if (!board_->exited(r)) continue;
-    out += (out.empty() ? "rank " : ", rank ") + std::to_string(r) + " (pid " +
+    out += (out.empty() ? "rank " : ", rank ") + std::to_string(inner_->job_rank(r)) + " (pid " +
            std::to_string(board_->pid(r)) + ")";
   }
   return out;

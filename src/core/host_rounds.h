@@ -23,6 +23,7 @@ class HostRounds final : public ControlTransport {
 
   int rank() const override { return inner_->rank(); }
   int size() const override { return inner_->size(); }
+  int job_rank(int member) const override { return inner_->job_rank(member); }
   Status start_and(std::vector<uint64_t>* bits) override;
   StatusOr<bool> test_and() override;
   bool completes_on_arrival() const override { return on_board_; }

@@ -183,13 +183,13 @@ Status Negotiator::check_liveness(Clock::time_point now) {
   } else if (options_.liveness_seconds > 0 && waited > options_.liveness_seconds) {
     const std::vector<int> absent = transport_->absent();
     waited = seconds_between(round_started_, Clock::now());
-    why = "ranks " + ranks_string(absent) + " took no part in it for " +
+    why = "ranks " + ranks_string(transport_->job_ranks(absent)) + " took no part in it for " +
           seconds_text(options_.liveness_seconds) + " s (CHORUS_LIVENESS_SECONDS)";
   } else {
     return {};
   }
   return Status(StatusCode::kAborted,
-                "rank " + std::to_string(transport_->rank()) + " (" + label_ +
+                "rank " + std::to_string(transport_->job_rank(transport_->rank())) + " (" + label_ +
                     "): stopped waiting in a negotiation round after " + seconds_text(waited) +
                     " s: " + why +
                     "; a rank that stops taking part (exited, killed, or with Chorus's background "
@@ -232,7 +232,8 @@ StatusOr<std::vector<Response>> Negotiator::exchange(const RequestList& mine,
     for (int r = 0; r < transport_->size(); ++r) {
       StatusOr<RequestList> list = codec::decode_request_list((*gathered)[r]);
       if (!list.ok()) {
-        return Status(list.status().code(), "request list from rank " + std::to_string(r) + ": " +
+        return Status(list.status().code(), "request list from rank " +
+                                                std::to_string(transport_->job_rank(r)) + ": " +
                                                 list.status().message());
       }
       coordinator_->add(r, *list, now);

@@ -17,6 +17,16 @@ class ControlTransport {
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
+  /// Member `member` as a rank of the job, the number the launcher and every message use
+  /// (a subset's member 0 may be the job's rank 5). Default: the same number.
+  virtual int job_rank(int member) const { return member; }
+  /// Every member in `members` as a rank of the job.
+  std::vector<int> job_ranks(const std::vector<int>& members) const {
+    std::vector<int> out;
+    out.reserve(members.size());
+    for (int m : members) out.push_back(job_rank(m));
+    return out;
+  }
 
   /// Starts a bitwise AND of `bits` across every member; every member passes a vector of
   /// the same length. Non-blocking: the round's rendezvous, which a rank enters whenever

@@ -109,7 +109,8 @@ TEST(ShmBackend, APeerThatExitedFailsTheWaitNamingIt) {
     ShmBackend joined_then_left(std::move(segment), 1, 2, kLiveness);
     _exit(0);
   }
-  ShmBackend reducer(std::move(segment), 0, 2, kLiveness);
+  // A set of the job's ranks 4 and 6: the message names them as the job does.
+  ShmBackend reducer(std::move(segment), 0, 2, kLiveness, {4, 6});
   std::vector<float> data(1000, 1.0f);
   const auto start = std::chrono::steady_clock::now();
   Status s =
@@ -117,8 +118,9 @@ TEST(ShmBackend, APeerThatExitedFailsTheWaitNamingIt) {
   const auto waited = std::chrono::steady_clock::now() - start;
   signal(SIGCHLD, SIG_DFL);
   EXPECT_EQ(s.code(), StatusCode::kAborted) << s.to_string();
-  EXPECT_NE(s.message().find("rank 1 of this set (pid " + std::to_string(child)), std::string::npos)
+  EXPECT_NE(s.message().find("rank 6 (pid " + std::to_string(child)), std::string::npos)
       << s.to_string();
+  EXPECT_NE(s.message().find("rank 4 was waiting for it"), std::string::npos) << s.to_string();
   EXPECT_NE(s.message().find("exited in the middle of a reduction"), std::string::npos)
       << s.to_string();
   EXPECT_LT(waited, std::chrono::seconds(10));
@@ -137,7 +139,7 @@ TEST(ShmBackend, APeerAliveButAbsentFailsTheWaitAfterTheBound) {
     pause();  // until killed
     _exit(0);
   }
-  ShmBackend reducer(std::move(segment), 0, 2, /*liveness_seconds=*/1);
+  ShmBackend reducer(std::move(segment), 0, 2, /*liveness_seconds=*/1, {4, 6});
   std::vector<float> data(1000, 1.0f);
   Status s =
       reducer.allreduce(data.data(), data.data(), 1000, DataType::kFloat32, ReduceOp::kSum, {});
@@ -145,8 +147,8 @@ TEST(ShmBackend, APeerAliveButAbsentFailsTheWaitAfterTheBound) {
   int status = 0;
   waitpid(child, &status, 0);
   EXPECT_EQ(s.code(), StatusCode::kAborted) << s.to_string();
-  EXPECT_NE(s.message().find("CHORUS_LIVENESS_SECONDS): ranks [1] of this set took no part"),
-            std::string::npos)
+  EXPECT_NE(s.message().find("rank 4 stopped waiting"), std::string::npos) << s.to_string();
+  EXPECT_NE(s.message().find("CHORUS_LIVENESS_SECONDS): ranks [6] took no part"), std::string::npos)
       << s.to_string();
 }
 
