@@ -20,6 +20,9 @@
 #include "chorus/chorus.h"
 #include "chorus/elastic.h"
 #include "chorus/torch.h"
+#ifdef CHORUS_TORCH_C10D
+#include "chorus/torch/process_group.h"
+#endif
 
 namespace py = pybind11;
 namespace ct = chorus::torch;
@@ -223,6 +226,12 @@ PYBIND11_MODULE(_ext, m) {
           return ct::grouped_reducescatter_async(
               tensors, names, reducescatter_options(op, prescale, postscale, set));
         });
+#ifdef CHORUS_TORCH_C10D
+  // The torch.distributed backend's process group (chorus/torch/distributed.py registers it).
+  m.def("process_group", [](int rank, int size, const std::vector<int>& global_ranks) {
+    return ct::make_process_group({rank, size, global_ranks});
+  });
+#endif
   m.def("barrier", [](int set) {
     py::gil_scoped_release release;
     throw_if_error(chorus::barrier(to_set(set)).wait());

@@ -28,4 +28,4 @@ from chorus.torch.functions import (allgather_object, broadcast_object,  # noqa:
                                     broadcast_optimizer_state, broadcast_parameters)
 from chorus.torch.optimizer import DistributedOptimizer  # noqa: F401
 from chorus.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
-from chorus.torch import elastic  # noqa: F401
+from chorus.torch import distributed, elastic  # noqa: F401

@@ -1,0 +1,50 @@
+#pragma once
+/// \file
+/// Chorus as a torch.distributed (c10d) process group: the collectives of
+/// `dist.init_process_group("chorus")` (registered by `import chorus.torch`), or of a LibTorch
+/// trainer that speaks c10d. Each call is a Chorus collective on the group's process set, so it
+/// is negotiated, fused and reduced as every other (one combination order, the stall inspector,
+/// the liveness bound), and named by its place in the group's sequence of calls: every member
+/// must make the group's calls in the same order, as c10d requires of every backend, and a
+/// member whose call differs (another collective, another shape or dtype) fails that call on
+/// every member with a message naming the ranks and what each asked for.
+///
+/// Work: wait() blocks until the collective completed and throws chorus::Error on every member
+/// when it failed; getFuture() completes at the same time with the call's output tensors
+/// (what DDP's communication hooks receive). Work completes in the order the calls were made.
+///
+/// Built against c10d::ProcessGroup before torch 2 and c10d::Backend from torch 2, whose
+/// collective methods have the same signatures; torch wraps a Backend in its ProcessGroup.
+
+#include <torch/version.h>
+
+#if TORCH_VERSION_MAJOR >= 2
+#include <torch/csrc/distributed/c10d/Backend.hpp>
+#else
+#include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
+#endif
+
+#include <chrono>
+#include <vector>
+
+namespace chorus::torch {
+
+#if TORCH_VERSION_MAJOR >= 2
+using C10dBackend = ::c10d::Backend;
+#else
+using C10dBackend = ::c10d::ProcessGroup;
+#endif
+
+struct ProcessGroupOptions {
+  int rank = 0;  ///< this process' rank in the group
+  int size = 1;  ///< the group's size
+  /// The group's members as ranks of the Chorus job, in group order; empty: the whole job.
+  std::vector<int> global_ranks;
+};
+
+/// The process group of Chorus's job (chorus::init() first, on every rank). `options` must
+/// match the job as Chorus sees it: rank and size of the whole job, or a group's members that
+/// are ranks of the job in increasing order. Throws chorus::Error naming what differs.
+c10::intrusive_ptr<C10dBackend> make_process_group(const ProcessGroupOptions& options);
+
+}  // namespace chorus::torch

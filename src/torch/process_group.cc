@@ -1,0 +1,379 @@
+#include "chorus/torch/process_group.h"
+
+#include <torch/torch.h>
+
+#include <atomic>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "chorus/chorus.h"
+#include "chorus/torch/tensor_ops.h"
+#include "torch/c10d_work.h"
+
+namespace chorus::torch {
+namespace {
+
+using at::Tensor;
+using RedOp = ::c10d::ReduceOp;
+
+[[noreturn]] void refuse(const std::string& what) {
+  throw Error(invalid_argument("chorus process group: " + what));
+}
+
+const Tensor& one(const std::vector<Tensor>& tensors, const char* op) {
+  if (tensors.size() != 1) {
+    refuse(std::string(op) + " takes one tensor per rank, as on a single device (got " +
+           std::to_string(tensors.size()) + ")");
+  }
+  return tensors[0];
+}
+
+// The tensor Chorus moves for `t`: bool as uint8 and complex as its real pairs, dtypes whose
+// bytes the collectives carry unchanged. A view: results written into it land in `t`.
+Tensor carried(const Tensor& t) {
+  if (t.scalar_type() == at::kBool) return t.view(at::kByte);
+  if (t.is_complex()) return at::view_as_real(t);
+  return t;
+}
+
+// `t` read back as `like`'s dtype (the inverse of carried()).
+Tensor as_dtype_of(const Tensor& t, const Tensor& like) {
+  if (like.scalar_type() == at::kBool) return t.view(at::kBool);
+  if (like.is_complex()) return at::view_as_complex(t.contiguous());
+  return t;
+}
+
+// c10d's reduction on `t` as Chorus's. bool: OR is MAX and AND is MIN over 0 and 1 (SUM is
+// OR, PRODUCT is AND, as torch's backends give them on bool). PREMUL_SUM: the sum of each
+// rank's input multiplied by the factor.
+AllreduceOptions reduction(const RedOp& op, const Tensor& t, ProcessSet set) {
+  AllreduceOptions o;
+  o.process_set = set;
+  const bool is_bool = t.scalar_type() == at::kBool;
+  switch (static_cast<RedOp::RedOpType>(op)) {
+    case RedOp::SUM:
+      o.op = is_bool ? ReduceOp::kMax : ReduceOp::kSum;
+      return o;
+    case RedOp::AVG:
+      if (is_bool) refuse("AVG of a bool tensor");
+      o.op = ReduceOp::kAverage;
+      return o;
+    case RedOp::PRODUCT:
+      o.op = is_bool ? ReduceOp::kMin : ReduceOp::kProduct;
+      return o;
+    case RedOp::MIN:
+      if (t.is_complex()) refuse("MIN of a complex tensor");
+      o.op = ReduceOp::kMin;
+      return o;
+    case RedOp::MAX:
+      if (t.is_complex()) refuse("MAX of a complex tensor");
+      o.op = ReduceOp::kMax;
+      return o;
+    case RedOp::BAND:
+    case RedOp::BOR:
+      if (!is_bool) refuse("BAND and BOR reduce bool tensors only here (got " +
+                           std::string(c10::toString(t.scalar_type())) + ")");
+      o.op = static_cast<RedOp::RedOpType>(op) == RedOp::BAND ? ReduceOp::kMin : ReduceOp::kMax;
+      return o;
+    case RedOp::PREMUL_SUM: {
+      auto* factor = dynamic_cast<::c10d::NCCLPreMulSumSupplement*>(op.supplement_.get());
+      if (!factor) refuse("PREMUL_SUM without its factor");
+      o.op = ReduceOp::kSum;
+      o.prescale = factor->tensor_factors.empty() ? factor->double_factor
+                                                  : factor->tensor_factors[0].item<double>();
+      return o;
+    }
+    default:
+      refuse("the reduction " + std::to_string(static_cast<int>(op.op_)) +
+             " (BXOR) is not one Chorus has");
+  }
+}
+
+class ProcessGroup final : public C10dBackend {
+ public:
+  ProcessGroup(int rank, int size, ProcessSet set, std::string prefix)
+      : C10dBackend(rank, size), set_(set), prefix_(std::move(prefix)) {}
+
+  const std::string getBackendName() const override { return "chorus"; }
+
+  c10::intrusive_ptr<::c10d::Work> broadcast(std::vector<Tensor>& tensors,
+                                             const ::c10d::BroadcastOptions& opts) override {
+    Tensor t = one(tensors, "broadcast");
+    root_in_group(opts.rootRank, "broadcast");
+    Tensor c = carried(t);
+    TensorHandle h = broadcast_async_(c, static_cast<int>(opts.rootRank), name(), set_);
+    return launch(::c10d::OpType::BROADCAST, {t}, [h]() mutable { h.wait(); });
+  }
+
+  c10::intrusive_ptr<::c10d::Work> allreduce(std::vector<Tensor>& tensors,
+                                             const ::c10d::AllreduceOptions& opts) override {
+    Tensor t = one(tensors, "allreduce");
+    Tensor c = carried(t);
+    TensorHandle h = allreduce_async_(c, name(), reduction(opts.reduceOp, t, set_));
+    return launch(::c10d::OpType::ALLREDUCE, {t}, [h]() mutable { h.wait(); });
+  }
+
+  c10::intrusive_ptr<::c10d::Work> allreduce_coalesced(
+      std::vector<Tensor>& tensors, const ::c10d::AllreduceCoalescedOptions& opts) override {
+    if (tensors.empty()) refuse("allreduce_coalesced of no tensors");
+    std::vector<Tensor> moved;
+    std::vector<std::string> names;
+    const std::string base = name();
+    for (const Tensor& t : tensors) {
+      if (t.scalar_type() != tensors[0].scalar_type())
+        refuse("allreduce_coalesced of tensors of several dtypes");
+      moved.push_back(carried(t));
+      names.push_back(base + "." + std::to_string(names.size()));
+    }
+    TensorHandle h =
+        grouped_allreduce_async_(moved, names, reduction(opts.reduceOp, tensors[0], set_));
+    return launch(::c10d::OpType::ALLREDUCE_COALESCED, tensors,
+                  [h]() mutable { h.wait_all(); });
+  }
+
+  c10::intrusive_ptr<::c10d::Work> reduce(std::vector<Tensor>& tensors,
+                                          const ::c10d::ReduceOptions& opts) override {
+    Tensor t = one(tensors, "reduce");
+    root_in_group(opts.rootRank, "reduce");
+    Tensor c = carried(t);
+    TensorHandle h = reduce_async_(c, static_cast<int>(opts.rootRank), name(),
+                                   reduction(opts.reduceOp, t, set_));
+    return launch(::c10d::OpType::REDUCE, {t}, [h]() mutable { h.wait(); });
+  }
+
+  c10::intrusive_ptr<::c10d::Work> allgather(std::vector<std::vector<Tensor>>& outputs,
+                                             std::vector<Tensor>& inputs,
+                                             const ::c10d::AllgatherOptions& opts) override {
+    const Tensor& in = one(inputs, "allgather");
+    if (outputs.size() != 1 || static_cast<int>(outputs[0].size()) != getSize())
+      refuse("allgather needs one list of " + std::to_string(getSize()) + " output tensors");
+    std::vector<Tensor> out = outputs[0];
+    TensorHandle h = gather_rows(in);
+    return launch(::c10d::OpType::ALLGATHER, out, [h, out, in]() mutable {
+      Tensor all = as_dtype_of(h.wait(), in);
+      for (std::size_t r = 0; r < out.size(); ++r) out[r].copy_(all[r].view_as(out[r]));
+    });
+  }
+
+  c10::intrusive_ptr<::c10d::Work> _allgather_base(Tensor& output, Tensor& input,
+                                                   const ::c10d::AllgatherOptions& opts) override {
+    if (output.numel() != input.numel() * getSize()) {
+      refuse("all_gather_into_tensor: the output has " + std::to_string(output.numel()) +
+             " elements, not " + std::to_string(getSize()) + " x " +
+             std::to_string(input.numel()));
+    }
+    TensorHandle h = gather_rows(input);
+    return launch(::c10d::OpType::_ALLGATHER_BASE, {output}, [h, output, input]() mutable {
+      output.copy_(as_dtype_of(h.wait(), input).reshape(output.sizes()));
+    });
+  }
+
+  c10::intrusive_ptr<::c10d::Work> gather(std::vector<std::vector<Tensor>>& outputs,
+                                          std::vector<Tensor>& inputs,
+                                          const ::c10d::GatherOptions& opts) override {
+    const Tensor& in = one(inputs, "gather");
+    root_in_group(opts.rootRank, "gather");
+    const bool root = opts.rootRank == getRank();
+    if (root && (outputs.size() != 1 || static_cast<int>(outputs[0].size()) != getSize()))
+      refuse("gather's root needs one list of " + std::to_string(getSize()) + " output tensors");
+    if (!root && !(outputs.empty() || (outputs.size() == 1 && outputs[0].empty())))
+      refuse("gather: only the root passes output tensors");
+    std::vector<Tensor> out = root ? outputs[0] : std::vector<Tensor>{};
+    // Every member receives every row (Chorus's allgather); the root keeps them.
+    TensorHandle h = gather_rows(in);
+    return launch(::c10d::OpType::GATHER, out, [h, out, in]() mutable {
+      Tensor all = as_dtype_of(h.wait(), in);
+      for (std::size_t r = 0; r < out.size(); ++r) out[r].copy_(all[r].view_as(out[r]));
+    });
+  }
+
+  c10::intrusive_ptr<::c10d::Work> scatter(std::vector<Tensor>& outputs,
+                                           std::vector<std::vector<Tensor>>& inputs,
+                                           const ::c10d::ScatterOptions& opts) override {
+    Tensor out = one(outputs, "scatter");
+    root_in_group(opts.rootRank, "scatter");
+    const bool root = opts.rootRank == getRank();
+    Tensor send;
+    std::vector<int64_t> splits(static_cast<std::size_t>(getSize()), 0);
+    if (root) {
+      if (inputs.size() != 1 || static_cast<int>(inputs[0].size()) != getSize())
+        refuse("scatter's root needs one list of " + std::to_string(getSize()) + " tensors");
+      std::vector<Tensor> rows;
+      for (const Tensor& t : inputs[0]) rows.push_back(carried(t).reshape(carried(out).sizes()));
+      send = at::stack(rows);
+      std::fill(splits.begin(), splits.end(), 1);
+    } else {
+      if (!(inputs.empty() || (inputs.size() == 1 && inputs[0].empty())))
+        refuse("scatter: only the root passes input tensors");
+      std::vector<int64_t> shape = carried(out).sizes().vec();
+      shape.insert(shape.begin(), 0);
+      send = at::empty(shape, carried(out).options());
+    }
+    // Only the root sends: one row to each member.
+    TensorHandle h = alltoall_async(send, splits, name(), set_);
+    return launch(::c10d::OpType::SCATTER, {out}, [h, out]() mutable {
+      out.copy_(as_dtype_of(h.wait()[0], out).view_as(out));
+    });
+  }
+
+  c10::intrusive_ptr<::c10d::Work> reduce_scatter(
+      std::vector<Tensor>& outputs, std::vector<std::vector<Tensor>>& inputs,
+      const ::c10d::ReduceScatterOptions& opts) override {
+    Tensor out = one(outputs, "reduce_scatter");
+    if (inputs.size() != 1 || static_cast<int>(inputs[0].size()) != getSize())
+      refuse("reduce_scatter needs one list of " + std::to_string(getSize()) + " input tensors");
+    std::vector<Tensor> rows;
+    for (const Tensor& t : inputs[0]) rows.push_back(carried(t).reshape({1, -1}));
+    return scatter_reduced(at::cat(rows), out, opts, ::c10d::OpType::REDUCE_SCATTER);
+  }
+
+  c10::intrusive_ptr<::c10d::Work> _reduce_scatter_base(
+      Tensor& output, Tensor& input, const ::c10d::ReduceScatterOptions& opts) override {
+    if (input.numel() != output.numel() * getSize()) {
+      refuse("reduce_scatter_tensor: the input has " + std::to_string(input.numel()) +
+             " elements, not " + std::to_string(getSize()) + " x " +
+             std::to_string(output.numel()));
+    }
+    return scatter_reduced(carried(input).reshape({getSize(), -1}), output, opts,
+                           ::c10d::OpType::_REDUCE_SCATTER_BASE);
+  }
+
+  c10::intrusive_ptr<::c10d::Work> alltoall_base(Tensor& output, Tensor& input,
+                                                 std::vector<int64_t>& output_splits,
+                                                 std::vector<int64_t>& input_splits,
+                                                 const ::c10d::AllToAllOptions& opts) override {
+    TensorHandle h = alltoall_async(carried(input), input_splits, name(), set_);
+    std::vector<int64_t> expected = output_splits;
+    return launch(::c10d::OpType::ALLTOALL_BASE, {output},
+                  [h, output, input, expected]() mutable {
+                    Tensor got = as_dtype_of(h.wait(), input);
+                    if (!expected.empty() && h.received_splits() != expected) {
+                      refuse("all_to_all_single: the output splits differ from what the members "
+                             "sent this rank");
+                    }
+                    output.copy_(got.reshape(output.sizes()));
+                  });
+  }
+
+  c10::intrusive_ptr<::c10d::Work> alltoall(std::vector<Tensor>& outputs,
+                                            std::vector<Tensor>& inputs,
+                                            const ::c10d::AllToAllOptions& opts) override {
+    if (static_cast<int>(inputs.size()) != getSize() ||
+        static_cast<int>(outputs.size()) != getSize()) {
+      refuse("all_to_all needs " + std::to_string(getSize()) + " input and output tensors");
+    }
+    std::vector<Tensor> flat;
+    std::vector<int64_t> splits;
+    for (const Tensor& t : inputs) {
+      flat.push_back(carried(t).reshape({-1}));
+      splits.push_back(flat.back().numel());
+    }
+    TensorHandle h = alltoall_async(at::cat(flat), splits, name(), set_);
+    std::vector<Tensor> out = outputs;
+    return launch(::c10d::OpType::ALLTOALL, out, [h, out]() mutable {
+      Tensor got = h.wait();
+      const std::vector<int64_t> received = h.received_splits();
+      int64_t at = 0;
+      for (std::size_t r = 0; r < out.size(); ++r) {
+        Tensor mine = carried(out[r]);
+        if (received[r] != mine.numel()) {
+          refuse("all_to_all: rank " + std::to_string(r) + " of the group sent " +
+                 std::to_string(received[r]) + " elements for an output of " +
+                 std::to_string(mine.numel()));
+        }
+        mine.copy_(got.narrow(0, at, received[r]).view_as(mine));
+        at += received[r];
+      }
+    });
+  }
+
+  c10::intrusive_ptr<::c10d::Work> barrier(const ::c10d::BarrierOptions& opts) override {
+    Handle h = chorus::barrier(set_);
+    if (h.refused()) throw Error(h.status());
+    return launch(::c10d::OpType::BARRIER, {}, [h] {
+      if (Status s = h.wait(); !s.ok()) throw Error(s);
+    });
+  }
+
+#if TORCH_VERSION_MAJOR < 2
+  void setSequenceNumberForGroup() override {}
+  uint64_t getSequenceNumberForGroup() override { return sequence_.load(); }
+#endif
+
+ private:
+  // The call's name: its place in the group's sequence, the same on every member that makes
+  // the group's calls in the same order.
+  std::string name() { return prefix_ + std::to_string(sequence_.fetch_add(1)); }
+
+  void root_in_group(int64_t root, const char* op) const {
+    if (root < 0 || root >= getSize()) {
+      refuse(std::string(op) + ": root " + std::to_string(root) + " is not a rank of the group (0.." +
+             std::to_string(getSize() - 1) + ")");
+    }
+  }
+
+  // Every member's `in` as row r of one tensor (Chorus's allgather along a new first
+  // dimension, which also checks that the members' shapes agree).
+  TensorHandle gather_rows(const Tensor& in) {
+    return allgather_async(carried(in).unsqueeze(0), name(), set_);
+  }
+
+  // Reduces `rows` (one row per member) and writes this member's row into `out`.
+  c10::intrusive_ptr<::c10d::Work> scatter_reduced(const Tensor& rows, Tensor out,
+                                                   const ::c10d::ReduceScatterOptions& opts,
+                                                   ::c10d::OpType type) {
+    const AllreduceOptions r = reduction(opts.reduceOp, out, set_);
+    ReducescatterOptions o;
+    o.op = r.op;
+    o.prescale = r.prescale;
+    o.process_set = set_;
+    TensorHandle h = reducescatter_async(rows, name(), o);
+    return launch(type, {out}, [h, out]() mutable {
+      out.copy_(as_dtype_of(h.wait(), out).reshape(carried(out).sizes()).view_as(carried(out)));
+    });
+  }
+
+  c10::intrusive_ptr<::c10d::Work> launch(::c10d::OpType type, std::vector<Tensor> outputs,
+                                          CompletionThread::Finish finish) {
+    auto work = c10::make_intrusive<ChorusWork>(getRank(), type, std::move(outputs));
+    completion_.add(work, std::move(finish));
+    return work;
+  }
+
+  const ProcessSet set_;
+  const std::string prefix_;
+  std::atomic<uint64_t> sequence_{0};
+  CompletionThread completion_;
+};
+
+}  // namespace
+
+c10::intrusive_ptr<C10dBackend> make_process_group(const ProcessGroupOptions& options) {
+  if (!is_initialized()) {
+    throw Error(Status(StatusCode::kNotInitialized,
+                       "chorus process group: Chorus is not initialized (chorus::init() first)"));
+  }
+  const std::string given = "rank " + std::to_string(options.rank) + " of " +
+                            std::to_string(options.size);
+  const bool whole_job =
+      options.global_ranks.empty() || static_cast<int>(options.global_ranks.size()) == size();
+  if (!whole_job) {
+    refuse("a group of " + std::to_string(options.global_ranks.size()) + " of the job's " +
+           std::to_string(size()) + " ranks: groups smaller than the job are not built yet");
+  }
+  if (options.rank != rank() || options.size != size()) {
+    refuse("torch.distributed gave " + given + ", where Chorus's job has rank " +
+           std::to_string(rank()) + " of " + std::to_string(size()) +
+           ": the launcher's ranks and init_process_group's must be the same");
+  }
+  for (int r = 0; r < static_cast<int>(options.global_ranks.size()); ++r) {
+    if (options.global_ranks[r] != r) refuse("a group whose ranks are the job's in another order");
+  }
+  // Groups are made in the same order on every member, so the count names them alike.
+  static std::atomic<int> made{0};
+  return c10::make_intrusive<ProcessGroup>(options.rank, options.size, ProcessSet::global(),
+                                           "c10d." + std::to_string(made.fetch_add(1)) + ".");
+}
+
+}  // namespace chorus::torch
