@@ -36,26 +36,34 @@ void ChorusWork::complete(std::exception_ptr error) {
   }
 }
 
-CompletionThread::CompletionThread() : thread_([this] { run(); }) {}
-
-CompletionThread::~CompletionThread() {
+CompletionThreads::~CompletionThreads() {
+  std::vector<std::thread> threads;
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
   }
-  cv_.notify_one();
-  thread_.join();
+  cv_.notify_all();
+  {
+    // No call is added any more, so no thread starts; the list can be taken.
+    std::lock_guard<std::mutex> lock(mu_);
+    threads.swap(threads_);
+  }
+  for (std::thread& t : threads) t.join();
 }
 
-void CompletionThread::add(c10::intrusive_ptr<ChorusWork> work, Finish finish) {
+void CompletionThreads::add(c10::intrusive_ptr<ChorusWork> work, Finish finish) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     queue_.emplace_back(std::move(work), std::move(finish));
+    if (idle_ < static_cast<int>(queue_.size())) {
+      ++idle_;  // counted idle until it takes a call
+      threads_.emplace_back([this] { run(); });
+    }
   }
   cv_.notify_one();
 }
 
-void CompletionThread::run() {
+void CompletionThreads::run() {
   pthread_setname_np(pthread_self(), "chorus-c10d");
   for (;;) {
     std::pair<c10::intrusive_ptr<ChorusWork>, Finish> next;
@@ -65,6 +73,7 @@ void CompletionThread::run() {
       if (queue_.empty()) return;  // stopping, and everything added is complete
       next = std::move(queue_.front());
       queue_.pop_front();
+      --idle_;
     }
     std::exception_ptr error;
     try {
@@ -73,6 +82,8 @@ void CompletionThread::run() {
       error = std::current_exception();
     }
     next.first->complete(error);
+    std::lock_guard<std::mutex> lock(mu_);
+    ++idle_;
   }
 }
 

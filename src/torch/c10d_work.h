@@ -1,21 +1,21 @@
 #pragma once
-// The c10d Work of a Chorus collective, and the thread that completes it.
+// The c10d Work of a Chorus collective, and the threads that complete it.
 //
-// A collective's TensorHandle is waited for on the process group's completion thread, in the
-// order the calls were made; then the call's own finishing step runs there (copying a gathered
+// A collective's TensorHandle is waited for on one of the process group's completion threads;
+// then the call's own finishing step runs there (copying a gathered
 // result into the caller's list of tensors, say), and the Work and its future complete with
 // the call's outputs, or fail with the collective's error. The trainer's threads never finish
 // a Chorus handle themselves, so DDP's autograd threads, a communication hook's callbacks and a
 // Python thread calling work.wait() all see one completion.
 
 #include <ATen/core/ivalue.h>
-#include <torch/csrc/distributed/c10d/Work.hpp>
 
 #include <condition_variable>
 #include <deque>
 #include <functional>
 #include <mutex>
 #include <thread>
+#include <torch/csrc/distributed/c10d/Work.hpp>
 #include <vector>
 
 namespace chorus::torch {
@@ -37,18 +37,22 @@ class ChorusWork final : public ::c10d::Work {
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
 
-// One thread per process group, started by the constructor and joined by the destructor after
-// it completed everything already added (each collective completes or fails: Chorus bounds
-// its waits). Named "chorus-c10d" in debuggers.
-class CompletionThread {
+// The threads that complete a process group's work: each takes the next call, waits for its
+// collective, finishes the call and completes its Work and future, whose callbacks run there.
+// Such a callback may itself wait for a later call of the group (PowerSGD's hook waits for its
+// P and Q allreduces inside its callbacks), so a call never waits for a busy thread: when none
+// is idle, one more starts. There are as many as the most calls that were in flight at once;
+// the destructor joins them after everything added is complete (each collective completes or
+// fails: Chorus bounds its waits). Named "chorus-c10d" in debuggers.
+class CompletionThreads {
  public:
   /// Blocks until the collective is done, then finishes the call; throws to fail it.
   using Finish = std::function<void()>;
 
-  CompletionThread();
-  ~CompletionThread();
-  CompletionThread(const CompletionThread&) = delete;
-  CompletionThread& operator=(const CompletionThread&) = delete;
+  CompletionThreads() = default;
+  ~CompletionThreads();
+  CompletionThreads(const CompletionThreads&) = delete;
+  CompletionThreads& operator=(const CompletionThreads&) = delete;
 
   /// Queues `work`, completed once `finish` returns (or failed with what it throws). Any
   /// thread. Unbounded: a trainer cannot have more calls in flight than it has memory for
@@ -61,8 +65,9 @@ class CompletionThread {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::pair<c10::intrusive_ptr<ChorusWork>, Finish>> queue_;  // guarded by mu_
-  bool stopping_ = false;                                                 // guarded by mu_
-  std::thread thread_;
+  int idle_ = 0;                                                         // guarded by mu_
+  bool stopping_ = false;                                                // guarded by mu_
+  std::vector<std::thread> threads_;                                     // guarded by mu_
 };
 
 }  // namespace chorus::torch

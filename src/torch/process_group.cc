@@ -52,16 +52,12 @@ AllreduceOptions reduction(const RedOp& op, const Tensor& t, ProcessSet set) {
   o.process_set = set;
   const bool is_bool = t.scalar_type() == at::kBool;
   switch (static_cast<RedOp::RedOpType>(op)) {
-    case RedOp::SUM:
-      o.op = is_bool ? ReduceOp::kMax : ReduceOp::kSum;
-      return o;
+    case RedOp::SUM: o.op = is_bool ? ReduceOp::kMax : ReduceOp::kSum; return o;
     case RedOp::AVG:
       if (is_bool) refuse("AVG of a bool tensor");
       o.op = ReduceOp::kAverage;
       return o;
-    case RedOp::PRODUCT:
-      o.op = is_bool ? ReduceOp::kMin : ReduceOp::kProduct;
-      return o;
+    case RedOp::PRODUCT: o.op = is_bool ? ReduceOp::kMin : ReduceOp::kProduct; return o;
     case RedOp::MIN:
       if (t.is_complex()) refuse("MIN of a complex tensor");
       o.op = ReduceOp::kMin;
@@ -72,8 +68,9 @@ AllreduceOptions reduction(const RedOp& op, const Tensor& t, ProcessSet set) {
       return o;
     case RedOp::BAND:
     case RedOp::BOR:
-      if (!is_bool) refuse("BAND and BOR reduce bool tensors only here (got " +
-                           std::string(c10::toString(t.scalar_type())) + ")");
+      if (!is_bool)
+        refuse("BAND and BOR reduce bool tensors only here (got " +
+               std::string(c10::toString(t.scalar_type())) + ")");
       o.op = static_cast<RedOp::RedOpType>(op) == RedOp::BAND ? ReduceOp::kMin : ReduceOp::kMax;
       return o;
     case RedOp::PREMUL_SUM: {
@@ -85,8 +82,9 @@ AllreduceOptions reduction(const RedOp& op, const Tensor& t, ProcessSet set) {
       return o;
     }
     default:
-      refuse("the reduction " + std::to_string(static_cast<int>(op.op_)) +
-             " (BXOR) is not one Chorus has");
+      refuse(std::string(static_cast<RedOp::RedOpType>(op) == RedOp::BXOR ? "BXOR" : "this op") +
+             " is not a reduction Chorus has: SUM, AVG, PRODUCT, MIN, MAX and PREMUL_SUM, and "
+             "BAND and BOR on bool tensors");
   }
 }
 
@@ -110,7 +108,8 @@ class ProcessGroup final : public C10dBackend {
                                              const ::c10d::AllreduceOptions& opts) override {
     Tensor t = one(tensors, "allreduce");
     Tensor c = carried(t);
-    TensorHandle h = allreduce_async_(c, name(), reduction(opts.reduceOp, t, set_));
+    const AllreduceOptions o = reduction(opts.reduceOp, t, set_);
+    TensorHandle h = allreduce_async_(c, name(), o);
     return launch(::c10d::OpType::ALLREDUCE, {t}, [h]() mutable { h.wait(); });
   }
 
@@ -118,18 +117,17 @@ class ProcessGroup final : public C10dBackend {
       std::vector<Tensor>& tensors, const ::c10d::AllreduceCoalescedOptions& opts) override {
     if (tensors.empty()) refuse("allreduce_coalesced of no tensors");
     std::vector<Tensor> moved;
-    std::vector<std::string> names;
-    const std::string base = name();
     for (const Tensor& t : tensors) {
       if (t.scalar_type() != tensors[0].scalar_type())
         refuse("allreduce_coalesced of tensors of several dtypes");
       moved.push_back(carried(t));
-      names.push_back(base + "." + std::to_string(names.size()));
     }
-    TensorHandle h =
-        grouped_allreduce_async_(moved, names, reduction(opts.reduceOp, tensors[0], set_));
-    return launch(::c10d::OpType::ALLREDUCE_COALESCED, tensors,
-                  [h]() mutable { h.wait_all(); });
+    const AllreduceOptions o = reduction(opts.reduceOp, tensors[0], set_);
+    const std::string base = name();
+    std::vector<std::string> names;
+    for (std::size_t i = 0; i < moved.size(); ++i) names.push_back(base + "." + std::to_string(i));
+    TensorHandle h = grouped_allreduce_async_(moved, names, o);
+    return launch(::c10d::OpType::ALLREDUCE_COALESCED, tensors, [h]() mutable { h.wait_all(); });
   }
 
   c10::intrusive_ptr<::c10d::Work> reduce(std::vector<Tensor>& tensors,
@@ -137,8 +135,8 @@ class ProcessGroup final : public C10dBackend {
     Tensor t = one(tensors, "reduce");
     root_in_group(opts.rootRank, "reduce");
     Tensor c = carried(t);
-    TensorHandle h = reduce_async_(c, static_cast<int>(opts.rootRank), name(),
-                                   reduction(opts.reduceOp, t, set_));
+    const AllreduceOptions o = reduction(opts.reduceOp, t, set_);
+    TensorHandle h = reduce_async_(c, static_cast<int>(opts.rootRank), name(), o);
     return launch(::c10d::OpType::REDUCE, {t}, [h]() mutable { h.wait(); });
   }
 
@@ -160,8 +158,7 @@ class ProcessGroup final : public C10dBackend {
                                                    const ::c10d::AllgatherOptions& opts) override {
     if (output.numel() != input.numel() * getSize()) {
       refuse("all_gather_into_tensor: the output has " + std::to_string(output.numel()) +
-             " elements, not " + std::to_string(getSize()) + " x " +
-             std::to_string(input.numel()));
+             " elements, not " + std::to_string(getSize()) + " x " + std::to_string(input.numel()));
     }
     TensorHandle h = gather_rows(input);
     return launch(::c10d::OpType::_ALLGATHER_BASE, {output}, [h, output, input]() mutable {
@@ -212,9 +209,8 @@ class ProcessGroup final : public C10dBackend {
     }
     // Only the root sends: one row to each member.
     TensorHandle h = alltoall_async(send, splits, name(), set_);
-    return launch(::c10d::OpType::SCATTER, {out}, [h, out]() mutable {
-      out.copy_(as_dtype_of(h.wait()[0], out).view_as(out));
-    });
+    return launch(::c10d::OpType::SCATTER, {out},
+                  [h, out]() mutable { out.copy_(as_dtype_of(h.wait()[0], out).view_as(out)); });
   }
 
   c10::intrusive_ptr<::c10d::Work> reduce_scatter(
@@ -245,15 +241,15 @@ class ProcessGroup final : public C10dBackend {
                                                  const ::c10d::AllToAllOptions& opts) override {
     TensorHandle h = alltoall_async(carried(input), input_splits, name(), set_);
     std::vector<int64_t> expected = output_splits;
-    return launch(::c10d::OpType::ALLTOALL_BASE, {output},
-                  [h, output, input, expected]() mutable {
-                    Tensor got = as_dtype_of(h.wait(), input);
-                    if (!expected.empty() && h.received_splits() != expected) {
-                      refuse("all_to_all_single: the output splits differ from what the members "
-                             "sent this rank");
-                    }
-                    output.copy_(got.reshape(output.sizes()));
-                  });
+    return launch(::c10d::OpType::ALLTOALL_BASE, {output}, [h, output, input, expected]() mutable {
+      Tensor got = as_dtype_of(h.wait(), input);
+      if (!expected.empty() && h.received_splits() != expected) {
+        refuse(
+            "all_to_all_single: the output splits differ from what the members "
+            "sent this rank");
+      }
+      output.copy_(got.reshape(output.sizes()));
+    });
   }
 
   c10::intrusive_ptr<::c10d::Work> alltoall(std::vector<Tensor>& outputs,
@@ -303,13 +299,14 @@ class ProcessGroup final : public C10dBackend {
 
  private:
   // The call's name: its place in the group's sequence, the same on every member that makes
-  // the group's calls in the same order.
+  // the group's calls in the same order. Taken once the call's arguments passed this rank's
+  // checks, which every member makes alike.
   std::string name() { return prefix_ + std::to_string(sequence_.fetch_add(1)); }
 
   void root_in_group(int64_t root, const char* op) const {
     if (root < 0 || root >= getSize()) {
-      refuse(std::string(op) + ": root " + std::to_string(root) + " is not a rank of the group (0.." +
-             std::to_string(getSize() - 1) + ")");
+      refuse(std::string(op) + ": root " + std::to_string(root) +
+             " is not a rank of the group (0.." + std::to_string(getSize() - 1) + ")");
     }
   }
 
@@ -335,7 +332,7 @@ class ProcessGroup final : public C10dBackend {
   }
 
   c10::intrusive_ptr<::c10d::Work> launch(::c10d::OpType type, std::vector<Tensor> outputs,
-                                          CompletionThread::Finish finish) {
+                                          CompletionThreads::Finish finish) {
     auto work = c10::make_intrusive<ChorusWork>(getRank(), type, std::move(outputs));
     completion_.add(work, std::move(finish));
     return work;
@@ -344,7 +341,7 @@ class ProcessGroup final : public C10dBackend {
   const ProcessSet set_;
   const std::string prefix_;
   std::atomic<uint64_t> sequence_{0};
-  CompletionThread completion_;
+  CompletionThreads completion_;
 };
 
 }  // namespace
@@ -354,8 +351,8 @@ c10::intrusive_ptr<C10dBackend> make_process_group(const ProcessGroupOptions& op
     throw Error(Status(StatusCode::kNotInitialized,
                        "chorus process group: Chorus is not initialized (chorus::init() first)"));
   }
-  const std::string given = "rank " + std::to_string(options.rank) + " of " +
-                            std::to_string(options.size);
+  const std::string given =
+      "rank " + std::to_string(options.rank) + " of " + std::to_string(options.size);
   const bool whole_job =
       options.global_ranks.empty() || static_cast<int>(options.global_ranks.size()) == size();
   if (!whole_job) {

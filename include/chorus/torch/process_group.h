@@ -11,7 +11,8 @@
 ///
 /// Work: wait() blocks until the collective completed and throws chorus::Error on every member
 /// when it failed; getFuture() completes at the same time with the call's output tensors
-/// (what DDP's communication hooks receive). Work completes in the order the calls were made.
+/// (what DDP's communication hooks receive). The future's callbacks run on a thread of the
+/// group's, and may wait for the group's later calls (as PowerSGD's hook does).
 ///
 /// Built against c10d::ProcessGroup before torch 2 and c10d::Backend from torch 2, whose
 /// collective methods have the same signatures; torch wraps a Backend in its ProcessGroup.
