@@ -135,6 +135,12 @@ CHORUS_API void mark_step();
 /// Creates a process set from global ranks. Collective: every rank calls it with the same
 /// list, in the same order relative to other add/remove calls. Blocks until created.
 CHORUS_API StatusOr<ProcessSet> add_process_set(const std::vector<int>& ranks);
+/// Creates a process set from global ranks, collective over its members alone: each member
+/// calls it with the same list, in the same order relative to the other sets it creates this
+/// way; the other ranks make their part of it on Chorus's background thread, without a call
+/// (torch.distributed's new_group, which calls its backend on the members only). Blocks
+/// until created.
+CHORUS_API StatusOr<ProcessSet> add_process_set_of_members(const std::vector<int>& ranks);
 /// Removes a set created by add_process_set. Collective over every rank, like adding.
 CHORUS_API Status remove_process_set(ProcessSet process_set);
 /// This rank's rank in `process_set`, or -1 if it is not a member.

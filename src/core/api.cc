@@ -318,20 +318,44 @@ Handle join() {
   return submit_one(*p);
 }
 
-StatusOr<ProcessSet> add_process_set(const std::vector<int>& ranks) {
-  StatusOr<Prepared> p = prepare(OpType::kAddProcessSet, "", ProcessSet::global());
-  if (!p.ok()) return p.status();
+namespace {
+
+// add_process_set and add_process_set_of_members: the checks and the submit they share.
+StatusOr<ProcessSet> add_set(OpType op, const std::vector<int>& ranks) {
   std::vector<int> sorted = ranks;
   std::sort(sorted.begin(), sorted.end());
-  if (sorted.empty() || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end() ||
-      sorted.front() < 0 || sorted.back() >= p->rt->rank_map().size) {
-    return invalid_argument("add_process_set: ranks must be distinct global ranks in [0, " +
-                            std::to_string(p->rt->rank_map().size) + "), at least one");
+  std::shared_ptr<Runtime> rt = current_runtime();
+  const int job = rt ? rt->rank_map().size : 0;
+  if (rt && (sorted.empty() || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end() ||
+             sorted.front() < 0 || sorted.back() >= job)) {
+    return invalid_argument(std::string(op_type_name(op)) +
+                            ": ranks must be distinct global ranks in [0, " + std::to_string(job) +
+                            "), at least one");
   }
+  const bool by_members = op == OpType::kAddProcessSetOfMembers;
+  if (rt && by_members && !std::binary_search(sorted.begin(), sorted.end(), rt->rank_map().rank)) {
+    return invalid_argument(std::string(op_type_name(op)) + ": rank " +
+                            std::to_string(rt->rank_map().rank) + " is not one of the ranks " +
+                            ranks_string(sorted) + "; only the new set's members call it");
+  }
+  StatusOr<Prepared> p =
+      prepare(op, by_members && rt ? rt->process_sets().members_set_name(sorted) : "",
+              ProcessSet::global());
+  if (!p.ok()) return p.status();
   p->entry.request.ranks.assign(sorted.begin(), sorted.end());
   Handle h = submit_one(*p);
   if (Status s = h.wait(); !s.ok()) return s;
   return ProcessSet{h.last_joined_rank()};
+}
+
+}  // namespace
+
+StatusOr<ProcessSet> add_process_set(const std::vector<int>& ranks) {
+  return add_set(OpType::kAddProcessSet, ranks);
+}
+
+StatusOr<ProcessSet> add_process_set_of_members(const std::vector<int>& ranks) {
+  return add_set(OpType::kAddProcessSetOfMembers, ranks);
 }
 
 Status remove_process_set(ProcessSet process_set) {

@@ -74,7 +74,7 @@ Response decide_response(const std::string& name,
     return mismatch(agreement.message());
   }
   const OpDescriptor& op = op_descriptor(ref->op);
-  if (!absent.empty() && !op.runs_with_joined) {
+  if (!absent.empty() && !op.runs_with_joined && !op.submitted_by_listed_ranks) {
     Response e = mismatch("");
     e.status = failed_precondition(prefix + "cannot run while ranks " + ranks_string(absent) +
                                    " have joined; only allreduce runs with joined ranks");
@@ -124,12 +124,35 @@ void Coordinator::add_waiting(int rank, const Response& cached, double waited_se
   it->second.waited_seconds = std::max(it->second.waited_seconds, waited_seconds);
 }
 
-bool Coordinator::complete(const Arrivals& e) const {
-  int have = e.count;
+std::vector<bool> Coordinator::not_owed(const Arrivals& e) const {
+  std::vector<bool> out(size_);
+  // For an op its listed ranks submit: the ranks every request so far lists. Ranks that
+  // disagree on the list then meet (the op's rule fails it) instead of waiting for a rank
+  // only some of them name.
+  std::vector<bool> listed(size_, true);
+  bool listing = false;
   for (int r = 0; r < size_; ++r) {
-    if (joined_[r] && !e.by_rank[r]) ++have;
+    out[r] = e.by_rank[r].has_value();
+    if (!out[r] || !op_descriptor(e.by_rank[r]->op).submitted_by_listed_ranks) continue;
+    listing = true;
+    std::vector<bool> mine(size_);
+    for (int32_t m : e.by_rank[r]->ranks) {
+      if (m >= 0 && m < size_) mine[m] = true;
+    }
+    for (int m = 0; m < size_; ++m) listed[m] = listed[m] && mine[m];
   }
-  return have == size_;
+  if (listing) {
+    for (int r = 0; r < size_; ++r) out[r] = out[r] || !listed[r];
+  }
+  return out;
+}
+
+bool Coordinator::complete(const Arrivals& e) const {
+  const std::vector<bool> done = not_owed(e);
+  for (int r = 0; r < size_; ++r) {
+    if (!done[r] && !(joined_[r] && !e.by_rank[r])) return false;
+  }
+  return true;
 }
 
 std::vector<Response> Coordinator::take_ready() {
@@ -169,7 +192,7 @@ std::vector<Response> Coordinator::take_ready() {
     }
     if (any->group_size == 0) {
       Response resp = decide_response(name, e.by_rank);
-      if (resp.status.ok() && resp.op == OpType::kAddProcessSet) resp.new_set_id = next_set_id_++;
+      if (resp.status.ok() && creates_process_set(resp.op)) resp.new_set_id = next_set_id_++;
       ready_.push_back(std::move(resp));
       table_.erase(it);
       continue;
@@ -277,11 +300,11 @@ StallReport Coordinator::inspect_stalls(Clock::time_point now, double check_seco
   std::vector<std::string> failed;
   for (auto& [name, e] : table_) {
     double age = std::chrono::duration<double>(now - e.first_seen).count();
-    std::vector<bool> present(size_);
+    // A rank that owes no request is not reported missing.
+    const std::vector<bool> present = not_owed(e);
     OpType op = OpType::kAllreduce;
     for (int r = 0; r < size_; ++r) {
-      present[r] = e.by_rank[r].has_value();
-      if (present[r]) op = e.by_rank[r]->op;
+      if (e.by_rank[r]) op = e.by_rank[r]->op;
     }
     const bool fail = shutdown_seconds > 0 && age >= shutdown_seconds;
     const bool warn =

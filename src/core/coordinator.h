@@ -67,6 +67,8 @@ class Coordinator {
     double waited_seconds = 0;
   };
 
+  /// Per rank: its request arrived, or it owes none (an op submitted by the ranks it lists).
+  std::vector<bool> not_owed(const Arrivals& e) const;
   bool complete(const Arrivals& e) const;
   Response decide(const std::string& name, const Arrivals& e) const;
   std::vector<int> missing_ranks(const std::vector<bool>& present) const;

@@ -77,7 +77,7 @@ Status Cycle::execute(bool* shutdown, bool* productive) {
     *productive = *productive || !round.responses.empty();
     for (const auto& r : round.responses) {
       if (r->status.ok() &&
-          (r->op == OpType::kAddProcessSet || r->op == OpType::kRemoveProcessSet)) {
+          (creates_process_set(r->op) || r->op == OpType::kRemoveProcessSet)) {
         changes.push_back(*r);
       }
     }

@@ -12,6 +12,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "base/mutex.h"
 #include "chorus/status.h"
@@ -46,6 +47,10 @@ class ProcessSets {
   /// per op and process set on this rank, so that a set's unnamed collectives match across
   /// its members whatever the other sets do.
   std::string generate_name(OpType op, int32_t set_id);
+  /// "chorus.add_process_set_of_members.[1, 3].0": the name of a set its members create, a
+  /// counter per list of ranks, so that it matches across those members whatever sets the
+  /// other ranks create meanwhile.
+  std::string members_set_name(const std::vector<int>& sorted_ranks);
 
  private:
   mutable Mutex mu_;
@@ -55,6 +60,7 @@ class ProcessSets {
   std::array<std::atomic<uint64_t>, kNumOpTypes> global_counters_{};
   std::unordered_map<int32_t, std::array<uint64_t, kNumOpTypes>> set_counters_
       CHORUS_GUARDED_BY(mu_);
+  std::map<std::vector<int>, uint64_t> members_counters_ CHORUS_GUARDED_BY(mu_);
 };
 
 /// The failure of a submit whose name is in flight already on `rank`.

@@ -98,7 +98,7 @@ StatusOr<std::unique_ptr<SetState>> SetTable::make(int32_t id, const std::vector
 Status SetTable::apply_changes(const std::vector<Response>& changes) {
   SetState& global = *sets_.at(0);
   for (const Response& r : changes) {
-    if (r.op == OpType::kAddProcessSet) {
+    if (creates_process_set(r.op)) {
       std::vector<int> ranks(r.ranks.begin(), r.ranks.end());
       StatusOr<std::unique_ptr<SetState>> set = make(r.new_set_id, ranks);
       if (!set.ok()) return set.status();
@@ -120,7 +120,7 @@ Status SetTable::apply_changes(const std::vector<Response>& changes) {
     }
     if (Entry* e = global.entries.find(r.name)) {
       // add_process_set's handle carries the new id; remove's, none.
-      if (r.op == OpType::kAddProcessSet) e->handle->value = r.new_set_id;
+      if (creates_process_set(r.op)) e->handle->value = r.new_set_id;
       finish(global, *e, Status());
     }
   }

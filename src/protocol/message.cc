@@ -20,6 +20,7 @@ const char* op_type_name(OpType op) {
     case OpType::kAddProcessSet: return "add_process_set";
     case OpType::kRemoveProcessSet: return "remove_process_set";
     case OpType::kReduce: return "reduce";
+    case OpType::kAddProcessSetOfMembers: return "add_process_set_of_members";
   }
   return "unknown";
 }

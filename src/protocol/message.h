@@ -24,8 +24,14 @@ enum class OpType : uint8_t {
   kAddProcessSet = 7,
   kRemoveProcessSet = 8,
   kReduce = 9,
+  /// add_process_set made by the new set's members alone (add_process_set_of_members).
+  kAddProcessSetOfMembers = 10,
 };
-inline constexpr int kNumOpTypes = 10;
+inline constexpr int kNumOpTypes = 11;
+/// Whether `op` creates a process set (every rank of the job makes the set when it is agreed).
+inline bool creates_process_set(OpType op) {
+  return op == OpType::kAddProcessSet || op == OpType::kAddProcessSetOfMembers;
+}
 const char* op_type_name(OpType op);
 
 /// One rank's description of one collective it wants to run. Every field except `rank`

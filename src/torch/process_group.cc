@@ -3,6 +3,8 @@
 #include <torch/torch.h>
 
 #include <atomic>
+#include <map>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -16,6 +18,12 @@ namespace {
 
 using at::Tensor;
 using RedOp = ::c10d::ReduceOp;
+
+std::string ranks_text(const std::vector<int>& ranks) {
+  std::string out = "[";
+  for (std::size_t i = 0; i < ranks.size(); ++i) out += (i ? ", " : "") + std::to_string(ranks[i]);
+  return out + "]";
+}
 
 [[noreturn]] void refuse(const std::string& what) {
   throw Error(invalid_argument("chorus process group: " + what));
@@ -351,26 +359,38 @@ c10::intrusive_ptr<C10dBackend> make_process_group(const ProcessGroupOptions& op
     throw Error(Status(StatusCode::kNotInitialized,
                        "chorus process group: Chorus is not initialized (chorus::init() first)"));
   }
-  const std::string given =
-      "rank " + std::to_string(options.rank) + " of " + std::to_string(options.size);
-  const bool whole_job =
-      options.global_ranks.empty() || static_cast<int>(options.global_ranks.size()) == size();
-  if (!whole_job) {
-    refuse("a group of " + std::to_string(options.global_ranks.size()) + " of the job's " +
-           std::to_string(size()) + " ranks: groups smaller than the job are not built yet");
+  const std::vector<int>& members = options.global_ranks;
+  const bool whole_job = members.empty() || static_cast<int>(members.size()) == size();
+  for (std::size_t i = 1; i < members.size(); ++i) {
+    if (members[i] <= members[i - 1]) refuse("a group whose ranks are not in increasing order");
   }
-  if (options.rank != rank() || options.size != size()) {
-    refuse("torch.distributed gave " + given + ", where Chorus's job has rank " +
-           std::to_string(rank()) + " of " + std::to_string(size()) +
+  ProcessSet set = ProcessSet::global();
+  if (!whole_job) {
+    // torch.distributed makes a group on its members alone.
+    StatusOr<ProcessSet> made = add_process_set_of_members(members);
+    if (!made.ok()) throw Error(made.status());
+    set = *made;
+  }
+  const int rank_in_set = process_set_rank(set);
+  const int set_size = process_set_size(set);
+  if (options.rank != rank_in_set || options.size != set_size) {
+    refuse("torch.distributed gave rank " + std::to_string(options.rank) + " of " +
+           std::to_string(options.size) + ", where Chorus's " +
+           (whole_job ? std::string("job") : "set of ranks " + ranks_text(members)) + " has rank " +
+           std::to_string(rank_in_set) + " of " + std::to_string(set_size) +
            ": the launcher's ranks and init_process_group's must be the same");
   }
-  for (int r = 0; r < static_cast<int>(options.global_ranks.size()); ++r) {
-    if (options.global_ranks[r] != r) refuse("a group whose ranks are the job's in another order");
+  // Groups are made in the same order on their members, so a count per set names them alike.
+  static std::mutex mu;
+  static std::map<int32_t, int> made;
+  int n;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    n = made[set.id]++;
   }
-  // Groups are made in the same order on every member, so the count names them alike.
-  static std::atomic<int> made{0};
-  return c10::make_intrusive<ProcessGroup>(options.rank, options.size, ProcessSet::global(),
-                                           "c10d." + std::to_string(made.fetch_add(1)) + ".");
+  return c10::make_intrusive<ProcessGroup>(
+      options.rank, options.size, set,
+      "c10d." + std::to_string(set.id) + "." + std::to_string(n) + ".");
 }
 
 }  // namespace chorus::torch

@@ -244,3 +244,25 @@ def test_ranks_that_disagree_fail_together_and_the_group_goes_on():
     t = torch.ones(2)
     dist.all_reduce(t)
     assert torch.equal(t, torch.full((2,), float(dist.get_world_size())))
+
+
+def test_subgroups_on_process_sets():
+    """new_group on chorus: the members make a Chorus process set; torch translates roots from
+    global ranks. Every rank calls new_group for every group, as torch requires."""
+    n, me = dist.get_world_size(), dist.get_rank()
+    evens = dist.new_group(list(range(0, n, 2)), backend="chorus")
+    odds = dist.new_group(list(range(1, n, 2)), backend="chorus") if n > 1 else None
+    mine, members = (evens, list(range(0, n, 2))) if me % 2 == 0 else (odds, list(range(1, n, 2)))
+    t = torch.tensor([float(me)])
+    dist.all_reduce(t, group=mine)
+    assert t.item() == sum(members)
+    b = torch.tensor([float(me)])
+    dist.broadcast(b, src=members[-1], group=mine)
+    assert b.item() == members[-1]
+    gathered = [torch.zeros(1) for _ in members]
+    dist.all_gather(gathered, torch.tensor([float(me)]), group=mine)
+    assert [g.item() for g in gathered] == members
+    # The whole job's group goes on beside them.
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    assert t.item() == n

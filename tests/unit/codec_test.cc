@@ -100,9 +100,17 @@ std::string patch_u32(std::string bytes, std::size_t at, uint32_t v) {
 }
 
 TEST(MessageTest, OpTypeNames) {
-  const char* expected[] = {"allreduce",          "allgather", "broadcast", "alltoall",
-                            "reducescatter",      "barrier",   "join",      "add_process_set",
-                            "remove_process_set", "reduce"};
+  const char* expected[] = {"allreduce",
+                            "allgather",
+                            "broadcast",
+                            "alltoall",
+                            "reducescatter",
+                            "barrier",
+                            "join",
+                            "add_process_set",
+                            "remove_process_set",
+                            "reduce",
+                            "add_process_set_of_members"};
   static_assert(std::size(expected) == kNumOpTypes, "a name for every op");
   for (int i = 0; i < kNumOpTypes; ++i) {
     EXPECT_STREQ(op_type_name(static_cast<OpType>(i)), expected[i]);

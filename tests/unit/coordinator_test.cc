@@ -366,6 +366,44 @@ TEST(CoordinatorTest, AddProcessSetGetsIncreasingIds) {
   EXPECT_EQ(ids, (std::vector<int32_t>{1, 2, 3})) << "set 0 is the global set";
 }
 
+// A set its members alone ask for (torch.distributed's new_group): ready once the ranks it
+// lists have asked, the others owing nothing and never reported missing.
+TEST(CoordinatorTest, ASetOfMembersWaitsForItsMembersAlone) {
+  Coordinator c(4);
+  Request q;
+  q.op = OpType::kAddProcessSetOfMembers;
+  q.name = "chorus.add_process_set_of_members.[1, 3].0";
+  q.ranks = {1, 3};
+  c.add(3, list_of({q}), at(0));
+  EXPECT_TRUE(c.take_ready().empty()) << "rank 1 has not asked yet";
+  StallReport rep = c.inspect_stalls(at(6), /*check_seconds=*/5, /*shutdown_seconds=*/0);
+  ASSERT_EQ(rep.warnings.size(), 1u);
+  EXPECT_TRUE(has(rep.warnings[0], "not yet by ranks [1]")) << rep.warnings[0];
+  c.add(1, list_of({q}), at(7));
+  std::vector<Response> ready = c.take_ready();
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_TRUE(ready[0].status.ok()) << ready[0].status.to_string();
+  EXPECT_EQ(ready[0].ranks, (std::vector<int32_t>{1, 3}));
+  EXPECT_EQ(ready[0].new_set_id, 1);
+}
+
+TEST(CoordinatorTest, AMemberThatListsOtherRanksFailsTheSet) {
+  Coordinator c(3);
+  Request q;
+  q.op = OpType::kAddProcessSetOfMembers;
+  q.name = "chorus.add_process_set_of_members.x";
+  q.ranks = {0, 1};
+  c.add(0, list_of({q}), kT0);
+  Request other = q;
+  other.ranks = {0, 1, 2};
+  c.add(1, list_of({other}), kT0);
+  std::vector<Response> ready = c.take_ready();
+  ASSERT_EQ(ready.size(), 1u);
+  EXPECT_FALSE(ready[0].status.ok());
+  EXPECT_TRUE(has(ready[0].status.message(), "the ranks of the new process set"))
+      << ready[0].status.to_string();
+}
+
 // --- stall inspection -------------------------------------------------------------------
 
 TEST(CoordinatorTest, StallWarningNamesSubmittedAndMissingRanks) {

@@ -39,13 +39,14 @@ using C10dBackend = ::c10d::ProcessGroup;
 struct ProcessGroupOptions {
   int rank = 0;  ///< this process' rank in the group
   int size = 1;  ///< the group's size
-  /// The group's members as ranks of the Chorus job, in group order; empty: the whole job.
+  /// The group's members as ranks of the Chorus job, increasing; empty: the whole job.
   std::vector<int> global_ranks;
 };
 
-/// The process group of Chorus's job (chorus::init() first, on every rank). `options` must
-/// match the job as Chorus sees it: rank and size of the whole job, or a group's members that
-/// are ranks of the job in increasing order. Throws chorus::Error naming what differs.
+/// The process group of Chorus's job (chorus::init() first, on every rank), or of a group of
+/// its ranks: a process set its members make (chorus::add_process_set_of_members), so only
+/// they call this, as torch.distributed's new_group calls its backend. `options` must match
+/// the job as Chorus sees it. Throws chorus::Error naming what differs.
 c10::intrusive_ptr<C10dBackend> make_process_group(const ProcessGroupOptions& options);
 
 }  // namespace chorus::torch

@@ -56,6 +56,15 @@ const OpDescriptor& add_process_set_op() {
   return d;
 }
 
+const OpDescriptor& add_process_set_of_members_op() {
+  static const OpDescriptor d{.op = OpType::kAddProcessSetOfMembers,
+                              .carries_data = false,
+                              .submitted_by_listed_ranks = true,
+                              .agree = agree_add_set,
+                              .batching = alone};
+  return d;
+}
+
 const OpDescriptor& remove_process_set_op() {
   static const OpDescriptor d{.op = OpType::kRemoveProcessSet,
                               .carries_data = false,

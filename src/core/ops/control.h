@@ -11,6 +11,8 @@ const OpDescriptor& barrier_op();
 /// rank joined; the handle's value is the rank that joined last.
 const OpDescriptor& join_op();
 const OpDescriptor& add_process_set_op();
+/// The same set, requested by its members alone; the other ranks make it when it is agreed.
+const OpDescriptor& add_process_set_of_members_op();
 const OpDescriptor& remove_process_set_op();
 
 }  // namespace chorus

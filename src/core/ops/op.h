@@ -126,6 +126,9 @@ struct OpDescriptor {
   bool carries_data = true;
   /// Runs while some ranks have joined (they contribute zeros); any other op fails then.
   bool runs_with_joined = false;
+  /// Submitted by the ranks its request lists (Request::ranks) alone, not by every rank of
+  /// the set it is negotiated in: the coordinator waits for those.
+  bool submitted_by_listed_ranks = false;
   /// Its agreed response is cached by name, so that a repeat skips the coordinator.
   bool cached = false;
   /// Its output's shape is known only once the ranks agreed, so a CUDA tensor needs an

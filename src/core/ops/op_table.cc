@@ -32,9 +32,10 @@ const OpDescriptor& unknown_op() {
 const OpDescriptor& op_descriptor(OpType op) {
   static const std::array<const OpDescriptor*, kNumOpTypes> table = [] {
     std::array<const OpDescriptor*, kNumOpTypes> t{};
-    for (const OpDescriptor* d : {&allreduce_op(), &allgather_op(), &broadcast_op(), &alltoall_op(),
-                                  &reducescatter_op(), &barrier_op(), &join_op(),
-                                  &add_process_set_op(), &remove_process_set_op(), &reduce_op()}) {
+    for (const OpDescriptor* d :
+         {&allreduce_op(), &allgather_op(), &broadcast_op(), &alltoall_op(), &reducescatter_op(),
+          &barrier_op(), &join_op(), &add_process_set_op(), &remove_process_set_op(), &reduce_op(),
+          &add_process_set_of_members_op()}) {
       t[static_cast<std::size_t>(d->op)] = d;
     }
     return t;
