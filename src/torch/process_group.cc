@@ -378,7 +378,10 @@ c10::intrusive_ptr<C10dBackend> make_process_group(const ProcessGroupOptions& op
            std::to_string(options.size) + ", where Chorus's " +
            (whole_job ? std::string("job") : "set of ranks " + ranks_text(members)) + " has rank " +
            std::to_string(rank_in_set) + " of " + std::to_string(set_size) +
-           ": the launcher's ranks and init_process_group's must be the same");
+           (whole_job && size() == 1
+                ? ": Chorus started without an MPI launcher, as a job of one rank (launch with "
+                  "mpirun or srun; a world without MPI is not built yet)"
+                : ": the launcher's ranks and init_process_group's must be the same"));
   }
   // Groups are made in the same order on their members, so a count per set names them alike.
   static std::mutex mu;
