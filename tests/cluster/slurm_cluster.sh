@@ -23,6 +23,7 @@
 #      chorusrun relaunches on cn1 inside the allocation, from that commit; the final weights
 #      equal a reference restarted by hand from commit 2 on cn1; with PYTHON, the same for
 #      examples/python/elastic_mnist.py.
+#   6. salloc + srun python of examples/python/ddp_mnist.py: PyTorch DDP on the chorus backend.
 #
 #   slurm_cluster.sh MAP_PROBE JOB_SCRIPT EXAMPLE CHORUSRUN [PYTHON BUILD_DIR PY_EXAMPLE]
 #
@@ -341,5 +342,21 @@ if [ -n "$py_example" ]; then
     fail "the Python example did not run on 4 ranks over 2 hosts"
   grep -qE "final test accuracy: [0-9.]+% \(4 ranks\)" "$out" ||
     fail "the Python example did not finish training on 4 ranks"
+
+  # A PyTorch DDP script on the torch.distributed backend chorus, launched as the Compute
+  # Canada guide launches its DDP test: srun python in an allocation, ranks from srun, the
+  # group's store at tcp://MASTER_ADDR:port.
+  echo "== salloc -N 2 srun --mpi=pmix python ddp_mnist.py --backend chorus"
+  ddp_out=$state/ddp.out
+  PYTHONPATH=$py_build/python CHORUS_LOG_LEVEL=info timeout -k 5 180 \
+    salloc -N 2 --ntasks-per-node 2 -t 5 srun --mpi=pmix "$py_interp" \
+    "$(dirname "$py_example")/ddp_mnist.py" --backend chorus --init-method tcp://127.0.0.1:29561 \
+    --epochs 1 --limit 8000 --min-accuracy 50 --data-dir "$state/py-data" >"$ddp_out" 2>&1 ||
+    { cat "$ddp_out"; fail "the DDP script on chorus under srun"; }
+  cat "$ddp_out"
+  grep -q "rank map: 4 ranks on 2 hosts, layout ppr:2:node" "$ddp_out" ||
+    fail "the DDP script did not run on 4 ranks over 2 hosts"
+  grep -qE "final test accuracy: [0-9.]+% \(4 ranks, chorus\)" "$ddp_out" ||
+    fail "the DDP script did not finish training on chorus"
 fi
 echo "slurm_cluster.sh: ok in $(( $(date +%s) - start )) s (after the cluster started)"
