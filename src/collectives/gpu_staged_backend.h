@@ -3,7 +3,7 @@
 // ranks that share one GPU (NCCL refuses two ranks on a GPU; the NVIDIA MPS pattern).
 //
 // Every call is staged: device -> pinned host buffer -> the host backend -> device.
-// Reductions because Chorus reduces on the CPU (mpi_backend.h) and so keeps the CPU path's
+// Reductions because Chorus reduces on the CPU (host_reduce.h) and so keeps the CPU path's
 // bits; data movement (allgather, broadcast, alltoall) because the host backend makes
 // MPI's non-blocking collectives (MPI_Iallgatherv, MPI_Ibcast, MPI_Ialltoallv: its waits
 // are bounded), which Open MPI does not accept device pointers for, even where it is built

@@ -52,7 +52,7 @@ bool hierarchical_groups_needed(std::optional<bool> requested, const RankMap& ma
 /// CHORUS_HIERARCHICAL_ALLREDUCE is 0 (`requested` false). Inside a host the local group
 /// reduces through shared memory (by MPI messages where it cannot), so only 1/local_size of the
 /// data crosses the network per rank, in local_size flows side by side. Fixed for the set, never
-/// per call: the combination order depends on it (host order in mpi_backend.h). `reason` says why
+/// per call: the combination order depends on it (host order in host_reduce.h). `reason` says why
 /// or why not.
 bool use_hierarchical_host_allreduce(std::optional<bool> requested, bool global_set,
                                      const RankMap& map, std::string* reason);

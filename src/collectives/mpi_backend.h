@@ -1,20 +1,9 @@
 #pragma once
-// The MPI backend for host memory.
-//
-// Reductions do not use MPI's reduction operations. MPI picks its algorithm, and with it
-// the order in which ranks' values are combined, by message size, so the same element
-// could get different bits fused and alone; and MPI has no 16-bit float types. Instead
-// four algorithms evaluate one combination tree that depends on the set size alone
-// (kernels/reduce_tree.h), so that an element's bits are the same on every rank, fused or
-// alone, whichever algorithm ran:
-//  - gather-all: every rank gathers every contribution and evaluates the tree;
-//  - direct: a reduce-scatter by point-to-point messages, pipelined in chunks, where the
-//    owner of each block evaluates the tree on it as chunks arrive, then every rank sends
-//    its block to every other at once (O(P) messages, two rounds);
-//  - recursive doubling and recursive halving then doubling (collectives/mpi_tree.h):
-//    O(log P) rounds.
-// Each call takes the one the cost model finds cheapest for its size and the set's
-// (collectives/cost_model.h), unless CHORUS_HOST_ALGORITHM forces one.
+// The MPI backend for host memory: the set's own communicator. Its reductions are the
+// host algorithms by messages (collectives/host_reduce.h) over MPI's point-to-point calls
+// (collectives/mpi_links.h), which fix each element's combination order by the set's size
+// alone; data movement uses MPI's non-blocking collectives. Every wait is bounded
+// (collectives/mpi_wait.h).
 //
 // A set whose members all run on one host reduces through shared memory instead, where
 // every member can map it (collectives/shm_backend.h, offered before this backend). The
@@ -30,9 +19,9 @@
 
 #include "collectives/backend.h"
 #include "collectives/cost_model.h"
-#include "collectives/mpi_tree.h"
+#include "collectives/host_reduce.h"
+#include "collectives/mpi_links.h"
 #include "collectives/mpi_wait.h"
-#include "kernels/host_buffer.h"
 
 namespace chorus {
 
@@ -60,32 +49,12 @@ class MpiBackend final : public Backend {
   Status barrier() override;
 
  private:
-  // Chunk of the pipelined reduce-scatter.
-  static constexpr int64_t kChunkBytes = 256 << 10;
-
-  // Block q, reduced by rank q: counts[q] elements of `count`, the first count % size one
-  // larger. In blocks_, valid until the next call.
-  const std::vector<int64_t>& blocks(int64_t count);
-  Status gather_all_reduce(const void* send, void* recv, int64_t count, DataType dtype, ReduceOp op,
-                           kernels::Scale scale);
-  Status pipelined_reduce_scatter(const void* send, void* recv, const std::vector<int64_t>& counts,
-                                  DataType dtype, ReduceOp op, kernels::Scale scale);
-  Status share_blocks(char* out, const std::vector<int64_t>& counts,
-                      const std::vector<int64_t>& offsets, int64_t esz);
-  char* scratch(std::size_t bytes);
-
   MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
-  HostAlgorithm algorithm_;
   WaitBound bound_;
-  LinkModel link_;
-  std::unique_ptr<MpiTree> tree_;
-  // Grows to the largest need and stays: steady-state steps allocate nothing.
-  HostBuffer scratch_;
-  std::vector<MPI_Request> requests_;
-  std::vector<const void*> sources_;
-  std::vector<int64_t> blocks_;
+  MpiLinks links_;
+  HostReduce reduce_;
 };
 
 }  // namespace chorus

@@ -76,8 +76,7 @@ Status Cycle::execute(bool* shutdown, bool* productive) {
     if (id == 0) *shutdown = round.shutdown;
     *productive = *productive || !round.responses.empty();
     for (const auto& r : round.responses) {
-      if (r->status.ok() &&
-          (creates_process_set(r->op) || r->op == OpType::kRemoveProcessSet)) {
+      if (r->status.ok() && (creates_process_set(r->op) || r->op == OpType::kRemoveProcessSet)) {
         changes.push_back(*r);
       }
     }

@@ -1,7 +1,7 @@
 #pragma once
 // The combination order of reductions across hosts: a fixed binary tree over the set's ranks
-// that depends on the set size alone. Every algorithm of the MPI backend (gather-all, direct
-// reduce-scatter, recursive doubling, recursive halving and doubling: collectives/mpi_backend.h)
+// that depends on the set size alone. Every host algorithm by messages (gather-all, direct
+// reduce-scatter, recursive doubling, recursive halving and doubling: collectives/host_reduce.h)
 // evaluates this same tree, some on one rank from every contribution (reduce_tree below),
 // some spread over the ranks, one level per message round. So the algorithm can be chosen by
 // message size without changing a bit, and an element's bits never depend on its place in a

@@ -1,6 +1,6 @@
 #pragma once
-// The reductions of the MPI backend whose cost grows as log P: recursive doubling and
-// recursive halving then doubling, by point-to-point messages. Both evaluate the tree of
+// The host reductions whose cost grows as log P: recursive doubling and recursive halving
+// then doubling, by point-to-point messages (collectives/links.h). Both evaluate the tree of
 // kernels/reduce_tree.h spread over the ranks, one level per round:
 //
 //  - fold: in each of the first e pairs (2v, 2v+1), the odd rank sends its whole vector to
@@ -16,25 +16,22 @@
 // Messages go in pieces of kPieceBytes; halving combines each piece as it arrives.
 // Called from the background thread only, like every Backend.
 
-#include <mpi.h>
-
 #include <cstdint>
 #include <vector>
 
 #include "chorus/status.h"
 #include "chorus/types.h"
-#include "collectives/mpi_wait.h"
+#include "collectives/links.h"
 #include "kernels/host_buffer.h"
 #include "kernels/reduce_kernels.h"
 #include "kernels/reduce_tree.h"
 
 namespace chorus {
 
-class MpiTree {
+class HostTree {
  public:
-  /// Over `comm` (owned by the caller), whose rank and size are `rank` and `size`; each wait
-  /// fails past `bound` (collectives/mpi_wait.h).
-  MpiTree(MPI_Comm comm, int rank, int size, const WaitBound& bound);
+  /// Over `links` (owned by the caller, alive as long as this).
+  explicit HostTree(Links& links);
 
   /// Backend::allreduce by recursive doubling: log2 p2 rounds of the whole vector.
   Status allreduce_doubling(const void* send, void* recv, int64_t count, DataType dtype,
@@ -75,15 +72,13 @@ class MpiTree {
   Status double_blocks(char* acc, const std::vector<int64_t>& offsets, DataType dtype);
   char* scratch(std::size_t bytes) { return scratch_.get(bytes); }
 
-  MPI_Comm comm_;
+  Links& links_;
   int rank_;
   kernels::TreeShape shape_;
   int leaf_;            // this rank's leaf, -1 for the odd rank of a folded pair
   HostBuffer scratch_;  // what a partner sends
   HostBuffer acc_;      // a reduce-scatter's partial results
-  std::vector<MPI_Request> requests_;
   std::vector<int64_t> offsets_;
-  WaitBound bound_;
 };
 
 }  // namespace chorus

@@ -1,10 +1,7 @@
-#include "collectives/mpi_tree.h"
+#include "collectives/host_tree.h"
 
 #include <algorithm>
 #include <cstring>
-
-#include "collectives/mpi_check.h"
-#include "collectives/mpi_wait.h"
 
 namespace chorus {
 namespace {
@@ -29,60 +26,58 @@ void even_offsets(int64_t count, int parts, std::vector<int64_t>* offsets) {
 
 }  // namespace
 
-MpiTree::MpiTree(MPI_Comm comm, int rank, int size, const WaitBound& bound)
-    : comm_(comm), rank_(rank), shape_(size), leaf_(shape_.leaf_of(rank)), bound_(bound) {}
+HostTree::HostTree(Links& links)
+    : links_(links), rank_(links.rank()), shape_(links.size()), leaf_(shape_.leaf_of(rank_)) {}
 
 template <typename OnPiece>
-Status MpiTree::exchange(int peer, const char* out, int64_t out_bytes, char* in, int64_t in_bytes,
-                         OnPiece on_piece) {
+Status HostTree::exchange(int peer, const char* out, int64_t out_bytes, char* in, int64_t in_bytes,
+                          OnPiece on_piece) {
   const int64_t n_in = pieces_of(in_bytes, kPieceBytes);
   const int64_t n_out = pieces_of(out_bytes, kPieceBytes);
-  requests_.assign(static_cast<std::size_t>(n_in + n_out), MPI_REQUEST_NULL);
+  links_.clear();
   for (int64_t i = 0; i < n_in; ++i) {
     const int64_t len = std::min(kPieceBytes, in_bytes - i * kPieceBytes);
-    CHORUS_MPI_CHECK(MPI_Irecv(in + i * kPieceBytes, static_cast<int>(len), MPI_BYTE, peer, kTag,
-                               comm_, &requests_[i]));
+    if (Status s = links_.post_recv(peer, kTag, in + i * kPieceBytes, len); !s.ok()) return s;
   }
   for (int64_t i = 0; i < n_out; ++i) {
     const int64_t len = std::min(kPieceBytes, out_bytes - i * kPieceBytes);
-    CHORUS_MPI_CHECK(MPI_Isend(out + i * kPieceBytes, static_cast<int>(len), MPI_BYTE, peer, kTag,
-                               comm_, &requests_[n_in + i]));
+    if (Status s = links_.post_send(peer, kTag, out + i * kPieceBytes, len); !s.ok()) return s;
   }
   for (int64_t i = 0; i < n_in; ++i) {
     const int64_t len = std::min(kPieceBytes, in_bytes - i * kPieceBytes);
-    if (Status s = wait_all(1, &requests_[i], 2 * len, bound_); !s.ok()) return s;
+    if (Status s = links_.wait(static_cast<std::size_t>(i), 1, 2 * len); !s.ok()) return s;
     on_piece(i * kPieceBytes, len);
   }
-  return wait_all(static_cast<int>(n_out), requests_.data() + n_in, out_bytes, bound_);
+  return links_.wait(static_cast<std::size_t>(n_in), static_cast<std::size_t>(n_out), out_bytes);
 }
 
-Status MpiTree::send_to(int peer, const char* out, int64_t bytes) {
+Status HostTree::send_to(int peer, const char* out, int64_t bytes) {
   return exchange(peer, out, bytes, nullptr, 0, [](int64_t, int64_t) {});
 }
 
-Status MpiTree::receive_from(int peer, char* in, int64_t bytes) {
+Status HostTree::receive_from(int peer, char* in, int64_t bytes) {
   return exchange(peer, nullptr, 0, in, bytes, [](int64_t, int64_t) {});
 }
 
-Status MpiTree::fold_in(const char* mine, char* acc, int64_t bytes, DataType dtype, ReduceOp op) {
+Status HostTree::fold_in(const char* mine, char* acc, int64_t bytes, DataType dtype, ReduceOp op) {
   char* theirs = scratch(static_cast<std::size_t>(bytes));
   return exchange(rank_ + 1, nullptr, 0, theirs, bytes, [&](int64_t at, int64_t len) {
     combine(acc + at, mine + at, theirs + at, len, dtype, op, kernels::Scale{});
   });
 }
 
-Status MpiTree::allreduce_doubling(const void* send, void* recv, int64_t count, DataType dtype,
-                                   ReduceOp op, kernels::Scale scale) {
+Status HostTree::allreduce_doubling(const void* send, void* recv, int64_t count, DataType dtype,
+                                    ReduceOp op, kernels::Scale scale) {
   return allreduce(false, send, recv, count, dtype, op, scale);
 }
 
-Status MpiTree::allreduce_halving(const void* send, void* recv, int64_t count, DataType dtype,
-                                  ReduceOp op, kernels::Scale scale) {
+Status HostTree::allreduce_halving(const void* send, void* recv, int64_t count, DataType dtype,
+                                   ReduceOp op, kernels::Scale scale) {
   return allreduce(true, send, recv, count, dtype, op, scale);
 }
 
-Status MpiTree::allreduce(bool halving, const void* send, void* recv, int64_t count, DataType dtype,
-                          ReduceOp op, kernels::Scale scale) {
+Status HostTree::allreduce(bool halving, const void* send, void* recv, int64_t count,
+                           DataType dtype, ReduceOp op, kernels::Scale scale) {
   const int64_t bytes = count * static_cast<int64_t>(dtype_size(dtype));
   char* acc = static_cast<char*>(recv);
   if (leaf_ < 0) {
@@ -107,8 +102,8 @@ Status MpiTree::allreduce(bool halving, const void* send, void* recv, int64_t co
   return {};
 }
 
-Status MpiTree::double_vectors(const char* mine, char* acc, int64_t bytes, DataType dtype,
-                               ReduceOp op, kernels::Scale scale) {
+Status HostTree::double_vectors(const char* mine, char* acc, int64_t bytes, DataType dtype,
+                                ReduceOp op, kernels::Scale scale) {
   // The whole vector goes out each round, so the partner's arrives in a buffer of its own
   // and is combined once both transfers are done.
   char* theirs = scratch(static_cast<std::size_t>(bytes));
@@ -127,8 +122,8 @@ Status MpiTree::double_vectors(const char* mine, char* acc, int64_t bytes, DataT
   return {};
 }
 
-Status MpiTree::halve(const char* mine, char* acc, const std::vector<int64_t>& offsets,
-                      DataType dtype, ReduceOp op, kernels::Scale scale) {
+Status HostTree::halve(const char* mine, char* acc, const std::vector<int64_t>& offsets,
+                       DataType dtype, ReduceOp op, kernels::Scale scale) {
   const int64_t esz = static_cast<int64_t>(dtype_size(dtype));
   int lo = 0, hi = shape_.p2;  // the blocks this leaf still reduces
   // The most received is the first round's half (a later round receives part of it).
@@ -157,7 +152,7 @@ Status MpiTree::halve(const char* mine, char* acc, const std::vector<int64_t>& o
   return {};
 }
 
-Status MpiTree::double_blocks(char* acc, const std::vector<int64_t>& offsets, DataType dtype) {
+Status HostTree::double_blocks(char* acc, const std::vector<int64_t>& offsets, DataType dtype) {
   const int64_t esz = static_cast<int64_t>(dtype_size(dtype));
   for (int d = 1; d < shape_.p2; d *= 2) {
     const int partner = leaf_ ^ d;
@@ -171,9 +166,9 @@ Status MpiTree::double_blocks(char* acc, const std::vector<int64_t>& offsets, Da
   return {};
 }
 
-Status MpiTree::reducescatter_halving(const void* send, void* recv,
-                                      const std::vector<int64_t>& counts, DataType dtype,
-                                      ReduceOp op, kernels::Scale scale) {
+Status HostTree::reducescatter_halving(const void* send, void* recv,
+                                       const std::vector<int64_t>& counts, DataType dtype,
+                                       ReduceOp op, kernels::Scale scale) {
   const int64_t esz = static_cast<int64_t>(dtype_size(dtype));
   // Leaf v's block: the blocks of the ranks it stands for.
   offsets_.assign(static_cast<std::size_t>(shape_.p2) + 1, 0);
