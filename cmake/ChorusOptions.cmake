@@ -203,6 +203,26 @@ else()
   chorus_summary_row(NCCL no "" "${_chorus_nccl_REPORT}")
 endif()
 
+# Gloo (Debian's libgloo-dev): the transport of a world without an MPI launcher
+# (src/collectives/gloo/), optional like NCCL.
+find_package(Gloo CONFIG QUIET)
+set(_chorus_gloo_found OFF)
+if(Gloo_FOUND AND TARGET gloo)
+  set(_chorus_gloo_found ON)
+endif()
+option(CHORUS_WITH_GLOO "Compile the Gloo transport" ${_chorus_gloo_found})
+if(CHORUS_WITH_GLOO AND NOT _chorus_gloo_found)
+  message(FATAL_ERROR "Chorus: CHORUS_WITH_GLOO=ON but no Gloo was found (libgloo-dev, or Gloo_DIR)")
+endif()
+if(CHORUS_WITH_GLOO)
+  get_target_property(_chorus_gloo_where gloo IMPORTED_LOCATION_RELWITHDEBINFO)
+  chorus_summary_row(Gloo yes "${Gloo_VERSION}" "${_chorus_gloo_where}")
+elseif(_chorus_gloo_found)
+  chorus_summary_row(Gloo no "${Gloo_VERSION}" "CHORUS_WITH_GLOO=OFF")
+else()
+  chorus_summary_row(Gloo no "" "not found (libgloo-dev, or Gloo_DIR)")
+endif()
+
 # LibTorch's CUDA setup may set CMAKE_CUDA_ARCHITECTURES in this scope (to OFF, for its own
 # flags); Chorus's kernels keep the targets chosen before it.
 if(DEFINED CMAKE_CUDA_ARCHITECTURES)

@@ -85,6 +85,10 @@ std::string check_build() {
   out += "\nControllers:\n";
   out += row(true, "MPI", std::string(build::kMpi) + " (MPI " + build::kMpiStandard + ")");
   out += row(true, "hwloc", std::string(build::kHwloc) + ": CHORUS_BIND, --explain");
+  out += row(build::kGloo, "Gloo",
+             build::kGloo ? std::string(build::kGlooVersion) +
+                                ": its transport is built; a world without MPI is not yet"
+                          : "");
   out += "\nTensor operations:\n";
   out += row(true, "MPI", "host memory; shared memory within a host");
   out += row(build::kCuda, "CUDA", build::kCuda ? cuda : "");

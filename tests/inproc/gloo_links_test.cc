@@ -1,0 +1,140 @@
+// The host reductions by messages over Gloo (collectives/gloo/gloo_links.h): ranks as
+// threads, each with its own Gloo context over TCP on loopback, meeting through one
+// in-memory store. Every algorithm of HostReduce must give, on every rank, the bits of the
+// combination tree evaluated on every rank's input (kernels/reduce_tree.h): the definition
+// the MPI path is held to, so both transports give the same bits for the same set size. A
+// member that never comes fails the others' waits after the liveness bound, naming it.
+#include "collectives/gloo/gloo_links.h"
+
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/hash_store.h>
+#include <gloo/rendezvous/prefix_store.h>
+#include <gloo/transport/tcp/device.h>
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collectives/host_reduce.h"
+#include "kernels/reduce_tree.h"
+
+namespace chorus {
+namespace {
+
+// Runs body(rank, links) on `size` threads, each over its own connected context.
+void run_ranks(int size, double liveness, const std::function<void(int, Links&)>& body,
+               const std::string& prefix) {
+  gloo::rendezvous::HashStore store;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] {
+      gloo::transport::tcp::attr attr("127.0.0.1");
+      auto device = gloo::transport::tcp::CreateDevice(attr);
+      auto context = std::make_shared<gloo::rendezvous::Context>(r, size);
+      gloo::rendezvous::PrefixStore scoped(prefix, store);
+      context->connectFullMesh(scoped, device);
+      GlooLinks links(context, liveness);
+      body(r, links);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+float input(int rank, int64_t i) { return 1.0f / static_cast<float>(3 + rank * 7 + i % 13); }
+
+TEST(GlooLinks, EveryAlgorithmGivesTheTreesBits) {
+  for (int size : {2, 3, 4, 5}) {
+    for (HostAlgorithm algorithm :
+         {HostAlgorithm::kGatherAll, HostAlgorithm::kDirect, HostAlgorithm::kRecursiveDoubling,
+          HostAlgorithm::kHalvingDoubling}) {
+      // Large enough for several chunks and pieces of the pipelined and tree algorithms.
+      const int64_t count = 200003;
+      std::vector<std::vector<float>> inputs(size, std::vector<float>(count));
+      std::vector<const void*> sources;
+      for (int r = 0; r < size; ++r) {
+        for (int64_t i = 0; i < count; ++i) inputs[r][i] = input(r, i);
+        sources.push_back(inputs[r].data());
+      }
+      std::vector<float> want(count);
+      kernels::reduce_tree(want.data(), sources.data(), size, count, DataType::kFloat32,
+                           ReduceOp::kSum, kernels::Scale{});
+      std::vector<std::vector<float>> got(size, std::vector<float>(count));
+      std::vector<Status> status(size);
+      run_ranks(
+          size, 30,
+          [&](int r, Links& links) {
+            HostReduce reduce(links, algorithm);
+            status[r] = reduce.allreduce(inputs[r].data(), got[r].data(), count, DataType::kFloat32,
+                                         ReduceOp::kSum, kernels::Scale{});
+          },
+          "allreduce." + std::to_string(size) + "." + std::to_string(static_cast<int>(algorithm)));
+      for (int r = 0; r < size; ++r) {
+        ASSERT_TRUE(status[r].ok()) << status[r].to_string();
+        ASSERT_EQ(std::memcmp(got[r].data(), want.data(), count * sizeof(float)), 0)
+            << "rank " << r << " of " << size << ", algorithm " << static_cast<int>(algorithm);
+      }
+    }
+  }
+}
+
+TEST(GlooLinks, ReduceScatterGivesEachRankItsBlockOfTheTree) {
+  const int size = 3;
+  const std::vector<int64_t> counts = {5, 70001, 2};
+  int64_t total = 0;
+  for (int64_t c : counts) total += c;
+  std::vector<std::vector<double>> inputs(size, std::vector<double>(total));
+  std::vector<const void*> sources;
+  for (int r = 0; r < size; ++r) {
+    for (int64_t i = 0; i < total; ++i) inputs[r][i] = input(r, i);
+    sources.push_back(inputs[r].data());
+  }
+  std::vector<double> want(total);
+  kernels::reduce_tree(want.data(), sources.data(), size, total, DataType::kFloat64, ReduceOp::kSum,
+                       kernels::Scale{});
+  for (HostAlgorithm algorithm : {HostAlgorithm::kDirect, HostAlgorithm::kHalvingDoubling}) {
+    std::vector<std::vector<double>> got(size);
+    std::vector<Status> status(size);
+    run_ranks(
+        size, 30,
+        [&](int r, Links& links) {
+          got[r].resize(counts[r]);
+          HostReduce reduce(links, algorithm);
+          status[r] = reduce.reducescatter(inputs[r].data(), got[r].data(), counts,
+                                           DataType::kFloat64, ReduceOp::kSum, kernels::Scale{});
+        },
+        "reducescatter." + std::to_string(static_cast<int>(algorithm)));
+    int64_t at = 0;
+    for (int r = 0; r < size; ++r) {
+      ASSERT_TRUE(status[r].ok()) << status[r].to_string();
+      EXPECT_EQ(std::memcmp(got[r].data(), want.data() + at, counts[r] * sizeof(double)), 0)
+          << "rank " << r;
+      at += counts[r];
+    }
+  }
+}
+
+// Rank 1 connects and then never takes part: rank 0's wait ends at the bound, naming it.
+TEST(GlooLinks, AnAbsentMemberFailsTheWaitNamingIt) {
+  Status zero;
+  run_ranks(
+      2, 1,
+      [&](int r, Links& links) {
+        if (r != 0) {
+          std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+          return;
+        }
+        std::vector<float> x(16, 1.0f);
+        HostReduce reduce(links, HostAlgorithm::kDirect);
+        zero = reduce.allreduce(x.data(), x.data(), 16, DataType::kFloat32, ReduceOp::kSum,
+                                kernels::Scale{});
+      },
+      "absent");
+  EXPECT_EQ(zero.code(), StatusCode::kAborted) << zero.to_string();
+  EXPECT_NE(zero.message().find("ranks [1] took no part"), std::string::npos) << zero.to_string();
+}
+
+}  // namespace
+}  // namespace chorus
