@@ -5,7 +5,7 @@ set -eu
 packages=(
   cmake ninja-build g++ ccache pkg-config
   libopenmpi-dev openmpi-bin libhwloc-dev
-  libspdlog-dev libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev
+  libspdlog-dev libgtest-dev libgmock-dev libbenchmark-dev zlib1g-dev libgloo-dev
   clang clang-format libclang-rt-14-dev python3
   dataset-fashion-mnist
   libtorch-dev python3-torch pybind11-dev python3-torchvision python3-matplotlib python3-pytest python3-pip python3-venv lmod
