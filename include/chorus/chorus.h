@@ -100,8 +100,9 @@ CHORUS_API Handle grouped_reducescatter(const std::vector<std::string>& names,
                                         const std::vector<TensorRef>& inputs,
                                         const GroupedReducescatterOptions& options = {});
 
-/// Completes once every rank of the set called barrier.
-CHORUS_API Handle barrier(ProcessSet process_set = {});
+/// Completes once every rank of the set called barrier. `name`: as a collective's, matched
+/// across the set (empty: generated, as for unnamed collectives).
+CHORUS_API Handle barrier(ProcessSet process_set = {}, const std::string& name = {});
 
 /// Declares that this rank has no more data: until every rank joined, this rank takes part
 /// in the others' allreduces with zeros (averages still divide by the full set size).

@@ -305,8 +305,8 @@ Handle reduce(const std::string& name, const TensorRef& input, const TensorRef& 
   return submit_one(*p);
 }
 
-Handle barrier(ProcessSet process_set) {
-  StatusOr<Prepared> p = prepare(OpType::kBarrier, "", process_set);
+Handle barrier(ProcessSet process_set, const std::string& name) {
+  StatusOr<Prepared> p = prepare(OpType::kBarrier, name, process_set);
   if (!p.ok()) return failed(p.status());
   return submit_one(*p);
 }

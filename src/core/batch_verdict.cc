@@ -295,14 +295,14 @@ Status BatchVerdicts::wait_round(const std::function<StatusOr<bool>()>& test, do
     } else if (bound > 0 && waited > bound) {
       // On the board the members not there are known exactly; over MPI a roll call asks.
       const std::vector<int> gone = board_ ? control_->missing() : control_->absent();
-      why = "ranks " + ranks_string(gone) + " of the set did not come within " + seconds(bound) +
-            " s (a member's own waits' bound, then CHORUS_LIVENESS_SECONDS)";
+      why = "ranks " + ranks_string(control_->job_ranks(gone)) + " did not come within " +
+            seconds(bound) + " s (a member's own waits' bound, then CHORUS_LIVENESS_SECONDS)";
     } else {
       continue;
     }
-    return Status(StatusCode::kAborted, "rank " + std::to_string(control_->rank()) + " (" + label_ +
-                                            "): stopped waiting for the " + what +
-                                            " on a round's batches: " + why);
+    return Status(StatusCode::kAborted,
+                  "rank " + std::to_string(control_->job_rank(control_->rank())) + " (" + label_ +
+                      "): stopped waiting for the " + what + " on a round's batches: " + why);
   }
 }
 

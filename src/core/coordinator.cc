@@ -124,35 +124,39 @@ void Coordinator::add_waiting(int rank, const Response& cached, double waited_se
   it->second.waited_seconds = std::max(it->second.waited_seconds, waited_seconds);
 }
 
+// The ops its listed ranks alone submit name the list (add_process_set_of_members), so every
+// request of such an entry lists the same ranks: the first one says who owes one.
+const Request* Coordinator::listing(const Arrivals& e) const {
+  for (const auto& q : e.by_rank) {
+    if (q) return op_descriptor(q->op).submitted_by_listed_ranks ? &*q : nullptr;
+  }
+  return nullptr;
+}
+
 std::vector<bool> Coordinator::not_owed(const Arrivals& e) const {
-  std::vector<bool> out(size_);
-  // For an op its listed ranks submit: the ranks every request so far lists. Ranks that
-  // disagree on the list then meet (the op's rule fails it) instead of waiting for a rank
-  // only some of them name.
-  std::vector<bool> listed(size_, true);
-  bool listing = false;
-  for (int r = 0; r < size_; ++r) {
-    out[r] = e.by_rank[r].has_value();
-    if (!out[r] || !op_descriptor(e.by_rank[r]->op).submitted_by_listed_ranks) continue;
-    listing = true;
-    std::vector<bool> mine(size_);
-    for (int32_t m : e.by_rank[r]->ranks) {
-      if (m >= 0 && m < size_) mine[m] = true;
+  std::vector<bool> out(size_, true);
+  if (const Request* q = listing(e)) {
+    for (int32_t r : q->ranks) {
+      if (r >= 0 && r < size_) out[r] = e.by_rank[r].has_value();
     }
-    for (int m = 0; m < size_; ++m) listed[m] = listed[m] && mine[m];
+    return out;
   }
-  if (listing) {
-    for (int r = 0; r < size_; ++r) out[r] = out[r] || !listed[r];
-  }
+  for (int r = 0; r < size_; ++r) out[r] = e.by_rank[r].has_value();
   return out;
 }
 
 bool Coordinator::complete(const Arrivals& e) const {
-  const std::vector<bool> done = not_owed(e);
-  for (int r = 0; r < size_; ++r) {
-    if (!done[r] && !(joined_[r] && !e.by_rank[r])) return false;
+  if (const Request* q = listing(e)) {
+    for (int32_t r : q->ranks) {
+      if (r >= 0 && r < size_ && !e.by_rank[r]) return false;
+    }
+    return true;
   }
-  return true;
+  int have = e.count;
+  for (int r = 0; r < size_; ++r) {
+    if (joined_[r] && !e.by_rank[r]) ++have;
+  }
+  return have == size_;
 }
 
 std::vector<Response> Coordinator::take_ready() {

@@ -67,7 +67,9 @@ class Coordinator {
     double waited_seconds = 0;
   };
 
-  /// Per rank: its request arrived, or it owes none (an op submitted by the ranks it lists).
+  /// The request whose ranks alone owe one (an op submitted by the ranks it lists), or null.
+  const Request* listing(const Arrivals& e) const;
+  /// Per rank: its request arrived, or it owes none.
   std::vector<bool> not_owed(const Arrivals& e) const;
   bool complete(const Arrivals& e) const;
   Response decide(const std::string& name, const Arrivals& e) const;

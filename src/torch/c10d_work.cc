@@ -3,6 +3,9 @@
 #include <pthread.h>
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <thread>
 #include <utility>
 
 namespace chorus::torch {
@@ -19,6 +22,8 @@ std::vector<c10::Device> cuda_devices(const std::vector<at::Tensor>& outputs) {
   return devices;
 }
 
+constexpr auto kIdleExit = std::chrono::seconds(1);
+
 }  // namespace
 
 ChorusWork::ChorusWork(int rank, ::c10d::OpType type, std::vector<at::Tensor> outputs)
@@ -27,53 +32,75 @@ ChorusWork::ChorusWork(int rank, ::c10d::OpType type, std::vector<at::Tensor> ou
       future_(c10::make_intrusive<c10::ivalue::Future>(
           c10::ListType::create(c10::TensorType::get()), cuda_devices(outputs_))) {}
 
-void ChorusWork::complete(std::exception_ptr error) {
-  finish(error);
-  if (error) {
-    future_->setError(error);
-  } else {
-    future_->markCompleted(c10::IValue(outputs_));
-  }
+bool ChorusWork::wait(std::chrono::milliseconds timeout) {
+  const bool done = ::c10d::Work::wait(timeout);
+  future_->wait();
+  return done;
 }
 
+void ChorusWork::wait_quietly() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  cv_.wait(lock, [&] { return completed_; });
+}
+
+void ChorusWork::complete(std::exception_ptr error) {
+  try {
+    if (error) {
+      future_->setError(error);
+    } else {
+      future_->markCompleted(c10::IValue(outputs_));
+    }
+  } catch (...) {
+    finish(error);  // a callback threw: the work is complete all the same
+    throw;
+  }
+  finish(error);
+}
+
+CompletionThreads::CompletionThreads() : state_(std::make_shared<State>()) {}
+
 CompletionThreads::~CompletionThreads() {
-  std::vector<std::thread> threads;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    stopping_ = true;
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->stopping = true;
   }
-  cv_.notify_all();
-  {
-    // No call is added any more, so no thread starts; the list can be taken.
-    std::lock_guard<std::mutex> lock(mu_);
-    threads.swap(threads_);
-  }
-  for (std::thread& t : threads) t.join();
+  state_->cv.notify_all();
 }
 
 void CompletionThreads::add(c10::intrusive_ptr<ChorusWork> work, Finish finish) {
+  bool start = false;
   {
-    std::lock_guard<std::mutex> lock(mu_);
-    queue_.emplace_back(std::move(work), std::move(finish));
-    if (idle_ < static_cast<int>(queue_.size())) {
-      ++idle_;  // counted idle until it takes a call
-      threads_.emplace_back([this] { run(); });
+    std::lock_guard<std::mutex> lock(state_->mu);
+    state_->queue.emplace_back(std::move(work), std::move(finish));
+    if (state_->idle < static_cast<int>(state_->queue.size())) {
+      ++state_->idle;  // counted idle until it takes a call
+      start = true;
     }
   }
-  cv_.notify_one();
+  if (start) {
+    std::thread(run, state_).detach();
+  } else {
+    state_->cv.notify_one();
+  }
 }
 
-void CompletionThreads::run() {
+void CompletionThreads::run(std::shared_ptr<State> state) {
   pthread_setname_np(pthread_self(), "chorus-c10d");
   for (;;) {
     std::pair<c10::intrusive_ptr<ChorusWork>, Finish> next;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping, and everything added is complete
-      next = std::move(queue_.front());
-      queue_.pop_front();
-      --idle_;
+      std::unique_lock<std::mutex> lock(state->mu);
+      const bool woken = state->cv.wait_for(
+          lock, kIdleExit, [&] { return state->stopping || !state->queue.empty(); });
+      // Leave when stopped with nothing left, or idle while another thread is too.
+      if (state->queue.empty() && (state->stopping || (!woken && state->idle > 1))) {
+        --state->idle;
+        return;
+      }
+      if (state->queue.empty()) continue;
+      next = std::move(state->queue.front());
+      state->queue.pop_front();
+      --state->idle;
     }
     std::exception_ptr error;
     try {
@@ -81,9 +108,17 @@ void CompletionThreads::run() {
     } catch (...) {
       error = std::current_exception();
     }
-    next.first->complete(error);
-    std::lock_guard<std::mutex> lock(mu_);
-    ++idle_;
+    next.second = nullptr;  // the call's tensors go before its completion is seen
+    try {
+      next.first->complete(error);
+    } catch (const std::exception& e) {
+      // A future's callback threw; the work is complete, and the thread must go on.
+      std::fprintf(stderr, "chorus process group: a callback of a completed call threw: %s\n",
+                   e.what());
+    }
+    next.first.reset();
+    std::lock_guard<std::mutex> lock(state->mu);
+    ++state->idle;
   }
 }
 

@@ -2,8 +2,8 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <atomic>
-#include <map>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -65,7 +65,10 @@ AllreduceOptions reduction(const RedOp& op, const Tensor& t, ProcessSet set) {
       if (is_bool) refuse("AVG of a bool tensor");
       o.op = ReduceOp::kAverage;
       return o;
-    case RedOp::PRODUCT: o.op = is_bool ? ReduceOp::kMin : ReduceOp::kProduct; return o;
+    case RedOp::PRODUCT:
+      if (t.is_complex()) refuse("PRODUCT of a complex tensor");
+      o.op = is_bool ? ReduceOp::kMin : ReduceOp::kProduct;
+      return o;
     case RedOp::MIN:
       if (t.is_complex()) refuse("MIN of a complex tensor");
       o.op = ReduceOp::kMin;
@@ -96,6 +99,12 @@ AllreduceOptions reduction(const RedOp& op, const Tensor& t, ProcessSet set) {
   }
 }
 
+// What a call launches: the tensors its Work gives back, and its finishing step.
+struct Launch {
+  std::vector<Tensor> outputs;
+  CompletionThreads::Finish finish;
+};
+
 class ProcessGroup final : public C10dBackend {
  public:
   ProcessGroup(int rank, int size, ProcessSet set, std::string prefix)
@@ -105,198 +114,219 @@ class ProcessGroup final : public C10dBackend {
 
   c10::intrusive_ptr<::c10d::Work> broadcast(std::vector<Tensor>& tensors,
                                              const ::c10d::BroadcastOptions& opts) override {
-    Tensor t = one(tensors, "broadcast");
-    root_in_group(opts.rootRank, "broadcast");
-    Tensor c = carried(t);
-    TensorHandle h = broadcast_async_(c, static_cast<int>(opts.rootRank), name(), set_);
-    return launch(::c10d::OpType::BROADCAST, {t}, [h]() mutable { h.wait(); });
+    return call(::c10d::OpType::BROADCAST, [&](const std::string& name) {
+      Tensor t = one(tensors, "broadcast");
+      root_in_group(opts.rootRank, "broadcast");
+      Tensor c = carried(t);
+      TensorHandle h = broadcast_async_(c, static_cast<int>(opts.rootRank), name, set_);
+      return Launch{{t}, [h]() mutable { h.wait(); }};
+    });
   }
 
   c10::intrusive_ptr<::c10d::Work> allreduce(std::vector<Tensor>& tensors,
                                              const ::c10d::AllreduceOptions& opts) override {
-    Tensor t = one(tensors, "allreduce");
-    Tensor c = carried(t);
-    const AllreduceOptions o = reduction(opts.reduceOp, t, set_);
-    TensorHandle h = allreduce_async_(c, name(), o);
-    return launch(::c10d::OpType::ALLREDUCE, {t}, [h]() mutable { h.wait(); });
+    return call(::c10d::OpType::ALLREDUCE, [&](const std::string& name) {
+      Tensor t = one(tensors, "allreduce");
+      Tensor c = carried(t);
+      TensorHandle h = allreduce_async_(c, name, reduction(opts.reduceOp, t, set_));
+      return Launch{{t}, [h]() mutable { h.wait(); }};
+    });
   }
 
   c10::intrusive_ptr<::c10d::Work> allreduce_coalesced(
       std::vector<Tensor>& tensors, const ::c10d::AllreduceCoalescedOptions& opts) override {
-    if (tensors.empty()) refuse("allreduce_coalesced of no tensors");
-    std::vector<Tensor> moved;
-    for (const Tensor& t : tensors) {
-      if (t.scalar_type() != tensors[0].scalar_type())
-        refuse("allreduce_coalesced of tensors of several dtypes");
-      moved.push_back(carried(t));
-    }
-    const AllreduceOptions o = reduction(opts.reduceOp, tensors[0], set_);
-    const std::string base = name();
-    std::vector<std::string> names;
-    for (std::size_t i = 0; i < moved.size(); ++i) names.push_back(base + "." + std::to_string(i));
-    TensorHandle h = grouped_allreduce_async_(moved, names, o);
-    return launch(::c10d::OpType::ALLREDUCE_COALESCED, tensors, [h]() mutable { h.wait_all(); });
+    return call(::c10d::OpType::ALLREDUCE_COALESCED, [&](const std::string& name) {
+      if (tensors.empty()) refuse("allreduce_coalesced of no tensors");
+      std::vector<Tensor> moved;
+      std::vector<std::string> names;
+      for (const Tensor& t : tensors) {
+        if (t.scalar_type() != tensors[0].scalar_type())
+          refuse("allreduce_coalesced of tensors of several dtypes");
+        moved.push_back(carried(t));
+        names.push_back(name + "." + std::to_string(names.size()));
+      }
+      TensorHandle h =
+          grouped_allreduce_async_(moved, names, reduction(opts.reduceOp, tensors[0], set_));
+      return Launch{tensors, [h]() mutable { h.wait_all(); }};
+    });
   }
 
   c10::intrusive_ptr<::c10d::Work> reduce(std::vector<Tensor>& tensors,
                                           const ::c10d::ReduceOptions& opts) override {
-    Tensor t = one(tensors, "reduce");
-    root_in_group(opts.rootRank, "reduce");
-    Tensor c = carried(t);
-    const AllreduceOptions o = reduction(opts.reduceOp, t, set_);
-    TensorHandle h = reduce_async_(c, static_cast<int>(opts.rootRank), name(), o);
-    return launch(::c10d::OpType::REDUCE, {t}, [h]() mutable { h.wait(); });
+    return call(::c10d::OpType::REDUCE, [&](const std::string& name) {
+      Tensor t = one(tensors, "reduce");
+      root_in_group(opts.rootRank, "reduce");
+      Tensor c = carried(t);
+      TensorHandle h = reduce_async_(c, static_cast<int>(opts.rootRank), name,
+                                     reduction(opts.reduceOp, t, set_));
+      return Launch{{t}, [h]() mutable { h.wait(); }};
+    });
   }
 
   c10::intrusive_ptr<::c10d::Work> allgather(std::vector<std::vector<Tensor>>& outputs,
                                              std::vector<Tensor>& inputs,
                                              const ::c10d::AllgatherOptions& opts) override {
-    const Tensor& in = one(inputs, "allgather");
-    if (outputs.size() != 1 || static_cast<int>(outputs[0].size()) != getSize())
-      refuse("allgather needs one list of " + std::to_string(getSize()) + " output tensors");
-    std::vector<Tensor> out = outputs[0];
-    TensorHandle h = gather_rows(in);
-    return launch(::c10d::OpType::ALLGATHER, out, [h, out, in]() mutable {
-      Tensor all = as_dtype_of(h.wait(), in);
-      for (std::size_t r = 0; r < out.size(); ++r) out[r].copy_(all[r].view_as(out[r]));
+    return call(::c10d::OpType::ALLGATHER, [&](const std::string& name) {
+      const Tensor& in = one(inputs, "allgather");
+      if (outputs.size() != 1 || static_cast<int>(outputs[0].size()) != getSize())
+        refuse("allgather needs one list of " + std::to_string(getSize()) + " output tensors");
+      std::vector<Tensor> out = outputs[0];
+      TensorHandle h = gather_rows(in, name);
+      return Launch{out, [h, out, in]() mutable { copy_rows(as_dtype_of(h.wait(), in), out); }};
     });
   }
 
   c10::intrusive_ptr<::c10d::Work> _allgather_base(Tensor& output, Tensor& input,
                                                    const ::c10d::AllgatherOptions& opts) override {
-    if (output.numel() != input.numel() * getSize()) {
-      refuse("all_gather_into_tensor: the output has " + std::to_string(output.numel()) +
-             " elements, not " + std::to_string(getSize()) + " x " + std::to_string(input.numel()));
-    }
-    TensorHandle h = gather_rows(input);
-    return launch(::c10d::OpType::_ALLGATHER_BASE, {output}, [h, output, input]() mutable {
-      output.copy_(as_dtype_of(h.wait(), input).reshape(output.sizes()));
+    return call(::c10d::OpType::_ALLGATHER_BASE, [&](const std::string& name) {
+      if (output.numel() != input.numel() * getSize()) {
+        refuse("all_gather_into_tensor: the output has " + std::to_string(output.numel()) +
+               " elements, not " + std::to_string(getSize()) + " x " +
+               std::to_string(input.numel()));
+      }
+      TensorHandle h = gather_rows(input, name);
+      return Launch{{output}, [h, output, input]() mutable {
+                      output.copy_(as_dtype_of(h.wait(), input).reshape(output.sizes()));
+                    }};
     });
   }
 
   c10::intrusive_ptr<::c10d::Work> gather(std::vector<std::vector<Tensor>>& outputs,
                                           std::vector<Tensor>& inputs,
                                           const ::c10d::GatherOptions& opts) override {
-    const Tensor& in = one(inputs, "gather");
-    root_in_group(opts.rootRank, "gather");
-    const bool root = opts.rootRank == getRank();
-    if (root && (outputs.size() != 1 || static_cast<int>(outputs[0].size()) != getSize()))
-      refuse("gather's root needs one list of " + std::to_string(getSize()) + " output tensors");
-    if (!root && !(outputs.empty() || (outputs.size() == 1 && outputs[0].empty())))
-      refuse("gather: only the root passes output tensors");
-    std::vector<Tensor> out = root ? outputs[0] : std::vector<Tensor>{};
-    // Every member receives every row (Chorus's allgather); the root keeps them.
-    TensorHandle h = gather_rows(in);
-    return launch(::c10d::OpType::GATHER, out, [h, out, in]() mutable {
-      Tensor all = as_dtype_of(h.wait(), in);
-      for (std::size_t r = 0; r < out.size(); ++r) out[r].copy_(all[r].view_as(out[r]));
+    return call(::c10d::OpType::GATHER, [&](const std::string& name) {
+      const Tensor& in = one(inputs, "gather");
+      root_in_group(opts.rootRank, "gather");
+      const bool root = opts.rootRank == getRank();
+      if (root && (outputs.size() != 1 || static_cast<int>(outputs[0].size()) != getSize()))
+        refuse("gather's root needs one list of " + std::to_string(getSize()) + " output tensors");
+      if (!root && !(outputs.empty() || (outputs.size() == 1 && outputs[0].empty())))
+        refuse("gather: only the root passes output tensors");
+      std::vector<Tensor> out = root ? outputs[0] : std::vector<Tensor>{};
+      // Every member receives every row (Chorus's allgather); the root keeps them.
+      TensorHandle h = gather_rows(in, name);
+      return Launch{out, [h, out, in]() mutable { copy_rows(as_dtype_of(h.wait(), in), out); }};
     });
   }
 
   c10::intrusive_ptr<::c10d::Work> scatter(std::vector<Tensor>& outputs,
                                            std::vector<std::vector<Tensor>>& inputs,
                                            const ::c10d::ScatterOptions& opts) override {
-    Tensor out = one(outputs, "scatter");
-    root_in_group(opts.rootRank, "scatter");
-    const bool root = opts.rootRank == getRank();
-    Tensor send;
-    std::vector<int64_t> splits(static_cast<std::size_t>(getSize()), 0);
-    if (root) {
-      if (inputs.size() != 1 || static_cast<int>(inputs[0].size()) != getSize())
-        refuse("scatter's root needs one list of " + std::to_string(getSize()) + " tensors");
-      std::vector<Tensor> rows;
-      for (const Tensor& t : inputs[0]) rows.push_back(carried(t).reshape(carried(out).sizes()));
-      send = at::stack(rows);
-      std::fill(splits.begin(), splits.end(), 1);
-    } else {
-      if (!(inputs.empty() || (inputs.size() == 1 && inputs[0].empty())))
-        refuse("scatter: only the root passes input tensors");
-      std::vector<int64_t> shape = carried(out).sizes().vec();
-      shape.insert(shape.begin(), 0);
-      send = at::empty(shape, carried(out).options());
-    }
-    // Only the root sends: one row to each member.
-    TensorHandle h = alltoall_async(send, splits, name(), set_);
-    return launch(::c10d::OpType::SCATTER, {out},
-                  [h, out]() mutable { out.copy_(as_dtype_of(h.wait()[0], out).view_as(out)); });
+    return call(::c10d::OpType::SCATTER, [&](const std::string& name) {
+      Tensor out = one(outputs, "scatter");
+      root_in_group(opts.rootRank, "scatter");
+      const bool root = opts.rootRank == getRank();
+      Tensor send;
+      std::vector<int64_t> splits(static_cast<std::size_t>(getSize()), 0);
+      if (root) {
+        if (inputs.size() != 1 || static_cast<int>(inputs[0].size()) != getSize())
+          refuse("scatter's root needs one list of " + std::to_string(getSize()) + " tensors");
+        std::vector<Tensor> rows;
+        for (const Tensor& t : inputs[0]) rows.push_back(carried(t).reshape(carried(out).sizes()));
+        send = at::stack(rows);
+        std::fill(splits.begin(), splits.end(), 1);
+      } else {
+        if (!(inputs.empty() || (inputs.size() == 1 && inputs[0].empty())))
+          refuse("scatter: only the root passes input tensors");
+        std::vector<int64_t> shape = carried(out).sizes().vec();
+        shape.insert(shape.begin(), 0);
+        send = at::empty(shape, carried(out).options());
+      }
+      // Only the root sends: one row to each member.
+      TensorHandle h = alltoall_async(send, splits, name, set_);
+      return Launch{{out}, [h, out]() mutable { carried(out).copy_(h.wait()[0]); }};
+    });
   }
 
   c10::intrusive_ptr<::c10d::Work> reduce_scatter(
       std::vector<Tensor>& outputs, std::vector<std::vector<Tensor>>& inputs,
       const ::c10d::ReduceScatterOptions& opts) override {
-    Tensor out = one(outputs, "reduce_scatter");
-    if (inputs.size() != 1 || static_cast<int>(inputs[0].size()) != getSize())
-      refuse("reduce_scatter needs one list of " + std::to_string(getSize()) + " input tensors");
-    std::vector<Tensor> rows;
-    for (const Tensor& t : inputs[0]) rows.push_back(carried(t).reshape({1, -1}));
-    return scatter_reduced(at::cat(rows), out, opts, ::c10d::OpType::REDUCE_SCATTER);
+    return call(::c10d::OpType::REDUCE_SCATTER, [&](const std::string& name) {
+      Tensor out = one(outputs, "reduce_scatter");
+      if (inputs.size() != 1 || static_cast<int>(inputs[0].size()) != getSize())
+        refuse("reduce_scatter needs one list of " + std::to_string(getSize()) + " input tensors");
+      std::vector<Tensor> rows;
+      for (const Tensor& t : inputs[0]) rows.push_back(carried(t).reshape({1, -1}));
+      return scatter_reduced(at::cat(rows), out, opts, name);
+    });
   }
 
   c10::intrusive_ptr<::c10d::Work> _reduce_scatter_base(
       Tensor& output, Tensor& input, const ::c10d::ReduceScatterOptions& opts) override {
-    if (input.numel() != output.numel() * getSize()) {
-      refuse("reduce_scatter_tensor: the input has " + std::to_string(input.numel()) +
-             " elements, not " + std::to_string(getSize()) + " x " +
-             std::to_string(output.numel()));
-    }
-    return scatter_reduced(carried(input).reshape({getSize(), -1}), output, opts,
-                           ::c10d::OpType::_REDUCE_SCATTER_BASE);
+    return call(::c10d::OpType::_REDUCE_SCATTER_BASE, [&](const std::string& name) {
+      if (input.numel() != output.numel() * getSize()) {
+        refuse("reduce_scatter_tensor: the input has " + std::to_string(input.numel()) +
+               " elements, not " + std::to_string(getSize()) + " x " +
+               std::to_string(output.numel()));
+      }
+      return scatter_reduced(carried(input).reshape({getSize(), -1}), output, opts, name);
+    });
   }
 
   c10::intrusive_ptr<::c10d::Work> alltoall_base(Tensor& output, Tensor& input,
                                                  std::vector<int64_t>& output_splits,
                                                  std::vector<int64_t>& input_splits,
                                                  const ::c10d::AllToAllOptions& opts) override {
-    TensorHandle h = alltoall_async(carried(input), input_splits, name(), set_);
-    std::vector<int64_t> expected = output_splits;
-    return launch(::c10d::OpType::ALLTOALL_BASE, {output}, [h, output, input, expected]() mutable {
-      Tensor got = as_dtype_of(h.wait(), input);
-      if (!expected.empty() && h.received_splits() != expected) {
-        refuse(
-            "all_to_all_single: the output splits differ from what the members "
-            "sent this rank");
-      }
-      output.copy_(got.reshape(output.sizes()));
+    return call(::c10d::OpType::ALLTOALL_BASE, [&](const std::string& name) {
+      TensorHandle h = alltoall_async(carried(input), input_splits, name, set_);
+      std::vector<int64_t> expected = output_splits;
+      return Launch{{output}, [h, output, expected]() mutable {
+                      Tensor got = h.wait();
+                      if (!expected.empty() && h.received_splits() != expected) {
+                        refuse(
+                            "all_to_all_single: the output splits differ from what the "
+                            "members sent this rank");
+                      }
+                      carried(output).copy_(got.reshape(carried(output).sizes()));
+                    }};
     });
   }
 
   c10::intrusive_ptr<::c10d::Work> alltoall(std::vector<Tensor>& outputs,
                                             std::vector<Tensor>& inputs,
                                             const ::c10d::AllToAllOptions& opts) override {
-    if (static_cast<int>(inputs.size()) != getSize() ||
-        static_cast<int>(outputs.size()) != getSize()) {
-      refuse("all_to_all needs " + std::to_string(getSize()) + " input and output tensors");
-    }
-    std::vector<Tensor> flat;
-    std::vector<int64_t> splits;
-    for (const Tensor& t : inputs) {
-      flat.push_back(carried(t).reshape({-1}));
-      splits.push_back(flat.back().numel());
-    }
-    TensorHandle h = alltoall_async(at::cat(flat), splits, name(), set_);
-    std::vector<Tensor> out = outputs;
-    return launch(::c10d::OpType::ALLTOALL, out, [h, out]() mutable {
-      Tensor got = h.wait();
-      const std::vector<int64_t> received = h.received_splits();
-      int64_t at = 0;
-      for (std::size_t r = 0; r < out.size(); ++r) {
-        Tensor mine = carried(out[r]);
-        if (received[r] != mine.numel()) {
-          refuse("all_to_all: rank " + std::to_string(r) + " of the group sent " +
-                 std::to_string(received[r]) + " elements for an output of " +
-                 std::to_string(mine.numel()));
-        }
-        mine.copy_(got.narrow(0, at, received[r]).view_as(mine));
-        at += received[r];
+    return call(::c10d::OpType::ALLTOALL, [&](const std::string& name) {
+      if (static_cast<int>(inputs.size()) != getSize() ||
+          static_cast<int>(outputs.size()) != getSize()) {
+        refuse("all_to_all needs " + std::to_string(getSize()) + " input and output tensors");
       }
+      std::vector<Tensor> flat;
+      std::vector<int64_t> splits;
+      for (const Tensor& t : inputs) {
+        flat.push_back(carried(t).reshape({-1}));
+        splits.push_back(flat.back().numel());
+      }
+      TensorHandle h = alltoall_async(at::cat(flat), splits, name, set_);
+      std::vector<Tensor> out = outputs;
+      return Launch{out, [h, out]() mutable {
+                      Tensor got = h.wait();
+                      const std::vector<int64_t> received = h.received_splits();
+                      int64_t at = 0;
+                      for (std::size_t r = 0; r < out.size(); ++r) {
+                        Tensor mine = carried(out[r]);
+                        if (received[r] != mine.numel()) {
+                          refuse("all_to_all: rank " + std::to_string(r) + " of the group sent " +
+                                 std::to_string(received[r]) + " elements for an output of " +
+                                 std::to_string(mine.numel()));
+                        }
+                        mine.copy_(got.narrow(0, at, received[r]).view_as(mine));
+                        at += received[r];
+                      }
+                    }};
     });
   }
 
+  // A barrier of the group's sequence, completed once the group's earlier calls on this rank
+  // completed too (as c10d's backends do), so their outputs are in place when it returns.
   c10::intrusive_ptr<::c10d::Work> barrier(const ::c10d::BarrierOptions& opts) override {
-    Handle h = chorus::barrier(set_);
-    if (h.refused()) throw Error(h.status());
-    return launch(::c10d::OpType::BARRIER, {}, [h] {
-      if (Status s = h.wait(); !s.ok()) throw Error(s);
+    return call(::c10d::OpType::BARRIER, [&](const std::string& name) {
+      Handle h = chorus::barrier(set_, name);
+      if (h.refused()) throw Error(h.status());
+      std::vector<c10::intrusive_ptr<ChorusWork>> earlier = in_flight();
+      return Launch{{}, [h, earlier] {
+                      if (Status s = h.wait(); !s.ok()) throw Error(s);
+                      for (const auto& w : earlier) w->wait_quietly();
+                    }};
     });
   }
 
@@ -306,10 +336,38 @@ class ProcessGroup final : public C10dBackend {
 #endif
 
  private:
-  // The call's name: its place in the group's sequence, the same on every member that makes
-  // the group's calls in the same order. Taken once the call's arguments passed this rank's
-  // checks, which every member makes alike.
-  std::string name() { return prefix_ + std::to_string(sequence_.fetch_add(1)); }
+  // One call of the group: its name first, then `body(name)`, which checks this rank's
+  // arguments and submits the collective. Every member takes the group's names in the order
+  // of its calls, the same on every member as c10d requires (calls made from several threads
+  // at once, such as a communication hook's from its callbacks, must still come in one order
+  // on every member). When this rank's checks or submit fail, a stand-in takes the name (an
+  // allreduce of no element), so the members that made the call fail it as a disagreement
+  // instead of waiting for this rank, and the names stay in step; this rank throws its error.
+  template <class Body>
+  c10::intrusive_ptr<::c10d::Work> call(::c10d::OpType type, Body&& body) {
+    const std::string name = prefix_ + std::to_string(sequence_.fetch_add(1));
+    Launch l;
+    try {
+      l = body(name);
+    } catch (...) {
+      stand_in(name);
+      throw;
+    }
+    return launch(type, std::move(l));
+  }
+
+  void stand_in(const std::string& name) {
+    AllreduceOptions o;
+    o.op = ReduceOp::kSum;
+    o.process_set = set_;
+    Tensor nothing = at::empty({0}, at::kByte);
+    try {
+      TensorHandle h = allreduce_async_(nothing, name, o);
+      launch(::c10d::OpType::UNKNOWN, Launch{{}, [h]() mutable { h.wait(); }});
+    } catch (const std::exception&) {
+      // Chorus is not running: there is no peer to keep in step.
+    }
+  }
 
   void root_in_group(int64_t root, const char* op) const {
     if (root < 0 || root >= getSize()) {
@@ -320,35 +378,50 @@ class ProcessGroup final : public C10dBackend {
 
   // Every member's `in` as row r of one tensor (Chorus's allgather along a new first
   // dimension, which also checks that the members' shapes agree).
-  TensorHandle gather_rows(const Tensor& in) {
-    return allgather_async(carried(in).unsqueeze(0), name(), set_);
+  TensorHandle gather_rows(const Tensor& in, const std::string& name) {
+    return allgather_async(carried(in).unsqueeze(0), name, set_);
+  }
+
+  static void copy_rows(const Tensor& all, std::vector<Tensor>& out) {
+    for (std::size_t r = 0; r < out.size(); ++r) out[r].copy_(all[r].view_as(out[r]));
   }
 
   // Reduces `rows` (one row per member) and writes this member's row into `out`.
-  c10::intrusive_ptr<::c10d::Work> scatter_reduced(const Tensor& rows, Tensor out,
-                                                   const ::c10d::ReduceScatterOptions& opts,
-                                                   ::c10d::OpType type) {
+  Launch scatter_reduced(const Tensor& rows, Tensor out, const ::c10d::ReduceScatterOptions& opts,
+                         const std::string& name) {
     const AllreduceOptions r = reduction(opts.reduceOp, out, set_);
     ReducescatterOptions o;
     o.op = r.op;
     o.prescale = r.prescale;
     o.process_set = set_;
-    TensorHandle h = reducescatter_async(rows, name(), o);
-    return launch(type, {out}, [h, out]() mutable {
-      out.copy_(as_dtype_of(h.wait(), out).reshape(carried(out).sizes()).view_as(carried(out)));
-    });
+    TensorHandle h = reducescatter_async(rows, name, o);
+    return Launch{{out}, [h, out]() mutable {
+                    Tensor c = carried(out);
+                    c.copy_(h.wait().reshape(c.sizes()));
+                  }};
   }
 
-  c10::intrusive_ptr<::c10d::Work> launch(::c10d::OpType type, std::vector<Tensor> outputs,
-                                          CompletionThreads::Finish finish) {
-    auto work = c10::make_intrusive<ChorusWork>(getRank(), type, std::move(outputs));
-    completion_.add(work, std::move(finish));
+  c10::intrusive_ptr<::c10d::Work> launch(::c10d::OpType type, Launch l) {
+    auto work = c10::make_intrusive<ChorusWork>(getRank(), type, std::move(l.outputs));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      std::erase_if(in_flight_, [](const auto& w) { return w->isCompleted(); });
+      in_flight_.push_back(work);
+    }
+    completion_.add(work, std::move(l.finish));
     return work;
+  }
+
+  std::vector<c10::intrusive_ptr<ChorusWork>> in_flight() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return in_flight_;
   }
 
   const ProcessSet set_;
   const std::string prefix_;
   std::atomic<uint64_t> sequence_{0};
+  std::mutex mu_;
+  std::vector<c10::intrusive_ptr<ChorusWork>> in_flight_;  // guarded by mu_; for barrier
   CompletionThreads completion_;
 };
 
@@ -383,17 +456,11 @@ c10::intrusive_ptr<C10dBackend> make_process_group(const ProcessGroupOptions& op
                   "mpirun or srun; a world without MPI is not built yet)"
                 : ": the launcher's ranks and init_process_group's must be the same"));
   }
-  // Groups are made in the same order on their members, so a count per set names them alike.
-  static std::mutex mu;
-  static std::map<int32_t, int> made;
-  int n;
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    n = made[set.id]++;
-  }
+  // torch names each group alike on its members ("" for the default group): with the set,
+  // that tells apart the groups over one set.
   return c10::make_intrusive<ProcessGroup>(
       options.rank, options.size, set,
-      "c10d." + std::to_string(set.id) + "." + std::to_string(n) + ".");
+      "c10d." + std::to_string(set.id) + "." + options.group_name + ".");
 }
 
 }  // namespace chorus::torch

@@ -48,6 +48,8 @@ def test_the_group_is_chorus():
 @pytest.mark.parametrize("op", ["SUM", "PRODUCT", "MIN", "MAX"])
 def test_all_reduce(op, dtype):
     inputs = every((3, 5), dtype)
+    if op == "PRODUCT":  # 1 and 2 only: a product of 4 ranks fits int8
+        inputs = [(t.double() % 2 + 1).to(dtype) for t in inputs]
     stacked = torch.stack(inputs).double()
     want = {"SUM": stacked.sum(0), "PRODUCT": stacked.prod(0), "MIN": stacked.min(0).values,
             "MAX": stacked.max(0).values}[op].to(dtype)
@@ -84,6 +86,19 @@ def test_all_reduce_bool_and_complex():
     mine = z[me].clone()
     dist.all_reduce(mine)
     assert torch.equal(mine, torch.stack(z).sum(0))
+    # torch hands these complex tensors to the backend as they are.
+    for root in range(n):
+        mine = z[me].clone()
+        dist.reduce(mine, dst=root)
+        if me == root:
+            assert torch.equal(mine, torch.stack(z).sum(0))
+    blocks = [torch.complex(value(r, (n, 2), torch.float64), value(r, (n, 2), torch.float64, 2))
+              for r in range(n)]
+    out = torch.zeros(2, dtype=torch.complex128)
+    dist.reduce_scatter(out, list(blocks[me].unbind(0)))
+    assert torch.equal(out, torch.stack(blocks).sum(0)[me])
+    with pytest.raises(ValueError, match="PRODUCT of a complex tensor"):
+        dist.reduce(z[me].clone(), dst=0, op=dist.ReduceOp.PRODUCT)
 
 
 def test_all_reduce_of_a_non_contiguous_tensor():
@@ -241,6 +256,19 @@ def test_ranks_that_disagree_fail_together_and_the_group_goes_on():
             work.wait()
     with pytest.raises(ValueError, match="BXOR is not a reduction Chorus has"):
         dist.all_reduce(torch.ones(2, dtype=torch.int32), op=dist.ReduceOp.BXOR)
+    if dist.get_world_size() > 1:
+        # A call that rank 0 alone refuses (two tensors, where the group takes one per rank):
+        # the others' broadcast fails as a disagreement instead of waiting for rank 0.
+        with pytest.raises(ValueError):
+            if me == 0:
+                dist.broadcast_multigpu([torch.ones(1), torch.ones(1)], 0)
+            else:
+                dist.broadcast(torch.ones(1), 0)
+        # A barrier against a collective fails too, on every rank.
+        work = (dist.barrier(async_op=True) if me == 0 else
+                dist.all_reduce(torch.ones(1), async_op=True))
+        with pytest.raises(hvd.ArgumentError, match="disagree on the operation"):
+            work.wait()
     t = torch.ones(2)
     dist.all_reduce(t)
     assert torch.equal(t, torch.full((2,), float(dist.get_world_size())))

@@ -387,23 +387,6 @@ TEST(CoordinatorTest, ASetOfMembersWaitsForItsMembersAlone) {
   EXPECT_EQ(ready[0].new_set_id, 1);
 }
 
-TEST(CoordinatorTest, AMemberThatListsOtherRanksFailsTheSet) {
-  Coordinator c(3);
-  Request q;
-  q.op = OpType::kAddProcessSetOfMembers;
-  q.name = "chorus.add_process_set_of_members.x";
-  q.ranks = {0, 1};
-  c.add(0, list_of({q}), kT0);
-  Request other = q;
-  other.ranks = {0, 1, 2};
-  c.add(1, list_of({other}), kT0);
-  std::vector<Response> ready = c.take_ready();
-  ASSERT_EQ(ready.size(), 1u);
-  EXPECT_FALSE(ready[0].status.ok());
-  EXPECT_TRUE(has(ready[0].status.message(), "the ranks of the new process set"))
-      << ready[0].status.to_string();
-}
-
 // --- stall inspection -------------------------------------------------------------------
 
 TEST(CoordinatorTest, StallWarningNamesSubmittedAndMissingRanks) {

@@ -228,9 +228,13 @@ PYBIND11_MODULE(_ext, m) {
         });
 #ifdef CHORUS_TORCH_C10D
   // The torch.distributed backend's process group (chorus/torch/distributed.py registers it).
-  m.def("process_group", [](int rank, int size, const std::vector<int>& global_ranks) {
-    return ct::make_process_group({rank, size, global_ranks});
-  });
+  // Without the GIL: a subgroup's process set is made with the other members.
+  m.def(
+      "process_group",
+      [](int rank, int size, const std::vector<int>& global_ranks, const std::string& name) {
+        return ct::make_process_group({rank, size, global_ranks, name});
+      },
+      py::call_guard<py::gil_scoped_release>());
 #endif
   m.def("barrier", [](int set) {
     py::gil_scoped_release release;

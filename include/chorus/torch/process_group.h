@@ -26,6 +26,7 @@
 #endif
 
 #include <chrono>
+#include <string>
 #include <vector>
 
 namespace chorus::torch {
@@ -41,6 +42,9 @@ struct ProcessGroupOptions {
   int size = 1;  ///< the group's size
   /// The group's members as ranks of the Chorus job, increasing; empty: the whole job.
   std::vector<int> global_ranks;
+  /// The group's name, the same on every member and different for each group made over one
+  /// set of ranks (torch.distributed's group name).
+  std::string group_name;
 };
 
 /// The process group of Chorus's job (chorus::init() first, on every rank), or of a group of

@@ -25,7 +25,7 @@ def _create(options, _backend_options):
     if not mpi_ops.is_initialized():
         mpi_ops.init()
     return _ext.process_group(options.group_rank, options.group_size,
-                              list(options.global_ranks_in_group))
+                              list(options.global_ranks_in_group), str(options.group_id))
 
 
 def _register():
