@@ -294,3 +294,20 @@ def test_subgroups_on_process_sets():
     t = torch.ones(1)
     dist.all_reduce(t)
     assert t.item() == n
+
+
+def test_a_group_dropped_after_its_tensors_goes_at_once():
+    """Destroying a group whose last call's tensors only its own threads still hold: the
+    destroying thread holds the GIL, which freeing those tensors needs; a group that joined
+    its threads there would never return (the test's hard timeout would end it)."""
+    n = dist.get_world_size()
+    for _ in range(5):
+        group = dist.new_group(list(range(n)), backend="chorus")
+
+        def gather():
+            flat = torch.ones(1000)
+            out = [torch.empty_like(flat) for _ in range(n)]
+            dist.all_gather(out, flat, group=group)
+
+        gather()
+        dist.destroy_process_group(group)
