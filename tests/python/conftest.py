@@ -17,6 +17,22 @@ def pytest_unconfigure(config):
         hvd.shutdown()
 
 
+@pytest.fixture(scope="module")
+def chorus_group():
+    """The default torch.distributed group on the backend chorus, through a file store whose
+    path rank 0 chooses (test_c10d.py, test_ddp.py)."""
+    import tempfile
+
+    import torch.distributed as dist
+
+    path = hvd.broadcast_object(tempfile.mktemp(prefix="chorus-c10d-") if hvd.rank() == 0
+                                else None, root_rank=0)
+    dist.init_process_group("chorus", init_method="file://" + path, rank=hvd.rank(),
+                            world_size=hvd.size())
+    yield
+    dist.destroy_process_group()
+
+
 @pytest.fixture(autouse=True)
 def _in_step():
     """Ranks enter and leave each test together, so a failure points at one test."""

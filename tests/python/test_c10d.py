@@ -3,7 +3,6 @@ operation on the dtypes torch gives it, every root, uneven all-to-alls, Work and
 ranks that disagree failing together. Each expected value is built in this process from every
 rank's input. Runs in the folder's runs at 2 and 3 ranks, and alone at 1 and 4."""
 
-import tempfile
 import warnings
 
 import pytest
@@ -17,16 +16,7 @@ DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int
           torch.int8, torch.uint8]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def chorus_group():
-    """The default group on chorus, through a file store whose path rank 0 chooses."""
-    assert chorus_distributed.registered
-    path = hvd.broadcast_object(tempfile.mktemp(prefix="chorus-c10d-") if hvd.rank() == 0
-                                else None, root_rank=0)
-    dist.init_process_group("chorus", init_method="file://" + path, rank=hvd.rank(),
-                            world_size=hvd.size())
-    yield
-    dist.destroy_process_group()
+pytestmark = pytest.mark.usefixtures("chorus_group")  # conftest.py
 
 
 def value(r, shape, dtype, salt=0):
@@ -40,6 +30,7 @@ def every(shape, dtype, salt=0):
 
 
 def test_the_group_is_chorus():
+    assert chorus_distributed.registered
     assert dist.get_backend() == "chorus"
     assert dist.get_rank() == hvd.rank() and dist.get_world_size() == hvd.size()
 

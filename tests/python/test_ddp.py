@@ -4,8 +4,6 @@ features users turn on (find_unused_parameters, no_sync, static_graph, join for 
 gradient_as_bucket_view, communication hooks), and ZeroRedundancyOptimizer. Runs in the
 folder's runs at 2 and 3 ranks, and alone at 1 and 4."""
 
-import tempfile
-
 import pytest
 import torch
 import torch.distributed as dist
@@ -15,15 +13,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 import chorus.torch as hvd
 
-
-@pytest.fixture(scope="module", autouse=True)
-def chorus_group():
-    path = hvd.broadcast_object(tempfile.mktemp(prefix="chorus-ddp-") if hvd.rank() == 0
-                                else None, root_rank=0)
-    dist.init_process_group("chorus", init_method="file://" + path, rank=hvd.rank(),
-                            world_size=hvd.size())
-    yield
-    dist.destroy_process_group()
+pytestmark = pytest.mark.usefixtures("chorus_group")  # conftest.py
 
 
 class Net(torch.nn.Module):
