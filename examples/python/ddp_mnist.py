@@ -43,11 +43,7 @@ parser.add_argument("--lr", type=float, default=0.05,
 parser.add_argument("--momentum", type=float, default=0.9)
 parser.add_argument("--seed", type=int, default=42)
 parser.add_argument("--log-interval", type=int, default=20, help="batches between logs")
-parser.add_argument("--data-dir", default=None, help="cache for the uncompressed dataset")
-parser.add_argument("--limit", type=int, default=0,
-                    help="use only the first N training images (0: all)")
-parser.add_argument("--min-accuracy", type=float, default=0.0,
-                    help="exit with status 1 if the final test accuracy (%%) is lower")
+fashion_data.add_arguments(parser)
 
 
 class Net(nn.Module):

@@ -42,6 +42,16 @@ def prepare(root=None, source=DEBIAN_DIR):
     return root
 
 
+def add_arguments(parser):
+    """The options the example trainers share: where the data goes, how much of it they
+    train on, and the test accuracy below which they exit 1 (for the tests)."""
+    parser.add_argument("--data-dir", default=None, help="cache for the uncompressed dataset")
+    parser.add_argument("--limit", type=int, default=0,
+                        help="use only the first N training images (0: all)")
+    parser.add_argument("--min-accuracy", type=float, default=0.0,
+                        help="exit with status 1 if the final test accuracy (%%) is lower")
+
+
 def normalized(data_dir=None, train=True, limit=0):
     """The training (or test) set, as tensors normalized by the training pixels' mean and
     standard deviation; the first `limit` images only when `limit` is given."""

@@ -31,11 +31,7 @@ parser.add_argument("--log-interval", type=int, default=20, help="batches betwee
 parser.add_argument("--fp16-allreduce", action="store_true", default=False)
 parser.add_argument("--use-adasum", action="store_true", default=False)
 parser.add_argument("--gradient-predivide-factor", type=float, default=1.0)
-parser.add_argument("--data-dir", default=None, help="cache for the uncompressed dataset")
-parser.add_argument("--limit", type=int, default=0,
-                    help="use only the first N training images (0: all)")
-parser.add_argument("--min-accuracy", type=float, default=0.0,
-                    help="exit with status 1 if the final test accuracy (%%) is lower")
+fashion_data.add_arguments(parser)
 
 
 class Net(nn.Module):
