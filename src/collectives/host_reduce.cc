@@ -1,7 +1,6 @@
 #include "collectives/host_reduce.h"
 
 #include <algorithm>
-#include <climits>
 
 #include "collectives/backend.h"
 #include "kernels/reduce_tree.h"
@@ -39,9 +38,9 @@ Status HostReduce::allreduce(const void* send, void* recv, int64_t count, DataTy
     return {};
   }
   HostAlgorithm algorithm = algorithm_;
-  // A forced gather of more than 2 GiB in all falls back to the model's choice.
-  if (algorithm == HostAlgorithm::kAuto ||
-      (algorithm == HostAlgorithm::kGatherAll && count * esz * size_ > INT_MAX)) {
+  // A forced gather of more than the links carry in all falls back to the model's choice.
+  if (algorithm == HostAlgorithm::kAuto || (algorithm == HostAlgorithm::kGatherAll &&
+                                            count * esz * size_ > links_.max_message_bytes())) {
     algorithm = choose_allreduce(size_, count * esz, link_);
   }
   switch (algorithm) {
@@ -75,9 +74,10 @@ Status HostReduce::gather_all_reduce(const void* send, void* recv, int64_t count
 Status HostReduce::share_blocks(char* out, const std::vector<int64_t>& counts,
                                 const std::vector<int64_t>& offsets, int64_t esz) {
   for (int64_t c : counts) {
-    if (c * esz > INT_MAX) {
-      return invalid_argument("allreduce: " + std::to_string(c * esz) +
-                              " bytes for one rank exceed the 2 GiB one message may carry");
+    if (c * esz > links_.max_message_bytes()) {
+      return invalid_argument(
+          "allreduce: " + std::to_string(c * esz) + " bytes for one rank exceed the " +
+          std::to_string(links_.max_message_bytes()) + " one message may carry");
     }
   }
   links_.clear();

@@ -29,6 +29,8 @@ class Links {
   virtual Status post_recv(int peer, int tag, void* buf, int64_t bytes) = 0;
   /// Starts sending `bytes` of `buf` to `peer`; `buf` stays unchanged until waited for.
   virtual Status post_send(int peer, int tag, const void* buf, int64_t bytes) = 0;
+  /// The most bytes one message (and one allgather in all) may carry.
+  virtual int64_t max_message_bytes() const = 0;
   /// Messages posted since clear(); the next one posted gets this number.
   virtual std::size_t posted() const = 0;
   /// Waits for messages [first, first + n), which move about `bytes` into and out of this

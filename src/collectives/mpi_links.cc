@@ -17,6 +17,9 @@ Status fits(int64_t bytes) {
 
 }  // namespace
 
+// MPI counts bytes in int.
+int64_t MpiLinks::max_message_bytes() const { return INT_MAX; }
+
 MpiLinks::MpiLinks(MPI_Comm comm, double liveness_seconds)
     : comm_(comm), bound_{comm, liveness_seconds} {
   MPI_Comm_rank(comm_, &rank_);

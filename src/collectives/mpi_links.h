@@ -22,6 +22,7 @@ class MpiLinks final : public Links {
   int size() const override { return size_; }
   Status post_recv(int peer, int tag, void* buf, int64_t bytes) override;
   Status post_send(int peer, int tag, const void* buf, int64_t bytes) override;
+  int64_t max_message_bytes() const override;
   std::size_t posted() const override { return requests_.size(); }
   Status wait(std::size_t first, std::size_t n, int64_t bytes) override;
   void clear() override { requests_.clear(); }

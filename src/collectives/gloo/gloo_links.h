@@ -28,6 +28,7 @@ class GlooLinks final : public Links {
   int size() const override { return context_->size; }
   Status post_recv(int peer, int tag, void* buf, int64_t bytes) override;
   Status post_send(int peer, int tag, const void* buf, int64_t bytes) override;
+  int64_t max_message_bytes() const override { return INT64_MAX; }
   std::size_t posted() const override { return messages_.size(); }
   Status wait(std::size_t first, std::size_t n, int64_t bytes) override;
   void clear() override { messages_.clear(); }
