@@ -116,24 +116,32 @@ TEST(GlooLinks, ReduceScatterGivesEachRankItsBlockOfTheTree) {
   }
 }
 
-// Rank 1 connects and then never takes part: rank 0's wait ends at the bound, naming it.
+// The last rank connects and then never takes part: the others' waits end at the bound,
+// naming it alone (at 3 ranks rank 1 is there, and must not be named with it).
 TEST(GlooLinks, AnAbsentMemberFailsTheWaitNamingIt) {
-  Status zero;
-  run_ranks(
-      2, 1,
-      [&](int r, Links& links) {
-        if (r != 0) {
-          std::this_thread::sleep_for(std::chrono::milliseconds(1500));
-          return;
-        }
-        std::vector<float> x(16, 1.0f);
-        HostReduce reduce(links, HostAlgorithm::kDirect);
-        zero = reduce.allreduce(x.data(), x.data(), 16, DataType::kFloat32, ReduceOp::kSum,
-                                kernels::Scale{});
-      },
-      "absent");
-  EXPECT_EQ(zero.code(), StatusCode::kAborted) << zero.to_string();
-  EXPECT_NE(zero.message().find("ranks [1] took no part"), std::string::npos) << zero.to_string();
+  for (int size : {2, 3}) {
+    const int absent = size - 1;
+    std::vector<Status> status(size);
+    run_ranks(
+        size, 1,
+        [&](int r, Links& links) {
+          if (r == absent) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+            return;
+          }
+          std::vector<float> x(16, 1.0f);
+          HostReduce reduce(links, HostAlgorithm::kDirect);
+          status[r] = reduce.allreduce(x.data(), x.data(), 16, DataType::kFloat32, ReduceOp::kSum,
+                                       kernels::Scale{});
+        },
+        "absent." + std::to_string(size));
+    for (int r = 0; r < absent; ++r) {
+      EXPECT_EQ(status[r].code(), StatusCode::kAborted) << status[r].to_string();
+      EXPECT_NE(status[r].message().find("ranks [" + std::to_string(absent) + "] took no part"),
+                std::string::npos)
+          << "size " << size << ", rank " << r << ": " << status[r].to_string();
+    }
+  }
 }
 
 }  // namespace
