@@ -106,14 +106,17 @@ Status GlooLinks::allgather(const void* send, void* all, int64_t bytes) {
     opts.setTimeout(bound());
     gloo::allgather(opts);
   } catch (const gloo::Exception& e) {
-    std::vector<int> everyone;
-    for (int r = 0; r < context_->size; ++r) {
-      if (r != context_->rank) everyone.push_back(job_ranks_[r]);
-    }
-    // Gloo does not say which peer it waited for: every other member may be.
-    return ran_out(everyone, e.what());
+    return collective_failed(e.what());
   }
   return {};
+}
+
+Status GlooLinks::collective_failed(const char* gloo_error) const {
+  std::vector<int> everyone;
+  for (int r = 0; r < context_->size; ++r) {
+    if (r != context_->rank) everyone.push_back(job_ranks_[r]);
+  }
+  return ran_out(everyone, gloo_error);
 }
 
 }  // namespace chorus

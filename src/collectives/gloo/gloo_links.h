@@ -34,6 +34,14 @@ class GlooLinks final : public Links {
   void clear() override { messages_.clear(); }
   Status allgather(const void* send, void* all, int64_t bytes) override;
 
+  /// The context, for the group's collectives that Gloo runs whole (collectives/gloo/
+  /// gloo_backend.h), and their bound.
+  const std::shared_ptr<gloo::Context>& context() const { return context_; }
+  std::chrono::milliseconds bound() const;
+  /// The failure of such a collective that threw `gloo_error`: Gloo does not say which peer
+  /// it waited for, so every other member is named.
+  Status collective_failed(const char* gloo_error) const;
+
  private:
   struct Message {
     std::unique_ptr<gloo::transport::UnboundBuffer> buffer;
@@ -41,7 +49,6 @@ class GlooLinks final : public Links {
     bool receive;
   };
 
-  std::chrono::milliseconds bound() const;
   Status ran_out(const std::vector<int>& late, const char* what) const;
 
   std::shared_ptr<gloo::Context> context_;
