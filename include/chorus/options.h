@@ -4,10 +4,12 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "chorus/rendezvous.h"
 #include "chorus/status.h"
 #include "chorus/types.h"
 
@@ -17,7 +19,7 @@ namespace chorus {
 /// variable; an unset field falls back to the variable, then to the default.
 /// hierarchical_allreduce: true forces it on, false off; unset: the variable, and when that
 /// is unset too, the automatic choice. gpu_backend: "auto", "nccl" or "mpi". host_algorithm:
-/// "auto", "gather", "direct", "doubling" or "halving".
+/// "auto", "gather", "direct", "doubling" or "halving". controller: "auto", "mpi" or "gloo".
 struct Options {
   std::optional<int64_t> fusion_threshold_bytes;  ///< CHORUS_FUSION_THRESHOLD
   std::optional<double> cycle_time_ms;            ///< CHORUS_CYCLE_TIME
@@ -36,6 +38,10 @@ struct Options {
   std::optional<std::string> gpu_backend;         ///< CHORUS_GPU_BACKEND
   std::optional<std::string> host_algorithm;      ///< CHORUS_HOST_ALGORITHM
   std::optional<bool> shared_memory;              ///< CHORUS_SHARED_MEMORY
+  std::optional<std::string> controller;          ///< CHORUS_CONTROLLER
+  /// The store a job without MPI meets in (chorus/rendezvous.h); unset: made from torchrun's
+  /// variables where the controller is Gloo.
+  std::shared_ptr<Rendezvous> rendezvous;
 };
 
 /// A group of ranks that collectives can run within. id 0 is the global set, which always

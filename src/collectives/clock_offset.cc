@@ -3,8 +3,6 @@
 #include <chrono>
 #include <limits>
 
-#include "collectives/mpi_check.h"
-
 namespace chorus {
 
 int64_t steady_clock_ns() {
@@ -13,13 +11,27 @@ int64_t steady_clock_ns() {
       .count();
 }
 
-StatusOr<ClockOffset> measure_clock_offset(MPI_Comm comm, const ClockReading& clock, int rounds) {
-  constexpr int tag = kClockOffsetTag;
-  int rank = 0, size = 0;
-  CHORUS_MPI_CHECK(MPI_Comm_rank(comm, &rank));
-  CHORUS_MPI_CHECK(MPI_Comm_size(comm, &size));
+namespace {
+
+// Sends `out` to `peer`, or receives into `in` from it, and waits.
+Status move(Links& links, int peer, const int64_t* out, int64_t* in, int n) {
+  const int64_t bytes = n * static_cast<int64_t>(sizeof(int64_t));
+  const std::size_t first = links.posted();
+  Status s = out != nullptr ? links.post_send(peer, kClockOffsetTag, out, bytes)
+                            : links.post_recv(peer, kClockOffsetTag, in, bytes);
+  if (s.ok()) s = links.wait(first, 1, bytes);
+  links.clear();
+  return s;
+}
+
+}  // namespace
+
+StatusOr<ClockOffset> measure_clock_offset(Links& links, const ClockReading& clock, int rounds) {
+  const int rank = links.rank();
+  const int size = links.size();
   // What rank 0 sends each rank at the end: offset, uncertainty, and rank 0's origin.
   int64_t result[3] = {0, 0, 0};
+  const int64_t ping = 0;
   if (rank == 0) {
     const int64_t origin = clock();
     for (int peer = 1; peer < size; ++peer) {
@@ -27,9 +39,9 @@ StatusOr<ClockOffset> measure_clock_offset(MPI_Comm comm, const ClockReading& cl
       int64_t best_offset = 0;
       for (int i = 0; i < rounds; ++i) {
         const int64_t sent = clock();
-        CHORUS_MPI_CHECK(MPI_Send(nullptr, 0, MPI_BYTE, peer, tag, comm));
+        if (Status s = move(links, peer, &ping, nullptr, 1); !s.ok()) return s;
         int64_t theirs = 0;
-        CHORUS_MPI_CHECK(MPI_Recv(&theirs, 1, MPI_INT64_T, peer, tag, comm, MPI_STATUS_IGNORE));
+        if (Status s = move(links, peer, nullptr, &theirs, 1); !s.ok()) return s;
         const int64_t received = clock();
         if (received - sent < best_round_trip) {
           best_round_trip = received - sent;
@@ -37,16 +49,17 @@ StatusOr<ClockOffset> measure_clock_offset(MPI_Comm comm, const ClockReading& cl
         }
       }
       const int64_t answer[3] = {best_offset, (best_round_trip + 1) / 2, origin};
-      CHORUS_MPI_CHECK(MPI_Send(answer, 3, MPI_INT64_T, peer, tag, comm));
+      if (Status s = move(links, peer, answer, nullptr, 3); !s.ok()) return s;
     }
     result[2] = origin;
   } else {
     for (int i = 0; i < rounds; ++i) {
-      CHORUS_MPI_CHECK(MPI_Recv(nullptr, 0, MPI_BYTE, 0, tag, comm, MPI_STATUS_IGNORE));
+      int64_t pinged = 0;
+      if (Status s = move(links, 0, nullptr, &pinged, 1); !s.ok()) return s;
       const int64_t mine = clock();
-      CHORUS_MPI_CHECK(MPI_Send(&mine, 1, MPI_INT64_T, 0, tag, comm));
+      if (Status s = move(links, 0, &mine, nullptr, 1); !s.ok()) return s;
     }
-    CHORUS_MPI_CHECK(MPI_Recv(result, 3, MPI_INT64_T, 0, tag, comm, MPI_STATUS_IGNORE));
+    if (Status s = move(links, 0, nullptr, result, 3); !s.ok()) return s;
   }
   ClockOffset out;
   out.offset_ns = result[0];

@@ -8,12 +8,11 @@
 // that drift apart (different hosts) stay within that bound only near the measurement:
 // steady clocks of hosts under NTP drift by microseconds a second at most.
 
-#include <mpi.h>
-
 #include <cstdint>
 #include <functional>
 
 #include "chorus/status.h"
+#include "collectives/links.h"
 #include "collectives/world.h"
 
 namespace chorus {
@@ -21,10 +20,10 @@ namespace chorus {
 /// A clock reading in nanoseconds; the runtime passes the steady clock, tests a shifted one.
 using ClockReading = std::function<int64_t()>;
 
-/// Measures every rank's offset to rank 0 over `comm` (collective: every rank calls it),
-/// `rounds` exchanges per rank, as point-to-point messages with tag kClockOffsetTag: no other
-/// message on `comm` may be in flight meanwhile. Fails with the MPI error of a failed call.
-StatusOr<ClockOffset> measure_clock_offset(MPI_Comm comm, const ClockReading& clock,
+/// Measures every member's offset to member 0 over `links` (collective: every member calls
+/// it), `rounds` exchanges per member, as messages with tag kClockOffsetTag: no other message
+/// of `links` may be in flight meanwhile. Fails where a message does (the links' bound).
+StatusOr<ClockOffset> measure_clock_offset(Links& links, const ClockReading& clock,
                                            int rounds = 8);
 
 /// The tag of the measurement's messages; distinct from every other tag of Chorus's

@@ -7,10 +7,12 @@
 #include <numeric>
 #include <thread>
 
+#include "collectives/and_schedule.h"
 #include "collectives/backoff.h"
 #include "collectives/clock_offset.h"
 #include "collectives/mpi_backend.h"
 #include "collectives/mpi_check.h"
+#include "collectives/mpi_links.h"
 #include "collectives/mpi_wait.h"
 #include "collectives/shm_backend.h"
 
@@ -23,16 +25,13 @@ namespace {
 // few point-to-point messages. The round is on every collective's path, and this costs
 // less than MPI_Iallreduce (docs/performance.md).
 //
-// Ranks beyond the largest power of two p fold in first: rank p + i sends its bits to rank
-// i, which combines them, takes part in the log2(p) exchange steps, and sends the result
-// back.
+// The steps are collectives/and_schedule.h's.
 class MpiControl final : public ControlTransport {
  public:
   explicit MpiControl(MPI_Comm comm) : comm_(comm) {
     MPI_Comm_rank(comm_, &rank_);
     MPI_Comm_size(comm_, &size_);
-    pow2_ = 1;
-    while (pow2_ * 2 <= size_) pow2_ *= 2;
+    schedule_ = AndSchedule(rank_, size_);
     std::vector<int> members(static_cast<std::size_t>(size_));
     std::iota(members.begin(), members.end(), 0);
     in_job_ = ranks_in_job(comm_, members);
@@ -56,27 +55,13 @@ class MpiControl final : public ControlTransport {
       if (receiving_) {
         for (std::size_t i = 0; i < bits_->size(); ++i) (*bits_)[i] &= incoming_[i];
       }
-      advance();
+      step_ = schedule_.next(step_);
       if (Status s = post(); !s.ok()) return s;
     }
     return true;
   }
 
-  // The ranks whose bits have not reached this one: while it folds in (or, as an extra,
-  // until the result comes back), every other rank; at exchange step k, all but the ranks of
-  // its aligned block of 2^k and their extras; after the exchanges, none.
-  std::vector<int> missing() const override {
-    const bool alone = step_ == kFoldIn || (extra() && step_ != kDone);
-    const int block = step_ >= 0 ? 1 << step_ : pow2_;
-    const int base = rank_ & ~(block - 1);
-    std::vector<int> out;
-    for (int r = 0; r < size_; ++r) {
-      const int core = r >= pow2_ ? r - pow2_ : r;
-      const bool heard = r == rank_ || (!alone && core >= base && core < base + block);
-      if (!heard) out.push_back(r);
-    }
-    return out;
-  }
+  std::vector<int> missing() const override { return schedule_.missing(step_); }
 
   void set_liveness(double seconds) override { liveness_seconds_ = seconds; }
 
@@ -134,10 +119,9 @@ class MpiControl final : public ControlTransport {
  private:
   static constexpr int kTag = 7300;
   static constexpr int kRollCallTag = 7301;
-  static constexpr int kFoldIn = -1;   // extras send, partners receive
-  static constexpr int kFoldOut = -2;  // partners send the result, extras receive it
-  static constexpr int kDone = -3;
-  // Steps 0..log2(p)-1 are the exchanges with rank ^ (1 << step).
+  static constexpr int kFoldIn = AndSchedule::kFoldIn;
+  static constexpr int kFoldOut = AndSchedule::kFoldOut;
+  static constexpr int kDone = AndSchedule::kDone;
 
   // Waits for `req`: spins first (every member is known to be in the exchange, so it is
   // short), then sleeps between tests. Fails after liveness_seconds_ (0: never).
@@ -172,21 +156,6 @@ class MpiControl final : public ControlTransport {
     }
   }
 
-  bool extra() const { return rank_ >= pow2_; }
-  bool has_extra() const { return rank_ + pow2_ < size_; }
-
-  void advance() {
-    if (step_ == kFoldIn) {
-      step_ = extra() || pow2_ == 1 ? kFoldOut : 0;
-    } else if (step_ == kFoldOut) {
-      step_ = kDone;
-    } else if ((1 << (step_ + 1)) < pow2_) {
-      ++step_;
-    } else {
-      step_ = kFoldOut;
-    }
-  }
-
   // Posts the messages of the current step (none for a step this rank has no part in;
   // test_and() then moves straight on).
   Status post() {
@@ -204,17 +173,18 @@ class MpiControl final : public ControlTransport {
       CHORUS_MPI_CHECK(MPI_Irecv(into, n, MPI_UINT64_T, peer, kTag, comm_, &requests_[slot]));
       return {};
     };
+    const AndSchedule& sched = schedule_;
     if (step_ == kFoldIn) {
-      if (extra()) return send(rank_ - pow2_, 0);
-      if (has_extra()) return receive(rank_ + pow2_, 0, incoming_.data());
+      if (sched.extra()) return send(sched.fold_partner(), 0);
+      if (sched.has_extra()) return receive(sched.fold_partner(), 0, incoming_.data());
       return {};
     }
     if (step_ == kFoldOut) {
-      if (extra()) return receive(rank_ - pow2_, 0, bits_->data());  // the final result
-      if (has_extra()) return send(rank_ + pow2_, 0);
+      if (sched.extra()) return receive(sched.fold_partner(), 0, bits_->data());  // the final result
+      if (sched.has_extra()) return send(sched.fold_partner(), 0);
       return {};
     }
-    const int partner = rank_ ^ (1 << step_);
+    const int partner = sched.exchange_partner(step_);
     if (Status s = receive(partner, 0, incoming_.data()); !s.ok()) return s;
     return send(partner, 1);
   }
@@ -222,7 +192,7 @@ class MpiControl final : public ControlTransport {
   MPI_Comm comm_;
   int rank_ = 0;
   int size_ = 1;
-  int pow2_ = 1;
+  AndSchedule schedule_{0, 1};
   std::vector<uint64_t>* bits_ = nullptr;
   std::vector<uint64_t> incoming_;
   std::vector<int> in_job_;  // member -> rank of the job
@@ -280,7 +250,8 @@ class MpiWorld final : public World {
   }
 
   StatusOr<ClockOffset> clock_offset() override {
-    return measure_clock_offset(world_, steady_clock_ns);
+    MpiLinks links(world_, options_.liveness_seconds);
+    return measure_clock_offset(links, steady_clock_ns);
   }
 
   StatusOr<std::vector<std::string>> allgather(const std::string& mine) override {

@@ -155,10 +155,16 @@ std::string horovod_cycle_time(const std::string& raw, std::string* why) {
   return "";
 }
 
-// Horovod's log levels, any case, with its two names Chorus spells otherwise.
-std::string horovod_log_level(const std::string& raw, std::string*) {
+// Horovod's words in any case (HOROVOD_CONTROLLER=GLOO).
+std::string horovod_lower_case(const std::string& raw, std::string*) {
   std::string v;
   for (char ch : raw) v += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  return v;
+}
+
+// Horovod's log levels, any case, with its two names Chorus spells otherwise.
+std::string horovod_log_level(const std::string& raw, std::string* why) {
+  const std::string v = horovod_lower_case(raw, why);
   if (v == "warning") return "warn";
   if (v == "fatal") return "critical";
   return v;
@@ -310,6 +316,18 @@ std::vector<SettingRow> make_table() {
   t.push_back(flag<&Config::shared_memory, &Options::shared_memory>("CHORUS_SHARED_MEMORY", nullptr,
                                                                     "0 or 1", true));
   t.push_back(word<BindMode, &Config::bind, &Options::bind, kBindWords>("CHORUS_BIND", false));
+  // The world without MPI (docs/torch_distributed.md): how the ranks meet.
+  SettingRow controller =
+      word<Controller, &Config::controller, &Options::controller, kControllerWords>(
+          "CHORUS_CONTROLLER", false);
+  controller.horovod = "HOROVOD_CONTROLLER";
+  controller.from_horovod = horovod_lower_case;
+  t.push_back(controller);
+  SettingRow iface = text<&Config::gloo_iface>("CHORUS_GLOO_IFACE", "a network interface", false);
+  iface.horovod = "HOROVOD_GLOO_IFACE";
+  t.push_back(iface);
+  t.push_back(number<int64_t, &Config::store_port, nullptr, 65535>(
+      "CHORUS_STORE_PORT", nullptr, "a port, an integer between 0 and 65535", false));
   // Elastic jobs (docs/elastic.md): chorusrun sets the job, the supervisor and the version.
   t.push_back(text<&Config::elastic_job>("CHORUS_ELASTIC_JOB", "a name", true));
   t.push_back(text<&Config::elastic_dir>("CHORUS_ELASTIC_DIR", "a directory", false));
@@ -354,10 +372,13 @@ std::vector<SettingRow> make_table() {
 // the build-time choices that look like run-time ones.
 std::vector<HorovodVariable> make_horovod_variables() {
   const char* autotuner = "a setting of Horovod's autotuner, which Chorus has not";
-  const char* gloo = "Chorus does not use Gloo";
+  const char* gloo =
+      "Chorus's Gloo world waits for a rank at most CHORUS_LIVENESS_SECONDS, as its MPI world "
+      "does";
   const char* gloo_launch =
-      "set by horovodrun for a Gloo job; Chorus takes its ranks from MPI (mpirun, srun, "
-      "chorusrun)";
+      "set by horovodrun for a Gloo job; a Chorus job without MPI takes its ranks from "
+      "torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT), which chorusrun "
+      "--gloo sets";
   const char* built =
       "chooses what a Horovod build compiles in, and a running Horovod job does not read it; "
       "Chorus chooses the GPU transport at run time: CHORUS_GPU_BACKEND";
@@ -402,7 +423,6 @@ std::vector<HorovodVariable> make_horovod_variables() {
       {"HOROVOD_CPU_OPERATIONS",
        {},
        "Chorus's host-memory collectives always run over MPI (and shared memory within a host)"},
-      {"HOROVOD_CONTROLLER", {}, "Chorus's ranks always negotiate over MPI"},
       {"HOROVOD_CCL_CACHE", {}, "Chorus does not use oneCCL"},
       {"HOROVOD_MPI_THREADS_DISABLE",
        {},
@@ -420,7 +440,6 @@ std::vector<HorovodVariable> make_horovod_variables() {
        "set by horovodrun's elastic mode; a Chorus elastic job is chorusrun's "
        "(--max-restarts, docs/elastic.md), which sets CHORUS_ELASTIC_JOB"},
       {"HOROVOD_LOG_HIDE_TIME", {}, "Chorus's log lines carry no time"},
-      {"HOROVOD_GLOO_IFACE", {}, gloo},
       {"HOROVOD_GLOO_TIMEOUT_SECONDS", {}, gloo},
       {"HOROVOD_GLOO_RENDEZVOUS_ADDR", {}, gloo_launch},
       {"HOROVOD_GLOO_RENDEZVOUS_PORT", {}, gloo_launch},
@@ -520,6 +539,7 @@ StatusOr<Config> Config::load(const Options& options, const Getenv& env,
     if (Status s = row.take(row.variable, options, c); !s.ok()) return s;
     if (!row.valid(c)) return bad_value(name, row.show(c), row.accepted);
   }
+  c.rendezvous = options.rendezvous;
   if (c.gpu_backend == GpuBackendRequest::kNccl && !build.nccl) {
     // Checked here, not at the first GPU collective, so that the job stops at init().
     return invalid_argument(

@@ -16,6 +16,7 @@
 #include "chorus/status.h"
 #include "collectives/cost_model.h"
 #include "collectives/gpu_path.h"
+#include "collectives/world_choice.h"
 #include "topology/cpu_plan.h"
 
 namespace chorus {
@@ -203,6 +204,18 @@ struct Config {
   /// (collectives/cost_model.h); the others force one, for measurements. Every algorithm
   /// combines in the same order, so the choice never changes a result's bits.
   HostAlgorithm host_algorithm = HostAlgorithm::kAuto;
+  /// CHORUS_CONTROLLER: auto, mpi or gloo. What carries the job's world: auto takes MPI where
+  /// an MPI launcher started the job, Gloo where it has a store to meet in (torchrun's
+  /// variables, or Options::rendezvous) and none did (collectives/world_choice.h).
+  Controller controller = Controller::kAuto;
+  /// CHORUS_GLOO_IFACE: the network interface of a Gloo world; empty: the address this host
+  /// reaches MASTER_ADDR by.
+  std::string gloo_iface;
+  /// CHORUS_STORE_PORT: the port rank 0 serves a Gloo job's store on; 0: MASTER_PORT + 1
+  /// (torchrun's agent, or torch's own store, holds MASTER_PORT).
+  int64_t store_port = 0;
+  /// Options::rendezvous: the store a Gloo world meets in, where the program gives one.
+  std::shared_ptr<Rendezvous> rendezvous;
 
   /// What load() read of the HOROVOD_* variables that is not the plain value of a setting's
   /// Horovod name, one line each, naming the variable and its value: each variable of

@@ -16,6 +16,13 @@ std::chrono::microseconds cycle_time(const Config& config) {
 StatusOr<std::shared_ptr<Runtime>> Runtime::start(const Options& options, WorldFactory make_world) {
   StatusOr<Config> config = Config::load(options);
   if (!config.ok()) return config.status();
+  if (!make_world) {
+    StatusOr<WorldFactory> chosen =
+        choose_world({config->controller, config->rendezvous, config->gloo_iface, config->store_port},
+                     process_env());
+    if (!chosen.ok()) return chosen.status();
+    make_world = std::move(chosen).value();
+  }
   std::shared_ptr<Runtime> rt(new Runtime(std::move(config).value()));
   rt->handle_driver_ = std::shared_ptr<detail::Driver>(rt, &rt->driver_);
   std::promise<Status> started;

@@ -27,7 +27,7 @@
 #include "base/mutex.h"
 #include "chorus/handle.h"
 #include "chorus/options.h"
-#include "collectives/mpi_world.h"
+#include "collectives/world_choice.h"
 #include "collectives/topology_groups.h"
 #include "collectives/world.h"
 #include "core/config.h"
@@ -49,14 +49,13 @@ namespace chorus {
 
 class Runtime final {
  public:
-  /// Makes the world on the background thread: MPI's (init_mpi_world) for a job, an
-  /// in-memory one for the in-process tests, whose ranks are threads of one process.
-  using WorldFactory = std::function<StatusOr<std::unique_ptr<World>>(const WorldOptions&)>;
-
   /// Loads the configuration, starts the background thread, and returns once the world and
-  /// the global process set are up on this rank (or with the reason they are not).
+  /// the global process set are up on this rank (or with the reason they are not). The world
+  /// is made on the background thread by `make_world`: an in-memory one for the in-process
+  /// tests, whose ranks are threads of one process; unset, the one the configuration and the
+  /// launcher choose (collectives/world_choice.h).
   static StatusOr<std::shared_ptr<Runtime>> start(const Options& options,
-                                                  WorldFactory make_world = init_mpi_world);
+                                                  WorldFactory make_world = nullptr);
   ~Runtime();
 
   /// Asks every rank to stop, waits for the background thread, finalizes MPI if Chorus

@@ -45,6 +45,11 @@ const std::vector<Launcher>& launchers() {
        {{"MV2_COMM_WORLD_RANK", Field::kRank},
         {"MV2_COMM_WORLD_LOCAL_RANK", Field::kLocalRank},
         {"MV2_COMM_WORLD_LOCAL_SIZE", Field::kLocalSize}}},
+      {"torchrun",
+       "WORLD_SIZE",
+       {{"RANK", Field::kRank},
+        {"LOCAL_RANK", Field::kLocalRank},
+        {"LOCAL_WORLD_SIZE", Field::kLocalSize}}},
   };
   return kLaunchers;
 }
@@ -78,6 +83,51 @@ int field_value(Field f, const RankMap& map, int rank, int size) {
 }
 
 }  // namespace
+
+bool started_by_mpi_launcher(const EnvLookup& env) {
+  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "MV2_COMM_WORLD_SIZE"}) {
+    if (env(name)) return true;
+  }
+  return false;
+}
+
+StatusOr<std::optional<StoreAddress>> torchrun_store(const EnvLookup& env) {
+  const std::optional<std::string> rank = env("RANK");
+  const std::optional<std::string> size = env("WORLD_SIZE");
+  if (!rank && !size) return std::optional<StoreAddress>();
+  StoreAddress out;
+  auto number = [&](const char* name, long least, long* into) -> Status {
+    const std::optional<std::string> v = env(name);
+    const std::optional<long> n = v ? parse_int(*v) : std::nullopt;
+    if (!n || *n < least) {
+      return invalid_argument(std::string(name) + (v ? "='" + *v + "' is not" : " is unset, not") +
+                              " an integer >= " + std::to_string(least) +
+                              ": a job without an MPI launcher takes its ranks from RANK, "
+                              "WORLD_SIZE, MASTER_ADDR and MASTER_PORT, as torchrun sets them");
+    }
+    *into = *n;
+    return {};
+  };
+  long r = 0, n = 0, port = 0;
+  if (Status s = number("RANK", 0, &r); !s.ok()) return s;
+  if (Status s = number("WORLD_SIZE", 1, &n); !s.ok()) return s;
+  if (Status s = number("MASTER_PORT", 1, &port); !s.ok()) return s;
+  if (r >= n) {
+    return invalid_argument("RANK=" + std::to_string(r) + " is not below WORLD_SIZE=" +
+                            std::to_string(n));
+  }
+  const std::optional<std::string> host = env("MASTER_ADDR");
+  if (!host || host->empty()) {
+    return invalid_argument(
+        "MASTER_ADDR is unset: a job without an MPI launcher meets at MASTER_ADDR, the host of "
+        "its rank 0, as torchrun sets it");
+  }
+  out.rank = static_cast<int>(r);
+  out.size = static_cast<int>(n);
+  out.host = *host;
+  out.port = static_cast<int>(port);
+  return std::optional<StoreAddress>(out);
+}
 
 LauncherCheck check_launcher_view(const RankMap& map, int rank, int size, const EnvLookup& env) {
   LauncherCheck check;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "chorus/status.h"
 #include "topology/rank_map.h"
 
 namespace chorus {
@@ -33,6 +34,23 @@ struct LauncherCheck {
 /// has one) equals `size`: otherwise they belong to another job or step, such as the
 /// daemons through which mpirun started this rank inside a Slurm allocation.
 LauncherCheck check_launcher_view(const RankMap& map, int rank, int size, const EnvLookup& env);
+
+/// True where an MPI launcher started this process: mpirun (Open MPI, MPICH's Hydra,
+/// MVAPICH) or srun with a PMI plugin (PMIx).
+bool started_by_mpi_launcher(const EnvLookup& env);
+
+/// Where a job without an MPI launcher meets: its rank 0's host, the port torchrun (or the
+/// job script) gave, and this rank's place.
+struct StoreAddress {
+  int rank = 0;
+  int size = 1;
+  std::string host;  ///< MASTER_ADDR
+  int port = 0;      ///< MASTER_PORT
+};
+
+/// torchrun's variables: nothing where RANK and WORLD_SIZE are both unset; an error naming the
+/// variable where one of RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT is missing or malformed.
+StatusOr<std::optional<StoreAddress>> torchrun_store(const EnvLookup& env);
 
 /// The process environment, for check_launcher_view.
 EnvLookup process_env();

@@ -10,12 +10,19 @@
 
 #include "collectives/clock_offset.h"
 #include "collectives/mpi_check.h"
+#include "collectives/mpi_links.h"
 
 namespace chorus::testing {
 namespace {
 
 int g_rank = 0;
 int g_size = 1;
+
+// The job's links, bounded as a runtime's are by default.
+Links& world_links() {
+  static MpiLinks links(MPI_COMM_WORLD, 60);
+  return links;
+}
 
 int64_t injected_shift_ns(int rank) {
   return int64_t{rank} * 1'500'000'000 - (rank % 2 ? 370'000'000 : 0);
@@ -24,7 +31,7 @@ int64_t injected_shift_ns(int rank) {
 TEST(ClockOffset, FindsAnInjectedShiftWithinItsBound) {
   const int64_t shift = injected_shift_ns(g_rank);
   StatusOr<ClockOffset> offset =
-      measure_clock_offset(MPI_COMM_WORLD, [shift] { return steady_clock_ns() + shift; });
+      measure_clock_offset(world_links(), [shift] { return steady_clock_ns() + shift; });
   ASSERT_TRUE(offset.ok()) << offset.status().to_string();
   EXPECT_LE(std::llabs(offset->offset_ns - shift), offset->uncertainty_ns)
       << "rank " << g_rank << ": measured " << offset->offset_ns << " ns, injected " << shift
@@ -44,7 +51,7 @@ TEST(ClockOffset, FindsAnInjectedShiftWithinItsBound) {
 }
 
 TEST(ClockOffset, AnUnshiftedClockHasAnOffsetWithinItsBound) {
-  StatusOr<ClockOffset> offset = measure_clock_offset(MPI_COMM_WORLD, steady_clock_ns, 3);
+  StatusOr<ClockOffset> offset = measure_clock_offset(world_links(), steady_clock_ns, 3);
   ASSERT_TRUE(offset.ok()) << offset.status().to_string();
   // One host, one steady clock: the offset is 0 up to the bound.
   EXPECT_LE(std::llabs(offset->offset_ns), offset->uncertainty_ns);

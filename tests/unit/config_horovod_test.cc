@@ -38,9 +38,7 @@ std::map<std::string, std::string> horovod_only_values() {
       {"HOROVOD_BATCH_D2D_MEMCOPIES", "0"},
       {"HOROVOD_NUM_NCCL_STREAMS", "2"},
       {"HOROVOD_CPU_OPERATIONS", "gloo"},
-      {"HOROVOD_CONTROLLER", "MPI"},
       {"HOROVOD_THREAD_AFFINITY", "0,1,2,3"},
-      {"HOROVOD_GLOO_IFACE", "eth0"},
       {"HOROVOD_GLOO_RENDEZVOUS_ADDR", "10.0.0.1"},
       {"HOROVOD_HOSTNAME", "node1"},
       {"HOROVOD_GPU_OPERATIONS", "NCCL"},
@@ -66,7 +64,9 @@ TEST(ConfigHorovodTest, EveryHorovodVariableAtOnceLoads) {
               {"HOROVOD_STALL_CHECK_TIME_SECONDS", "120"},
               {"HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", "900"},
               {"HOROVOD_HIERARCHICAL_ALLREDUCE", "1"},
-              {"HOROVOD_LOG_LEVEL", "INFO"}});
+              {"HOROVOD_LOG_LEVEL", "INFO"},
+              {"HOROVOD_CONTROLLER", "GLOO"},
+              {"HOROVOD_GLOO_IFACE", "eth0"}});
   StatusOr<Config> c = load_env(env);
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_EQ(c->fusion_threshold_bytes, 64 << 20);
@@ -79,6 +79,8 @@ TEST(ConfigHorovodTest, EveryHorovodVariableAtOnceLoads) {
   EXPECT_EQ(c->stall_shutdown_seconds, 0.0);
   EXPECT_EQ(c->hierarchical_allreduce, std::optional<bool>(true));
   EXPECT_EQ(c->log_level, "info");
+  EXPECT_EQ(c->controller, Controller::kGloo) << "Horovod's words in any case";
+  EXPECT_EQ(c->gloo_iface, "eth0");
   for (const HorovodVariable& h : Config::horovod_variables()) {
     EXPECT_EQ(notes_naming(*c, h.variable), 1) << h.variable << all_notes(*c);
   }

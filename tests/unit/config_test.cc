@@ -1,5 +1,5 @@
 // Unit tests of Config::load (src/core/config.h): defaults, every CHORUS_* variable and its
-// Horovod name, Options over the environment, the README's table against the settings
+// Horovod name, Options over the environment, docs/configuration.md's table against the settings
 // table, and chorus::build_info() against the configuration. The errors for bad values are
 // config_errors_test.cc. The environment is an injected map (config_env.h), so nothing here
 // reads or changes the process environment.
@@ -82,7 +82,7 @@ TEST(ConfigTest, BadHorovodValuesFailNamingTheHorovodVariable) {
   expect_invalid(load_env({{"HOROVOD_LOG_LEVEL", "chatty"}}), "HOROVOD_LOG_LEVEL", "chatty");
 }
 
-// The README's table of variables is the table Config reads: the same variables in the same
+// docs/configuration.md's table of variables is the table Config reads: the same variables in the same
 // order, each with its Horovod name, its default as describe() writes it, and *agreed*
 // exactly where init() compares the setting across ranks.
 // "auto" is a value of its own: it reads as unset, a number set to the one-host default is
@@ -101,9 +101,9 @@ TEST(ConfigTest, FusionThresholdAutoIsItsOwnValue) {
                  "automatic");
 }
 
-TEST(ConfigTest, ReadmeTableIsTheSettingsTable) {
+TEST(ConfigTest, DocumentedTableIsTheSettingsTable) {
   const std::vector<std::vector<std::string>> rows =
-      table_rows(CHORUS_TEST_SOURCE_DIR "/README.md", "| `CHORUS_");
+      table_rows(CHORUS_TEST_SOURCE_DIR "/docs/configuration.md", "| `CHORUS_");
   const Config defaults;
   const std::vector<SettingRow>& table = Config::table();
   ASSERT_EQ(rows.size(), table.size());

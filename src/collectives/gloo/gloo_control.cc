@@ -1,0 +1,215 @@
+#include "collectives/gloo/gloo_control.h"
+
+#include <gloo/common/error.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include <cstdio>
+#include <utility>
+
+namespace chorus {
+namespace {
+
+// Gloo's slots of the control traffic; the group's data travels on another context.
+constexpr uint64_t kAndSlot = 1;
+constexpr uint64_t kGatherSlot = 2;
+constexpr uint64_t kBroadcastSlot = 3;
+
+}  // namespace
+
+GlooControl::GlooControl(std::shared_ptr<gloo::Context> context, std::vector<int> job_ranks)
+    : context_(std::move(context)),
+      job_ranks_(std::move(job_ranks)),
+      schedule_(context_->rank, context_->size) {
+  if (context_->size > 1) thread_ = std::thread(&GlooControl::round_loop, this);
+}
+
+GlooControl::~GlooControl() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    if (waiting_on_[0] != nullptr) waiting_on_[0]->abortWaitSend();
+    if (waiting_on_[1] != nullptr) waiting_on_[1]->abortWaitRecv();
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Status GlooControl::start_and(std::vector<uint64_t>* bits) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!failure_.empty()) return Status(StatusCode::kAborted, failure_);
+  if (context_->size == 1) {
+    ++rounds_started_;
+    finished_.store(rounds_started_, std::memory_order_release);
+    return {};
+  }
+  bits_ = bits;
+  incoming_.resize(bits->size());
+  ++rounds_started_;
+  cv_.notify_one();
+  return {};
+}
+
+StatusOr<bool> GlooControl::test_and() {
+  if (finished_.load(std::memory_order_acquire) == rounds_started_) return true;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!failure_.empty()) return Status(StatusCode::kAborted, failure_);
+  return false;
+}
+
+std::vector<int> GlooControl::missing() const { return schedule_.missing(step_.load()); }
+
+void GlooControl::round_loop() {
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stop_ || rounds_started_ > rounds_run_; });
+      if (stop_) return;
+    }
+    bool ok = true;
+    for (int step = AndSchedule::kFoldIn; ok && step != AndSchedule::kDone;
+         step = schedule_.next(step)) {
+      step_.store(step);
+      ok = run_step(step);
+    }
+    step_.store(AndSchedule::kDone);
+    if (!ok) return;  // failure_ says why; the next start_and or test_and reports it
+    std::lock_guard<std::mutex> lock(mu_);
+    ++rounds_run_;
+    finished_.store(rounds_run_, std::memory_order_release);
+  }
+}
+
+bool GlooControl::run_step(int step) {
+  const AndSchedule& s = schedule_;
+  std::vector<uint64_t>& bits = *bits_;
+  if (step == AndSchedule::kFoldIn) {
+    if (s.extra()) return exchange(s.fold_partner(), -1, nullptr);
+    if (!s.has_extra()) return true;
+    if (!exchange(-1, s.fold_partner(), incoming_.data())) return false;
+  } else if (step == AndSchedule::kFoldOut) {
+    if (s.extra()) return exchange(-1, s.fold_partner(), bits.data());  // the result
+    if (s.has_extra()) return exchange(s.fold_partner(), -1, nullptr);
+    return true;
+  } else {
+    const int partner = s.exchange_partner(step);
+    if (!exchange(partner, partner, incoming_.data())) return false;
+  }
+  for (std::size_t i = 0; i < bits.size(); ++i) bits[i] &= incoming_[i];
+  return true;
+}
+
+bool GlooControl::exchange(int send_to, int receive_from, uint64_t* into) {
+  const std::size_t bytes = bits_->size() * sizeof(uint64_t);
+  std::unique_ptr<gloo::transport::UnboundBuffer> out, in;
+  std::string why;
+  try {
+    if (send_to >= 0) {
+      out = context_->createUnboundBuffer(bits_->data(), bytes);
+      out->send(send_to, kAndSlot);
+    }
+    if (receive_from >= 0) {
+      in = context_->createUnboundBuffer(into, bytes);
+      in->recv(receive_from, kAndSlot);
+    }
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return false;
+      waiting_on_[0] = out.get();
+      waiting_on_[1] = in.get();
+    }
+    // A day stands for "no bound": the negotiator fails a round that waits past the liveness
+    // bound, and the stop aborts these waits.
+    const auto day = std::chrono::hours(24);
+    const bool done = (!out || out->waitSend(day)) && (!in || in->waitRecv(day));
+    std::lock_guard<std::mutex> lock(mu_);
+    waiting_on_[0] = waiting_on_[1] = nullptr;
+    if (done || stop_) return done;
+    why = "a wait was aborted";
+  } catch (const gloo::Exception& e) {
+    why = e.what();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  waiting_on_[0] = waiting_on_[1] = nullptr;
+  const int peer = send_to >= 0 ? send_to : receive_from;
+  failure_ = "rank " + std::to_string(job_rank(rank())) +
+             ": the negotiation round failed talking to rank " + std::to_string(job_rank(peer)) +
+             " (gloo: " + why + ")";
+  return false;
+}
+
+std::chrono::milliseconds GlooControl::bound() const {
+  if (liveness_seconds_ <= 0) return std::chrono::hours(24);
+  return std::chrono::milliseconds(static_cast<int64_t>(liveness_seconds_ * 1000));
+}
+
+Status GlooControl::move(bool send, int peer, uint64_t slot, void* data, std::size_t bytes,
+                         const char* what) {
+  std::string why = "timed out";
+  try {
+    auto buffer = context_->createUnboundBuffer(data, bytes);
+    if (send) {
+      buffer->send(peer, slot);
+      if (buffer->waitSend(bound())) return {};
+    } else {
+      buffer->recv(peer, slot);
+      if (buffer->waitRecv(bound())) return {};
+    }
+  } catch (const gloo::Exception& e) {
+    why = e.what();
+  }
+  char secs[32];
+  std::snprintf(secs, sizeof secs, "%.1f", liveness_seconds_);
+  return Status(StatusCode::kAborted, "rank " + std::to_string(job_rank(rank())) +
+                                          " stopped waiting in the coordinator's " + what +
+                                          " after " + secs +
+                                          " s (CHORUS_LIVENESS_SECONDS): rank " +
+                                          std::to_string(job_rank(peer)) +
+                                          " took no part in it (gloo: " + why + ")");
+}
+
+// Each member's length, then its bytes (a message of none is not sent).
+StatusOr<std::vector<std::string>> GlooControl::gather(const std::string& mine) {
+  if (rank() != 0) {
+    uint64_t len = mine.size();
+    if (Status s = move(true, 0, kGatherSlot, &len, sizeof len, "gather"); !s.ok()) return s;
+    if (len == 0) return std::vector<std::string>();
+    if (Status s = move(true, 0, kGatherSlot, const_cast<char*>(mine.data()), len, "gather");
+        !s.ok()) {
+      return s;
+    }
+    return std::vector<std::string>();
+  }
+  std::vector<std::string> all(static_cast<std::size_t>(size()));
+  all[0] = mine;
+  for (int r = 1; r < size(); ++r) {
+    uint64_t len = 0;
+    if (Status s = move(false, r, kGatherSlot, &len, sizeof len, "gather"); !s.ok()) return s;
+    all[r].resize(len);
+    if (len == 0) continue;
+    if (Status s = move(false, r, kGatherSlot, all[r].data(), len, "gather"); !s.ok()) return s;
+  }
+  return all;
+}
+
+Status GlooControl::broadcast(std::string* data) {
+  if (rank() == 0) {
+    uint64_t len = data->size();
+    for (int r = 1; r < size(); ++r) {
+      if (Status s = move(true, r, kBroadcastSlot, &len, sizeof len, "broadcast"); !s.ok()) {
+        return s;
+      }
+      if (len == 0) continue;
+      if (Status s = move(true, r, kBroadcastSlot, data->data(), len, "broadcast"); !s.ok()) {
+        return s;
+      }
+    }
+    return {};
+  }
+  uint64_t len = 0;
+  if (Status s = move(false, 0, kBroadcastSlot, &len, sizeof len, "broadcast"); !s.ok()) return s;
+  data->resize(len);
+  if (len == 0) return {};
+  return move(false, 0, kBroadcastSlot, data->data(), len, "broadcast");
+}
+
+}  // namespace chorus

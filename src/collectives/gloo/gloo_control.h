@@ -1,0 +1,80 @@
+#pragma once
+// The control transport of a group over Gloo (transport/control_transport.h). The round's AND
+// is the recursive doubling MpiControl makes (ranks beyond the largest power of two fold in
+// first), over Gloo's unbound buffers. Gloo has no test for a message, and a wait that runs
+// out of time poisons the context, so a round cannot be polled: each group has a round
+// thread that runs it with blocking waits while test_and() only looks whether it has
+// finished. The gather and the broadcast come right after a round that every member
+// finished, so they wait on the caller's thread, bounded by the liveness bound.
+//
+// Thread contract: one thread drives the transport (the runtime's background thread, or a
+// trainer thread running a cycle in its stead, never both at once); the round thread is the
+// transport's own.
+
+#include <gloo/context.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "collectives/and_schedule.h"
+#include "transport/control_transport.h"
+
+namespace chorus {
+
+class GlooControl final : public ControlTransport {
+ public:
+  /// Over `context` (connected, used by nothing else); `job_ranks`: the members as ranks of
+  /// the job (index = member).
+  GlooControl(std::shared_ptr<gloo::Context> context, std::vector<int> job_ranks);
+  ~GlooControl() override;
+
+  int rank() const override { return context_->rank; }
+  int size() const override { return context_->size; }
+  int job_rank(int member) const override { return job_ranks_.at(static_cast<std::size_t>(member)); }
+
+  Status start_and(std::vector<uint64_t>* bits) override;
+  StatusOr<bool> test_and() override;
+  std::vector<int> missing() const override;
+  void set_liveness(double seconds) override { liveness_seconds_ = seconds; }
+
+  StatusOr<std::vector<std::string>> gather(const std::string& mine) override;
+  Status broadcast(std::string* data) override;
+
+ private:
+  void round_loop();
+  // One step of the round in flight; false where it failed (failure_ says why) or stopped.
+  bool run_step(int step);
+  // Sends the bits to `send_to` and receives `receive_from`'s into `into` (-1: no such
+  // message), waiting with no bound but the stop: the negotiator bounds the round.
+  bool exchange(int send_to, int receive_from, uint64_t* into);
+  std::chrono::milliseconds bound() const;
+  // Moves `bytes` at `data` to or from `peer` on `slot`, bounded by the liveness bound.
+  Status move(bool send, int peer, uint64_t slot, void* data, std::size_t bytes, const char* what);
+
+  std::shared_ptr<gloo::Context> context_;
+  std::vector<int> job_ranks_;
+  AndSchedule schedule_;
+  double liveness_seconds_ = 0;
+
+  // The round: the driving thread hands it over in start_and(), the round thread runs it.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<uint64_t>* bits_ = nullptr;  // the round in flight, or none
+  std::vector<uint64_t> incoming_;
+  uint64_t rounds_started_ = 0;
+  uint64_t rounds_run_ = 0;
+  std::string failure_;                 // a step that failed: the rounds are over
+  std::atomic<int> step_{AndSchedule::kDone};  // for missing()
+  std::atomic<uint64_t> finished_{0};   // rounds the round thread finished
+  bool stop_ = false;
+  gloo::transport::UnboundBuffer* waiting_on_[2] = {nullptr, nullptr};  // for the stop
+  std::thread thread_;
+};
+
+}  // namespace chorus

@@ -1,0 +1,74 @@
+#include "collectives/world_choice.h"
+
+#include <utility>
+
+#include "collectives/mpi_world.h"
+#include "transport/tcp_store.h"
+#ifdef CHORUS_WITH_GLOO
+#include "collectives/gloo/gloo_world.h"
+#endif
+
+namespace chorus {
+
+bool gloo_world_built() {
+#ifdef CHORUS_WITH_GLOO
+  return true;
+#else
+  return false;
+#endif
+}
+
+StatusOr<WorldFactory> choose_world(const WorldChoice& choice, const EnvLookup& env) {
+  const bool mpi_launched = started_by_mpi_launcher(env);
+  Controller controller = choice.controller;
+  StatusOr<std::optional<StoreAddress>> address = torchrun_store(env);
+  if (controller == Controller::kAuto) {
+    const bool store = choice.rendezvous || !address.ok() || address->has_value();
+    controller = !mpi_launched && store ? Controller::kGloo : Controller::kMpi;
+  }
+  if (controller == Controller::kMpi) return WorldFactory(init_mpi_world);
+  if (!gloo_world_built()) {
+    return failed_precondition(
+        std::string(choice.controller == Controller::kGloo
+                        ? "CHORUS_CONTROLLER=gloo"
+                        : "no MPI launcher started this job (torchrun's RANK and WORLD_SIZE "
+                          "are set)") +
+        ", but this build of Chorus has no Gloo (configure found no libgloo-dev): launch it "
+        "with mpirun or srun --mpi=pmix, or build Chorus with Gloo");
+  }
+  if (!address.ok() && !choice.rendezvous) return address.status();
+  std::shared_ptr<Rendezvous> given = choice.rendezvous;
+  std::optional<StoreAddress> at = address.ok() ? *address : std::nullopt;
+  if (!given && !at) {
+    return invalid_argument(
+        "CHORUS_CONTROLLER=gloo: the job has no store to meet in; set RANK, WORLD_SIZE, "
+        "MASTER_ADDR and MASTER_PORT as torchrun does (chorusrun --gloo sets them)");
+  }
+  const int port = static_cast<int>(choice.store_port > 0 ? choice.store_port
+                                                          : at ? at->port + 1 : 0);
+  if (at && port > 65535) {
+    return invalid_argument("MASTER_PORT=" + std::to_string(at->port) +
+                            ": the job's store takes the port after it, and there is none; "
+                            "set CHORUS_STORE_PORT");
+  }
+#ifdef CHORUS_WITH_GLOO
+  GlooWorldOptions gloo;
+  gloo.iface = choice.gloo_iface;
+  if (at) gloo.route_to = at->host;
+  return WorldFactory([given, at, port, gloo](const WorldOptions& options)
+                          -> StatusOr<std::unique_ptr<World>> {
+    std::shared_ptr<Rendezvous> rendezvous = given;
+    if (!rendezvous) {
+      StatusOr<std::shared_ptr<TcpRendezvous>> made =
+          TcpRendezvous::connect(at->rank, at->size, at->host, port, gloo.connect_timeout);
+      if (!made.ok()) return made.status();
+      rendezvous = std::move(made).value();
+    }
+    return init_gloo_world(std::move(rendezvous), gloo, options);
+  });
+#else
+  return failed_precondition("unreachable: no Gloo in this build");
+#endif
+}
+
+}  // namespace chorus

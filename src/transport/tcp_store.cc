@@ -1,0 +1,267 @@
+#include "transport/tcp_store.h"
+
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <utility>
+#include <vector>
+
+namespace chorus {
+namespace {
+
+std::string system_error(const std::string& what) { return what + ": " + std::strerror(errno); }
+
+void put_string(std::string* out, const std::string& s) {
+  const auto len = static_cast<uint32_t>(s.size());
+  out->append(reinterpret_cast<const char*>(&len), sizeof len);
+  out->append(s);
+}
+
+// Writes all of `data` (blocking); false where the peer is gone.
+bool write_all(int fd, const std::string& data) {
+  std::size_t done = 0;
+  while (done < data.size()) {
+    const ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+// Takes one string off the front of `in` at `*at`; false where it is not all there yet.
+bool take_string(const std::string& in, std::size_t* at, std::string* out) {
+  uint32_t len = 0;
+  if (in.size() < *at + sizeof len) return false;
+  std::memcpy(&len, in.data() + *at, sizeof len);
+  if (in.size() < *at + sizeof len + len) return false;
+  out->assign(in, *at + sizeof len, len);
+  *at += sizeof len + len;
+  return true;
+}
+
+}  // namespace
+
+// --- the server ------------------------------------------------------------------------
+
+StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::listen(int port) {
+  const int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return Status(StatusCode::kInternal, system_error("the store's socket"));
+  const int on = 1, off = 0;
+  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
+  setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);  // IPv4 clients too
+  sockaddr_in6 addr{};
+  addr.sin6_family = AF_INET6;
+  addr.sin6_addr = in6addr_any;
+  addr.sin6_port = htons(static_cast<uint16_t>(port));
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 1024) != 0) {
+    const std::string why = system_error("port " + std::to_string(port));
+    ::close(fd);
+    return Status(StatusCode::kFailedPrecondition,
+                  "rank 0 cannot serve the job's store on " + why +
+                      " (another program holds it? CHORUS_STORE_PORT chooses another)");
+  }
+  return std::unique_ptr<TcpStoreServer>(new TcpStoreServer(fd));
+}
+
+TcpStoreServer::TcpStoreServer(int fd) : listen_fd_(fd) {
+  if (::pipe2(wake_, O_CLOEXEC) != 0) wake_[0] = wake_[1] = -1;
+  thread_ = std::thread(&TcpStoreServer::serve, this);
+}
+
+TcpStoreServer::~TcpStoreServer() {
+  if (wake_[1] >= 0) {
+    const char byte = 0;
+    (void)!::write(wake_[1], &byte, 1);
+  }
+  if (thread_.joinable()) thread_.join();
+  ::close(listen_fd_);
+  for (int fd : wake_) {
+    if (fd >= 0) ::close(fd);
+  }
+}
+
+// One loop: accept clients, read their requests, answer the gets whose keys are there, and
+// keep the others until a set brings their key.
+void TcpStoreServer::serve() {
+  struct Client {
+    int fd;
+    std::string in;
+  };
+  std::vector<Client> clients;
+  std::map<std::string, std::string> values;
+  std::multimap<std::string, int> waiting;  // key -> the client that asked
+  auto answer = [](int fd, const std::string& value) {
+    std::string out;
+    put_string(&out, value);
+    write_all(fd, out);
+  };
+  for (;;) {
+    std::vector<pollfd> fds{{wake_[0], POLLIN, 0}, {listen_fd_, POLLIN, 0}};
+    for (const Client& c : clients) fds.push_back({c.fd, POLLIN, 0});
+    if (::poll(fds.data(), fds.size(), -1) < 0 && errno != EINTR) return;
+    if (fds[0].revents != 0) break;
+    if (fds[1].revents & POLLIN) {
+      const int fd = ::accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd >= 0) {
+        const int on = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+        clients.push_back({fd, {}});
+      }
+    }
+    for (std::size_t i = 2; i < fds.size(); ++i) {
+      if (fds[i].revents == 0) continue;
+      Client& c = clients[i - 2];
+      char buf[65536];
+      const ssize_t n = ::recv(c.fd, buf, sizeof buf, 0);
+      if (n <= 0) {
+        if (n < 0 && errno == EINTR) continue;
+        for (auto it = waiting.begin(); it != waiting.end();) {
+          it = it->second == c.fd ? waiting.erase(it) : std::next(it);
+        }
+        ::close(c.fd);
+        c.fd = -1;
+        continue;
+      }
+      c.in.append(buf, static_cast<std::size_t>(n));
+      std::size_t at = 0;
+      while (at < c.in.size()) {
+        std::size_t next = at + 1;
+        std::string key, value;
+        if (!take_string(c.in, &next, &key)) break;
+        if (c.in[at] == 's') {
+          if (!take_string(c.in, &next, &value)) break;
+          auto [first, last] = waiting.equal_range(key);
+          for (auto it = first; it != last; ++it) answer(it->second, value);
+          waiting.erase(first, last);
+          values.emplace(key, std::move(value));
+        } else {
+          auto found = values.find(key);
+          if (found != values.end()) {
+            answer(c.fd, found->second);
+          } else {
+            waiting.emplace(key, c.fd);
+          }
+        }
+        at = next;
+      }
+      c.in.erase(0, at);
+    }
+    std::erase_if(clients, [](const Client& c) { return c.fd < 0; });
+  }
+  for (const Client& c : clients) ::close(c.fd);
+}
+
+// --- a rank's connection ---------------------------------------------------------------
+
+StatusOr<std::shared_ptr<TcpRendezvous>> TcpRendezvous::connect(int rank, int size,
+                                                                const std::string& host, int port,
+                                                                std::chrono::milliseconds timeout) {
+  std::unique_ptr<TcpStoreServer> server;
+  if (rank == 0) {
+    StatusOr<std::unique_ptr<TcpStoreServer>> made = TcpStoreServer::listen(port);
+    if (!made.ok()) return made.status();
+    server = std::move(made).value();
+  }
+  const std::string where = host + ":" + std::to_string(port);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string last = "no answer";
+  for (;;) {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    const int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
+    if (rc != 0) {
+      return Status(StatusCode::kInvalidArgument, "the job's store: MASTER_ADDR='" + host +
+                                                      "' does not resolve: " + gai_strerror(rc));
+    }
+    for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+      const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+      if (fd < 0) continue;
+      if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+        ::freeaddrinfo(found);
+        const int on = 1;
+        setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+        return std::shared_ptr<TcpRendezvous>(
+            new TcpRendezvous(rank, size, where, fd, std::move(server)));
+      }
+      last = std::strerror(errno);
+      ::close(fd);
+    }
+    ::freeaddrinfo(found);
+    if (std::chrono::steady_clock::now() > deadline) {
+      return Status(StatusCode::kAborted,
+                    "rank " + std::to_string(rank) + " could not reach the job's store at " +
+                        where + " (served by rank 0) within " +
+                        std::to_string(timeout.count() / 1000) + " s: " + last);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+TcpRendezvous::TcpRendezvous(int rank, int size, std::string where, int fd,
+                             std::unique_ptr<TcpStoreServer> server)
+    : rank_(rank), size_(size), where_(std::move(where)), fd_(fd), server_(std::move(server)) {}
+
+TcpRendezvous::~TcpRendezvous() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status TcpRendezvous::set(const std::string& key, const std::string& value) {
+  std::string out(1, 's');
+  put_string(&out, key);
+  put_string(&out, value);
+  if (fd_ < 0 || !write_all(fd_, out)) {
+    return Status(StatusCode::kAborted, "rank " + std::to_string(rank_) +
+                                            " lost the job's store at " + where_ + " setting '" +
+                                            key + "'");
+  }
+  return {};
+}
+
+// A get that ran out leaves its answer on the way: the connection is closed after it, and the
+// rank fails (every use of the store is part of setting up or of making a group).
+StatusOr<std::string> TcpRendezvous::get(const std::string& key, std::chrono::milliseconds timeout) {
+  std::string out(1, 'g');
+  put_string(&out, key);
+  auto fail = [&](const std::string& why) {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+    return Status(StatusCode::kAborted, "rank " + std::to_string(rank_) + ": the job's store at " +
+                                            where_ + " gave no '" + key + "': " + why);
+  };
+  if (fd_ < 0 || !write_all(fd_, out)) return fail("the connection is lost");
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string in;
+  std::size_t at = 0;
+  std::string value;
+  while (!take_string(in, &at, &value)) {
+    at = 0;
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd p{fd_, POLLIN, 0};
+    const int ready = left.count() > 0 ? ::poll(&p, 1, static_cast<int>(left.count())) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) {
+      return fail("no rank set it within " + std::to_string(timeout.count() / 1000) + " s");
+    }
+    char buf[65536];
+    const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return fail("the store closed the connection (rank 0 gone?)");
+    in.append(buf, static_cast<std::size_t>(n));
+  }
+  return value;
+}
+
+}  // namespace chorus
