@@ -21,6 +21,10 @@ SGE/ABCI PE_HOSTFILE, PBS_NODEFILE), else this host.
   --bind MODE             CHORUS_BIND for the ranks: none, core or numa; the launcher's
                           own binding is then turned off
   --oversubscribe         allow more ranks than slots
+  --gloo                  start the ranks without MPI, as torchrun does: chorusrun runs
+                          them (other hosts through ssh, or CHORUS_RSH) with RANK,
+                          WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT, and
+                          they meet over Gloo (CHORUS_CONTROLLER=gloo)
   --explain               print host -> rank -> local_rank -> CPUs before running
   --dry-run               print the command instead of running it
   --check-build           what this build has (MPI, CUDA, NCCL, LibTorch, Python) and
@@ -126,6 +130,8 @@ StatusOr<Cli> parse_cli(const std::vector<std::string>& args) {
       s = take(&cli.bind);
     } else if (arg == "--oversubscribe" && !inline_value) {
       cli.oversubscribe = true;
+    } else if (arg == "--gloo" && !inline_value) {
+      cli.gloo = true;
     } else if (arg == "--dry-run" && !inline_value) {
       cli.dry_run = true;
     } else if (arg == "--explain" && !inline_value) {
@@ -156,6 +162,10 @@ StatusOr<Cli> parse_cli(const std::vector<std::string>& args) {
   }
   if (cli.elastic() && cli.check_job) {
     return invalid_argument("--check-job is not supervised: drop the elastic options");
+  }
+  if (cli.gloo && (cli.elastic() || cli.check_job || !cli.launcher_args.empty())) {
+    return invalid_argument(
+        "--gloo starts the ranks itself: it takes no --mpi-args, --check-job or elastic options");
   }
   if (cli.min_np && cli.max_np && *cli.min_np > *cli.max_np) {
     return invalid_argument("--min-np " + std::to_string(*cli.min_np) + " is more than --max-np " +

@@ -19,6 +19,7 @@ struct Cli {
   std::vector<std::string> launcher_args;
   std::string bind;  ///< --bind, empty when not given
   bool oversubscribe = false;
+  bool gloo = false;  ///< start the ranks without MPI (launch/gloo_launch.h)
   bool dry_run = false;
   bool explain = false;
   bool help = false;

@@ -19,6 +19,8 @@
 #include "command.h"
 #include "elastic_job.h"
 #include "explain.h"
+#include "gloo_launch.h"
+#include "parse_util.h"
 #include "plan.h"
 #include "shell.h"
 #include "topology/hwloc_binding.h"
@@ -86,6 +88,44 @@ std::string srun_mpi(const Env& env) {
   return choose_srun_mpi(list.text);
 }
 
+// chorusrun --gloo (launch/gloo_launch.h): MASTER_ADDR and MASTER_PORT as the environment
+// gives them, else the first host (loopback when every rank runs here) and two free ports of
+// this one.
+int run_gloo(const Cli& cli, const Plan& plan, const Env& env) {
+  GlooJob job;
+  const std::string local = local_host_name();
+  auto given = [&](const char* name) {
+    auto it = env.find(name);
+    return it == env.end() ? std::string() : it->second;
+  };
+  job.master_addr = given("MASTER_ADDR");
+  if (job.master_addr.empty()) {
+    bool all_here = true;
+    for (const Placement& p : plan.hosts) all_here = all_here && is_this_host(p.host, local);
+    job.master_addr = all_here ? "127.0.0.1" : plan.hosts.front().host;
+  }
+  const std::string port = given("MASTER_PORT");
+  job.master_port = port.empty() ? free_port_pair() : std::atoi(port.c_str());
+  if (const std::string rsh = given("CHORUS_RSH"); !rsh.empty()) {
+    StatusOr<std::vector<std::string>> words = split_arguments(rsh, "CHORUS_RSH");
+    if (!words.ok()) return error(words.status());
+    job.rsh = *words;
+  }
+  std::error_code ec;
+  job.cwd = std::filesystem::current_path(ec).string();
+  const std::vector<RankStart> starts = gloo_starts(plan, cli.program, job, env, local);
+  if (cli.dry_run) {
+    for (const RankStart& s : starts) {
+      std::vector<std::string> words = s.env;
+      words.insert(words.end(), s.argv.begin(), s.argv.end());
+      std::printf("%s\n", format_command(words).c_str());
+    }
+    return 0;
+  }
+  if (!cli.bind.empty()) setenv("CHORUS_BIND", cli.bind.c_str(), 1);
+  return run_gloo_job(starts);
+}
+
 int run(const std::vector<std::string>& args) {
   StatusOr<Cli> cli = parse_cli(args);
   if (!cli.ok()) return error(cli.status());
@@ -147,6 +187,7 @@ int run(const std::vector<std::string>& args) {
     std::fputs(format_explain(*plan, *mode, layout, allocation->source, cuda_visible).c_str(),
                stdout);
   }
+  if (cli->gloo) return run_gloo(*cli, *plan, env);
   if (cli->elastic() && !cli->dry_run) {
     std::fflush(stdout);
     if (!cli->bind.empty()) setenv("CHORUS_BIND", cli->bind.c_str(), 1);

@@ -1,0 +1,147 @@
+#include "gloo_launch.h"
+
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <random>
+
+#include "command.h"
+
+extern char** environ;
+
+namespace chorus::launch {
+namespace {
+
+bool port_free(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_ANY);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  close(fd);
+  return ok;
+}
+
+std::atomic<int> g_signal{0};
+void note_signal(int sig) { g_signal.store(sig); }
+
+}  // namespace
+
+bool is_this_host(const std::string& host, const std::string& local_host) {
+  return host == local_host || host == "localhost" || host == "127.0.0.1";
+}
+
+std::vector<RankStart> gloo_starts(const Plan& plan, const std::vector<std::string>& program,
+                                   const GlooJob& job, const Env& env,
+                                   const std::string& local_host) {
+  std::vector<RankStart> out;
+  for (std::size_t h = 0; h < plan.hosts.size(); ++h) {
+    const Placement& p = plan.hosts[h];
+    for (int local = 0; local < p.ranks; ++local) {
+      std::vector<std::string> vars = {
+          "RANK=" + std::to_string(p.first_rank + local),
+          "WORLD_SIZE=" + std::to_string(plan.np),
+          "LOCAL_RANK=" + std::to_string(local),
+          "LOCAL_WORLD_SIZE=" + std::to_string(p.ranks),
+          "GROUP_RANK=" + std::to_string(h),
+          "MASTER_ADDR=" + job.master_addr,
+          "MASTER_PORT=" + std::to_string(job.master_port),
+          "CHORUS_CONTROLLER=gloo"};
+      if (is_this_host(p.host, local_host)) {
+        out.push_back({program, vars});
+        continue;
+      }
+      // ssh runs one shell line: the directory, the variables, the program, each quoted.
+      std::string line = "cd " + shell_quote(job.cwd) + " && exec env";
+      for (const auto& [name, value] : env) {
+        if (forwarded_to_ranks(name)) line += " " + shell_quote(name + "=" + value);
+      }
+      for (const std::string& v : vars) line += " " + shell_quote(v);
+      for (const std::string& w : program) line += " " + shell_quote(w);
+      RankStart start;
+      start.argv = job.rsh;
+      start.argv.push_back(p.host);
+      start.argv.push_back(line);
+      out.push_back(std::move(start));
+    }
+  }
+  return out;
+}
+
+int free_port_pair() {
+  std::mt19937 pick(static_cast<unsigned>(getpid()) ^ static_cast<unsigned>(time(nullptr)));
+  for (int tries = 0; tries < 200; ++tries) {
+    const int port = 20000 + static_cast<int>(pick() % 40000);
+    if (port_free(port) && port_free(port + 1)) return port;
+  }
+  return 29500;
+}
+
+int run_gloo_job(const std::vector<RankStart>& starts) {
+  struct sigaction sa {};
+  sa.sa_handler = note_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  std::vector<pid_t> pids;
+  std::fflush(nullptr);
+  for (const RankStart& s : starts) {
+    std::vector<std::string> env_text;
+    for (char** e = environ; *e; ++e) env_text.push_back(*e);
+    env_text.insert(env_text.end(), s.env.begin(), s.env.end());  // the later one wins
+    std::vector<char*> envp, argv;
+    for (std::string& kv : env_text) envp.push_back(kv.data());
+    envp.push_back(nullptr);
+    for (const std::string& a : s.argv) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      signal(SIGINT, SIG_DFL);
+      signal(SIGTERM, SIG_DFL);
+      execvpe(argv[0], argv.data(), envp.data());
+      std::fprintf(stderr, "chorusrun: error: cannot run '%s': %s\n", argv[0],
+                   std::strerror(errno));
+      _exit(127);
+    }
+    pids.push_back(pid);
+  }
+  // The first failure (or a signal to chorusrun) ends the others: SIGTERM, then SIGKILL.
+  int verdict = 0;
+  std::size_t running = pids.size();
+  time_t ending_since = 0;
+  while (running > 0) {
+    int status = 0;
+    const pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      --running;
+      for (pid_t& p : pids) {
+        if (p == pid) p = 0;
+      }
+      const int code = WIFEXITED(status) ? WEXITSTATUS(status)
+                                         : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+      if (code != 0 && verdict == 0) verdict = code;
+      continue;
+    }
+    if (g_signal.load() != 0 && verdict == 0) verdict = 128 + g_signal.load();
+    if (verdict != 0) {
+      if (ending_since == 0) ending_since = time(nullptr);
+      const int sig = time(nullptr) - ending_since > 10 ? SIGKILL : SIGTERM;
+      for (pid_t p : pids) {
+        if (p > 0) kill(p, sig);
+      }
+    }
+    usleep(verdict != 0 ? 200000 : 20000);
+  }
+  return verdict;
+}
+
+}  // namespace chorus::launch
