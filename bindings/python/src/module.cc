@@ -235,6 +235,15 @@ PYBIND11_MODULE(_ext, m) {
         return ct::make_process_group({rank, size, global_ranks, name});
       },
       py::call_guard<py::gil_scoped_release>());
+  // chorus::init() for a job that no MPI launcher started: its ranks meet in torch's store.
+  m.def(
+      "init_in_store",
+      [](const c10::intrusive_ptr<::c10d::Store>& store, int rank, int size) {
+        chorus::Options options;
+        options.rendezvous = ct::store_rendezvous(store, rank, size);
+        throw_if_error(chorus::init(options));
+      },
+      py::call_guard<py::gil_scoped_release>());
 #endif
   m.def("barrier", [](int set) {
     py::gil_scoped_release release;

@@ -25,9 +25,14 @@
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #endif
 
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
 #include <chrono>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "chorus/rendezvous.h"
 
 namespace chorus::torch {
 
@@ -52,5 +57,11 @@ struct ProcessGroupOptions {
 /// they call this, as torch.distributed's new_group calls its backend. `options` must match
 /// the job as Chorus sees it. Throws chorus::Error naming what differs.
 c10::intrusive_ptr<C10dBackend> make_process_group(const ProcessGroupOptions& options);
+
+/// `store` (torch.distributed's, of a job's default group) as the place where the ranks of a
+/// job that no MPI launcher started meet: pass it as Options::rendezvous to chorus::init(),
+/// with this process' rank and the job's size.
+std::shared_ptr<chorus::Rendezvous> store_rendezvous(c10::intrusive_ptr<::c10d::Store> store,
+                                                     int rank, int size);
 
 }  // namespace chorus::torch

@@ -62,8 +62,11 @@ _registered_sets = {}  # id -> ProcessSet
 def init(comm=None, process_sets=None):
     """Starts Chorus on this rank (collective: every rank calls it).
 
-    ``comm`` (an mpi4py communicator in Horovod) is not supported: Chorus always runs on
-    MPI_COMM_WORLD. ``process_sets`` is a list of ProcessSet registered right after start, in
+    The job is MPI's where an MPI launcher (mpirun, srun's PMI plugin) started it, else Gloo's
+    where torchrun's variables (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT) say where the ranks
+    meet; CHORUS_CONTROLLER (or HOROVOD_CONTROLLER) chooses otherwise. ``comm`` (an mpi4py
+    communicator in Horovod) is not supported: Chorus runs on every rank the launcher started.
+    ``process_sets`` is a list of ProcessSet registered right after start, in
     order, on every rank. HOROVOD_* tuning variables are honoured when the CHORUS_* variable
     of the same meaning is unset (the core reads both). Calling init() again while
     initialized does nothing.
@@ -73,9 +76,19 @@ def init(comm=None, process_sets=None):
                                 "that mpirun or srun started (MPI_COMM_WORLD)")
     if process_sets == "dynamic":
         process_sets = None
+    _start(_ext.init, process_sets)
+
+
+def init_in_store(store, rank, size):
+    """Starts Chorus on a job's ranks that meet in ``store``, a torch.distributed store (the
+    chorus backend's default group does this); an MPI launcher's job stays on MPI."""
+    _start(lambda: _ext.init_in_store(store, rank, size), None)
+
+
+def _start(start, process_sets):
     if _ext.is_initialized():
         return
-    _ext.init()
+    start()
     global_process_set.ranks = list(range(_ext.size()))
     _registered_sets.clear()
     _registered_sets[0] = global_process_set
