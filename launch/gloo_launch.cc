@@ -123,12 +123,21 @@ int run_gloo_job(const std::vector<RankStart>& starts) {
     const pid_t pid = waitpid(-1, &status, WNOHANG);
     if (pid > 0) {
       --running;
-      for (pid_t& p : pids) {
-        if (p == pid) p = 0;
-      }
+      std::size_t rank = 0;
+      while (pids[rank] != pid) ++rank;
+      pids[rank] = 0;
       const int code = WIFEXITED(status) ? WEXITSTATUS(status)
                                          : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
-      if (code != 0 && verdict == 0) verdict = code;
+      if (code != 0 && verdict == 0) {
+        verdict = code;
+        if (WIFSIGNALED(status)) {
+          std::fprintf(stderr, "chorusrun: rank %zu (pid %d) was killed by signal %d (%s); ending the other ranks\n",
+                       rank, pid, WTERMSIG(status), strsignal(WTERMSIG(status)));
+        } else {
+          std::fprintf(stderr, "chorusrun: rank %zu (pid %d) exited with status %d; ending the other ranks\n",
+                       rank, pid, code);
+        }
+      }
       continue;
     }
     if (g_signal.load() != 0 && verdict == 0) verdict = 128 + g_signal.load();
