@@ -42,6 +42,9 @@ CHORUS_API int local_rank();
 CHORUS_API int local_size();
 CHORUS_API int cross_rank();
 CHORUS_API int cross_size();
+/// What carries the running job: "mpi" or "gloo" (CHORUS_CONTROLLER, as init() chose it);
+/// empty before init().
+CHORUS_API std::string controller();
 
 /// Sums (or averages, ...) `input` over the process set into `output`. input.data may equal
 /// output.data (in place). Both must have the same dtype and shape.
@@ -153,6 +156,7 @@ CHORUS_API int process_set_size(ProcessSet process_set);
 struct BuildInfo {
   bool cuda = false;          ///< CUDA tensors are supported (CHORUS_WITH_CUDA)
   int nccl_version_code = 0;  ///< NCCL_VERSION_CODE compiled against; 0: built without NCCL
+  bool gloo = false;          ///< a job may run without MPI, on Gloo (CHORUS_WITH_GLOO)
 };
 CHORUS_API BuildInfo build_info();
 

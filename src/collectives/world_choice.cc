@@ -18,7 +18,7 @@ bool gloo_world_built() {
 #endif
 }
 
-StatusOr<WorldFactory> choose_world(const WorldChoice& choice, const EnvLookup& env) {
+StatusOr<ChosenWorld> choose_world(const WorldChoice& choice, const EnvLookup& env) {
   const bool mpi_launched = started_by_mpi_launcher(env);
   Controller controller = choice.controller;
   StatusOr<std::optional<StoreAddress>> address = torchrun_store(env);
@@ -26,7 +26,7 @@ StatusOr<WorldFactory> choose_world(const WorldChoice& choice, const EnvLookup& 
     const bool store = choice.rendezvous || !address.ok() || address->has_value();
     controller = !mpi_launched && store ? Controller::kGloo : Controller::kMpi;
   }
-  if (controller == Controller::kMpi) return WorldFactory(init_mpi_world);
+  if (controller == Controller::kMpi) return ChosenWorld{controller, init_mpi_world};
   if (!gloo_world_built()) {
     return failed_precondition(
         std::string(choice.controller == Controller::kGloo
@@ -55,8 +55,8 @@ StatusOr<WorldFactory> choose_world(const WorldChoice& choice, const EnvLookup& 
   GlooWorldOptions gloo;
   gloo.iface = choice.gloo_iface;
   if (at) gloo.route_to = at->host;
-  return WorldFactory([given, at, port, gloo](const WorldOptions& options)
-                          -> StatusOr<std::unique_ptr<World>> {
+  return ChosenWorld{controller, [given, at, port, gloo](const WorldOptions& options)
+                                      -> StatusOr<std::unique_ptr<World>> {
     std::shared_ptr<Rendezvous> rendezvous = given;
     if (!rendezvous) {
       StatusOr<std::shared_ptr<TcpRendezvous>> made =
@@ -65,7 +65,7 @@ StatusOr<WorldFactory> choose_world(const WorldChoice& choice, const EnvLookup& 
       rendezvous = std::move(made).value();
     }
     return init_gloo_world(std::move(rendezvous), gloo, options);
-  });
+  }};
 #else
   return failed_precondition("unreachable: no Gloo in this build");
 #endif

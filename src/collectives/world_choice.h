@@ -35,10 +35,14 @@ struct WorldChoice {
 
 using WorldFactory = std::function<StatusOr<std::unique_ptr<World>>(const WorldOptions&)>;
 
-/// The world's maker, run later on the runtime's background thread; an error naming the
-/// setting or the variable where the choice cannot be made (Gloo asked of a build without
-/// it, torchrun's variables incomplete).
-StatusOr<WorldFactory> choose_world(const WorldChoice& choice, const EnvLookup& env);
+struct ChosenWorld {
+  Controller controller = Controller::kMpi;  ///< mpi or gloo, never auto
+  WorldFactory make;  ///< run later on the runtime's background thread
+};
+
+/// The world of this job; an error naming the setting or the variable where the choice cannot
+/// be made (Gloo asked of a build without it, torchrun's variables incomplete).
+StatusOr<ChosenWorld> choose_world(const WorldChoice& choice, const EnvLookup& env);
 
 /// Whether this build carries a world without MPI.
 bool gloo_world_built();

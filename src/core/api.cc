@@ -195,6 +195,10 @@ int size() {
   auto rt = current_runtime();
   return rt ? rt->rank_map().size : -1;
 }
+std::string controller() {
+  auto rt = current_runtime();
+  return rt ? kControllerWords.name(rt->config().controller) : "";
+}
 int local_rank() {
   auto rt = current_runtime();
   return rt ? rt->rank_map().local_rank : -1;
@@ -414,6 +418,7 @@ BuildInfo build_info() {
   BuildInfo b;
   b.cuda = built_with_cuda();
   b.nccl_version_code = nccl_compiled_version_code();
+  b.gloo = gloo_world_built();
   return b;
 }
 

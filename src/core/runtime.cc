@@ -17,11 +17,12 @@ StatusOr<std::shared_ptr<Runtime>> Runtime::start(const Options& options, WorldF
   StatusOr<Config> config = Config::load(options);
   if (!config.ok()) return config.status();
   if (!make_world) {
-    StatusOr<WorldFactory> chosen =
+    StatusOr<ChosenWorld> chosen =
         choose_world({config->controller, config->rendezvous, config->gloo_iface, config->store_port},
                      process_env());
     if (!chosen.ok()) return chosen.status();
-    make_world = std::move(chosen).value();
+    config->controller = chosen->controller;  // as controller() reports it
+    make_world = std::move(chosen->make);
   }
   std::shared_ptr<Runtime> rt(new Runtime(std::move(config).value()));
   rt->handle_driver_ = std::shared_ptr<detail::Driver>(rt, &rt->driver_);

@@ -44,13 +44,19 @@ def close(a, b, dtype):
 
 
 def test_topology_matches_launcher():
+    """mpirun's variables, or torchrun's (chorusrun --gloo sets them): the job's world is
+    MPI's under the first, Gloo's under the second."""
     assert hvd.is_initialized()
-    assert hvd.size() == int(os.environ["OMPI_COMM_WORLD_SIZE"])
-    assert hvd.rank() == int(os.environ["OMPI_COMM_WORLD_RANK"])
-    assert hvd.local_size() == int(os.environ["OMPI_COMM_WORLD_LOCAL_SIZE"])
-    assert hvd.local_rank() == int(os.environ["OMPI_COMM_WORLD_LOCAL_RANK"])
+    env = os.environ
+    on_mpi = "OMPI_COMM_WORLD_SIZE" in env
+    names = (("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
+              "OMPI_COMM_WORLD_LOCAL_RANK") if on_mpi
+             else ("WORLD_SIZE", "RANK", "LOCAL_WORLD_SIZE", "LOCAL_RANK"))
+    assert (hvd.size(), hvd.rank(), hvd.local_size(), hvd.local_rank()) == \
+        tuple(int(env[n]) for n in names)
     assert hvd.cross_size() == 1 and hvd.cross_rank() == 0
-    assert hvd.mpi_threads_supported() is True
+    assert hvd.mpi_enabled() is on_mpi and hvd.gloo_enabled() is not on_mpi
+    assert hvd.mpi_threads_supported() is on_mpi
     assert hvd.global_process_set.size() == hvd.size()
     assert hvd.global_process_set.rank() == hvd.rank()
 

@@ -44,9 +44,11 @@ def test_build_queries_have_horovods_types_and_match_the_build():
     for query in (hvd.mpi_built, hvd.mpi_enabled, hvd.gloo_built, hvd.gloo_enabled,
                   hvd.ddl_built, hvd.ccl_built, hvd.cuda_built, hvd.rocm_built):
         assert type(query()) is bool, query.__name__
-    assert hvd.mpi_built() and hvd.mpi_enabled()
-    assert not (hvd.gloo_built() or hvd.gloo_enabled() or hvd.ddl_built() or hvd.ccl_built()
-                or hvd.rocm_built())
+    assert hvd.mpi_built()
+    assert not (hvd.ddl_built() or hvd.ccl_built() or hvd.rocm_built())
+    # Exactly one of them carries the job, once it runs.
+    assert hvd.mpi_enabled() != hvd.gloo_enabled()
+    assert hvd.gloo_built() or not hvd.gloo_enabled()
     # nccl_built() is an int, as in Horovod: NCCL's version code, or 0 without NCCL.
     assert type(hvd.nccl_built()) is int
     # CTest passes how CMake configured the build (CHORUS_WITH_CUDA, CHORUS_WITH_NCCL).
@@ -55,6 +57,9 @@ def test_build_queries_have_horovods_types_and_match_the_build():
         assert bool(hvd.nccl_built()) == (expected_nccl == "1")
         if hvd.nccl_built():
             assert hvd.nccl_built() >= 2000  # NCCL 2.x.y codes are 2xyz or 2xxyy
+    expected_gloo = os.environ.get("CHORUS_TEST_WITH_GLOO")
+    if expected_gloo is not None:
+        assert hvd.gloo_built() == (expected_gloo == "1")
     expected_cuda = os.environ.get("CHORUS_TEST_WITH_CUDA")
     if expected_cuda is not None:
         assert hvd.cuda_built() == (expected_cuda == "1")
@@ -62,9 +67,12 @@ def test_build_queries_have_horovods_types_and_match_the_build():
 
 
 def _init_in_a_fresh_process(extra_env):
-    """hvd.init() in a new Python, outside this job (no mpirun variables): what it raised."""
+    """hvd.init() in a new Python, outside this job (no mpirun or torchrun variables): what it
+    raised."""
+    torchrun = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "GROUP_RANK",
+                "MASTER_ADDR", "MASTER_PORT"}
     env = {k: v for k, v in os.environ.items()
-           if not k.startswith(("OMPI_", "PMIX_", "CHORUS_", "HOROVOD_"))}
+           if not k.startswith(("OMPI_", "PMIX_", "CHORUS_", "HOROVOD_")) and k not in torchrun}
     env.update(extra_env)
     code = ("import chorus.torch as hvd\n"
             "try:\n"
@@ -73,6 +81,22 @@ def _init_in_a_fresh_process(extra_env):
             "    print('RAISED', type(e).__name__, isinstance(e, ValueError), e)\n")
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120, env=env)
+
+
+def test_a_job_without_mpi_names_what_it_lacks():
+    # torchrun's variables without MASTER_ADDR: the Gloo world cannot meet, and says why.
+    out = _init_in_a_fresh_process({"RANK": "0", "WORLD_SIZE": "2", "MASTER_PORT": "29500"})
+    assert "MASTER_ADDR is unset" in out.stdout, out.stdout + out.stderr
+    out = _init_in_a_fresh_process({"RANK": "2", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
+                                    "MASTER_PORT": "29500"})
+    assert "RANK=2 is not below WORLD_SIZE=2" in out.stdout, out.stdout + out.stderr
+    # Gloo asked for with no store to meet in.
+    out = _init_in_a_fresh_process({"CHORUS_CONTROLLER": "gloo"})
+    expected = ("no store to meet in" if os.environ.get("CHORUS_TEST_WITH_GLOO", "1") == "1"
+                else "this build of Chorus has no Gloo")
+    assert expected in out.stdout, out.stdout + out.stderr
+    out = _init_in_a_fresh_process({"HOROVOD_CONTROLLER": "ucx"})
+    assert "HOROVOD_CONTROLLER='ucx' is invalid" in out.stdout, out.stdout + out.stderr
 
 
 def test_horovod_variables_are_read_by_the_core():

@@ -98,6 +98,7 @@ PYBIND11_MODULE(_ext, m) {
   py::dict build_info;
   build_info["cuda"] = built.cuda;
   build_info["nccl_version_code"] = built.nccl_version_code;
+  build_info["gloo"] = built.gloo;
   m.attr("build_info") = build_info;
 
   // Every failure of the core reaches Python as CollectiveError (a RuntimeError, like
@@ -134,6 +135,7 @@ PYBIND11_MODULE(_ext, m) {
     throw_if_error(chorus::shutdown());
   });
   m.def("is_initialized", &chorus::is_initialized);
+  m.def("controller", &chorus::controller);
   m.def("rank", &chorus::rank);
   m.def("size", &chorus::size);
   m.def("local_rank", &chorus::local_rank);

@@ -147,13 +147,14 @@ def is_homogeneous():
 
 
 def mpi_threads_supported():
-    """Chorus always runs MPI with MPI_THREAD_MULTIPLE."""
-    return _checked(True)
+    """True on a job that MPI carries: Chorus's thread and the script's may both use MPI."""
+    return _checked(_ext.controller() == "mpi")
 
 
-# What this build supports, for scripts that branch on Horovod's build queries. Chorus always
-# runs over MPI; it has no Gloo, DDL, oneCCL or ROCm path. CUDA and NCCL come from the build
-# (CHORUS_WITH_CUDA, CHORUS_WITH_NCCL). None of these needs init().
+# What this build supports, for scripts that branch on Horovod's build queries. Chorus is
+# always built with MPI, and with Gloo where configure found it; it has no DDL, oneCCL or ROCm
+# path. CUDA and NCCL come from the build (CHORUS_WITH_CUDA, CHORUS_WITH_NCCL). The *_built
+# queries need no init(); the *_enabled ones say what carries the running job.
 
 def mpi_built():
     """True: Chorus is always built with MPI."""
@@ -161,16 +162,19 @@ def mpi_built():
 
 
 def mpi_enabled():
-    """True: MPI carries every collective (there is no other controller)."""
-    return True
+    """True where MPI carries the running job (an MPI launcher started it)."""
+    return _ext.controller() == "mpi"
 
 
 def gloo_built():
-    return False
+    """True where this build can run a job without MPI, on Gloo."""
+    return bool(_ext.build_info["gloo"])
 
 
 def gloo_enabled():
-    return False
+    """True where Gloo carries the running job (torchrun's variables, chorusrun --gloo, or
+    the chorus backend's store)."""
+    return _ext.controller() == "gloo"
 
 
 def nccl_built():
