@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <csignal>
 #include <cstdio>
@@ -63,7 +64,10 @@ std::vector<RankStart> gloo_starts(const Plan& plan, const std::vector<std::stri
       // ssh runs one shell line: the directory, the variables, the program, each quoted.
       std::string line = "cd " + shell_quote(job.cwd) + " && exec env";
       for (const auto& [name, value] : env) {
-        if (forwarded_to_ranks(name)) line += " " + shell_quote(name + "=" + value);
+        const bool ours = std::any_of(vars.begin(), vars.end(), [&](const std::string& v) {
+          return v.compare(0, name.size() + 1, name + "=") == 0;
+        });
+        if (forwarded_to_ranks(name) && !ours) line += " " + shell_quote(name + "=" + value);
       }
       for (const std::string& v : vars) line += " " + shell_quote(v);
       for (const std::string& w : program) line += " " + shell_quote(w);

@@ -111,8 +111,12 @@ int run_gloo(const Cli& cli, const Plan& plan, const Env& env) {
     if (!words.ok()) return error(words.status());
     job.rsh = *words;
   }
-  std::error_code ec;
-  job.cwd = std::filesystem::current_path(ec).string();
+  // Where the command was typed, as the shell names it (PWD), for the remote ranks.
+  job.cwd = given("PWD");
+  if (job.cwd.empty()) {
+    std::error_code ec;
+    job.cwd = std::filesystem::current_path(ec).string();
+  }
   const std::vector<RankStart> starts = gloo_starts(plan, cli.program, job, env, local);
   if (cli.dry_run) {
     for (const RankStart& s : starts) {
