@@ -26,6 +26,8 @@ class CHORUS_API Rendezvous {
   /// The value under `key`, waiting until some rank has set it; ABORTED, naming the key,
   /// past `timeout`.
   virtual StatusOr<std::string> get(const std::string& key, std::chrono::milliseconds timeout) = 0;
+  /// Whether some rank has set `key`, at once.
+  virtual StatusOr<bool> check(const std::string& key) = 0;
 };
 
 }  // namespace chorus

@@ -40,6 +40,14 @@ class StoreRendezvous final : public chorus::Rendezvous {
     }
   }
 
+  StatusOr<bool> check(const std::string& key) override {
+    try {
+      return store_->check({key});
+    } catch (const std::exception& e) {
+      return failed("looking for", key, e.what());
+    }
+  }
+
  private:
   Status failed(const char* what, const std::string& key, const char* why) const {
     return Status(StatusCode::kAborted, "rank " + std::to_string(rank_) +

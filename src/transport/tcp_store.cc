@@ -144,6 +144,8 @@ void TcpStoreServer::serve() {
           for (auto it = first; it != last; ++it) answer(it->second, value);
           waiting.erase(first, last);
           values.emplace(key, std::move(value));
+        } else if (c.in[at] == 'c') {
+          answer(c.fd, values.count(key) ? "1" : "0");
         } else {
           auto found = values.find(key);
           if (found != values.end()) {
@@ -229,10 +231,22 @@ Status TcpRendezvous::set(const std::string& key, const std::string& value) {
   return {};
 }
 
-// A get that ran out leaves its answer on the way: the connection is closed after it, and the
-// rank fails (every use of the store is part of setting up or of making a group).
+StatusOr<bool> TcpRendezvous::check(const std::string& key) {
+  StatusOr<std::string> answer = request('c', key, std::chrono::seconds(30));
+  if (!answer.ok()) return answer.status();
+  return *answer == "1";
+}
+
 StatusOr<std::string> TcpRendezvous::get(const std::string& key, std::chrono::milliseconds timeout) {
-  std::string out(1, 'g');
+  return request('g', key, timeout);
+}
+
+// A request that ran out leaves its answer on the way: the connection is closed after it, and
+// the rank fails (every use of the store is part of setting up, of making a group, or of a
+// failure's roll call).
+StatusOr<std::string> TcpRendezvous::request(char op, const std::string& key,
+                                             std::chrono::milliseconds timeout) {
+  std::string out(1, op);
   put_string(&out, key);
   auto fail = [&](const std::string& why) {
     if (fd_ >= 0) ::close(fd_);

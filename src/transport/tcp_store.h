@@ -4,8 +4,8 @@
 // too) is a client. A key is set once; a get waits until it is there. Only the ranks' setting
 // up and the making of groups use it, so one thread serves every client with poll().
 //
-// The wire: a request is a byte ('s' set, 'g' get), a key and, for a set, a value; an answer
-// to a get is the value. Each string is a 4-byte length (host order: every rank runs this
+// The wire: a request is a byte ('s' set, 'g' get, 'c' check), a key and, for a set, a value;
+// an answer to a get is the value, to a check "1" or "0". Each string is a 4-byte length (host order: every rank runs this
 // code) and its bytes.
 //
 // Thread contract: a client is used by one thread at a time; the server runs its own.
@@ -51,8 +51,10 @@ class TcpRendezvous final : public Rendezvous {
   int size() const override { return size_; }
   Status set(const std::string& key, const std::string& value) override;
   StatusOr<std::string> get(const std::string& key, std::chrono::milliseconds timeout) override;
+  StatusOr<bool> check(const std::string& key) override;
 
  private:
+  StatusOr<std::string> request(char op, const std::string& key, std::chrono::milliseconds timeout);
   TcpRendezvous(int rank, int size, std::string where, int fd,
                 std::unique_ptr<TcpStoreServer> server);
 

@@ -78,6 +78,12 @@ TEST(TcpStore, AGetRunsOutNamingItsKeyAndValuesMayHoldAnyBytes) {
   StatusOr<std::string> v = (*store)->get("bytes", milliseconds(5000));
   ASSERT_TRUE(v.ok()) << v.status().to_string();
   EXPECT_EQ(*v, bytes);
+  StatusOr<bool> there = (*store)->check("bytes");
+  ASSERT_TRUE(there.ok()) << there.status().to_string();
+  EXPECT_TRUE(*there);
+  there = (*store)->check("never.set");
+  ASSERT_TRUE(there.ok()) << there.status().to_string();
+  EXPECT_FALSE(*there);
   v = (*store)->get("never.set", milliseconds(200));
   ASSERT_FALSE(v.ok());
   EXPECT_EQ(v.status().code(), StatusCode::kAborted);

@@ -36,6 +36,7 @@ class UnusedRendezvous final : public Rendezvous {
   StatusOr<std::string> get(const std::string&, std::chrono::milliseconds) override {
     return std::string();
   }
+  StatusOr<bool> check(const std::string&) override { return false; }
 };
 
 StatusOr<ChosenWorld> choose(const Env& env, Controller controller = Controller::kAuto,

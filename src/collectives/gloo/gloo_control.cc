@@ -6,6 +6,9 @@
 #include <cstdio>
 #include <utility>
 
+#include "base/logging.h"
+#include "collectives/backoff.h"
+
 namespace chorus {
 namespace {
 
@@ -16,9 +19,11 @@ constexpr uint64_t kBroadcastSlot = 3;
 
 }  // namespace
 
-GlooControl::GlooControl(std::shared_ptr<gloo::Context> context, std::vector<int> job_ranks)
+GlooControl::GlooControl(std::shared_ptr<gloo::Context> context, std::vector<int> job_ranks,
+                         RollCall roll_call)
     : context_(std::move(context)),
       job_ranks_(std::move(job_ranks)),
+      roll_call_(std::move(roll_call)),
       schedule_(context_->rank, context_->size) {
   if (context_->size > 1) thread_ = std::thread(&GlooControl::round_loop, this);
 }
@@ -49,14 +54,46 @@ Status GlooControl::start_and(std::vector<uint64_t>* bits) {
   return {};
 }
 
+// A round whose messages failed (a peer's connection closed) stays unfinished: the negotiator's
+// liveness bound then fails it after the roll call, on every member alike, where failing at
+// once would have this member name whichever peer it talked to, and the members behind it
+// name this one when it leaves. Without a bound it fails at once.
 StatusOr<bool> GlooControl::test_and() {
   if (finished_.load(std::memory_order_acquire) == rounds_started_) return true;
   std::lock_guard<std::mutex> lock(mu_);
-  if (!failure_.empty()) return Status(StatusCode::kAborted, failure_);
+  if (!failure_.empty() && liveness_seconds_ <= 0) return Status(StatusCode::kAborted, failure_);
   return false;
 }
 
 std::vector<int> GlooControl::missing() const { return schedule_.missing(step_.load()); }
+
+std::string GlooControl::here_key(int member) const {
+  return roll_call_.prefix + ".here." + std::to_string(member);
+}
+
+void GlooControl::announce() {
+  if (!roll_call_.store || announced_) return;
+  announced_ = roll_call_.store->set(here_key(rank()), "").ok();
+}
+
+// Looks for the late members' keys until each is there or kRollCallGrace has passed: a member
+// heard early is heard before it leaves (rank 0, which serves the store, leaves when its own
+// roll call ends).
+std::vector<int> GlooControl::absent() {
+  std::vector<int> late = missing();
+  if (!roll_call_.store) return late;
+  announce();
+  const auto deadline = std::chrono::steady_clock::now() + kRollCallGrace;
+  while (!late.empty()) {
+    std::erase_if(late, [&](int r) {
+      StatusOr<bool> here = roll_call_.store->check(here_key(r));
+      return here.ok() && *here;
+    });
+    if (std::chrono::steady_clock::now() > deadline) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  return late;
+}
 
 void GlooControl::round_loop() {
   for (;;) {
@@ -71,8 +108,8 @@ void GlooControl::round_loop() {
       step_.store(step);
       ok = run_step(step);
     }
+    if (!ok) return;  // failure_ says why; step_ stays where the round stopped, for missing()
     step_.store(AndSchedule::kDone);
-    if (!ok) return;  // failure_ says why; the next start_and or test_and reports it
     std::lock_guard<std::mutex> lock(mu_);
     ++rounds_run_;
     finished_.store(rounds_run_, std::memory_order_release);
@@ -134,6 +171,7 @@ bool GlooControl::exchange(int send_to, int receive_from, uint64_t* into) {
   failure_ = "rank " + std::to_string(job_rank(rank())) +
              ": the negotiation round failed talking to rank " + std::to_string(job_rank(peer)) +
              " (gloo: " + why + ")";
+  log().warn("{}; the members still here are named after CHORUS_LIVENESS_SECONDS", failure_);
   return false;
 }
 

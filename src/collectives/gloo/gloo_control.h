@@ -7,6 +7,10 @@
 // finished. The gather and the broadcast come right after a round that every member
 // finished, so they wait on the caller's thread, bounded by the liveness bound.
 //
+// A round that waits too long holds a roll call in the job's store, since a member stuck in the
+// round looks to its partners like the one it waits for: each member whose wait ran out sets
+// its key, waits kRollCallGrace, and names the members whose keys are not there.
+//
 // Thread contract: one thread drives the transport (the runtime's background thread, or a
 // trainer thread running a cycle in its stead, never both at once); the round thread is the
 // transport's own.
@@ -22,6 +26,7 @@
 #include <thread>
 #include <vector>
 
+#include "chorus/rendezvous.h"
 #include "collectives/and_schedule.h"
 #include "transport/control_transport.h"
 
@@ -29,9 +34,16 @@ namespace chorus {
 
 class GlooControl final : public ControlTransport {
  public:
+  /// Where the roll call is held: the job's store, and keys of this group's own.
+  struct RollCall {
+    std::shared_ptr<Rendezvous> store;
+    std::string prefix;
+  };
+
   /// Over `context` (connected, used by nothing else); `job_ranks`: the members as ranks of
-  /// the job (index = member).
-  GlooControl(std::shared_ptr<gloo::Context> context, std::vector<int> job_ranks);
+  /// the job (index = member). Without a roll call's store, absent() is missing().
+  GlooControl(std::shared_ptr<gloo::Context> context, std::vector<int> job_ranks,
+              RollCall roll_call = {});
   ~GlooControl() override;
 
   int rank() const override { return context_->rank; }
@@ -41,12 +53,15 @@ class GlooControl final : public ControlTransport {
   Status start_and(std::vector<uint64_t>* bits) override;
   StatusOr<bool> test_and() override;
   std::vector<int> missing() const override;
+  std::vector<int> absent() override;
+  void announce() override;
   void set_liveness(double seconds) override { liveness_seconds_ = seconds; }
 
   StatusOr<std::vector<std::string>> gather(const std::string& mine) override;
   Status broadcast(std::string* data) override;
 
  private:
+  std::string here_key(int member) const;
   void round_loop();
   // One step of the round in flight; false where it failed (failure_ says why) or stopped.
   bool run_step(int step);
@@ -59,6 +74,8 @@ class GlooControl final : public ControlTransport {
 
   std::shared_ptr<gloo::Context> context_;
   std::vector<int> job_ranks_;
+  RollCall roll_call_;
+  bool announced_ = false;
   AndSchedule schedule_;
   double liveness_seconds_ = 0;
 

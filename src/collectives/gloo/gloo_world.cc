@@ -96,9 +96,10 @@ Status gloo_failed(const std::string& what, const gloo::Exception& e) {
 class GlooGroup final : public Group {
  public:
   GlooGroup(std::shared_ptr<gloo::Context> control, std::shared_ptr<gloo::Context> data,
-            std::vector<int> job_ranks, const WorldOptions& options)
+            std::vector<int> job_ranks, GlooControl::RollCall roll_call,
+            const WorldOptions& options)
       : liveness_seconds_(options.liveness_seconds),
-        control_(std::move(control), job_ranks),
+        control_(std::move(control), job_ranks, std::move(roll_call)),
         backend_(std::move(data), options.host_algorithm, options.liveness_seconds,
                  std::move(job_ranks)) {}
   int rank() const override { return control_.rank(); }
@@ -210,8 +211,9 @@ class GlooWorld final : public World {
     if (!control.ok()) return control.status();
     StatusOr<std::shared_ptr<gloo::Context>> data = connect(prefix + ".d", index, members);
     if (!data.ok()) return data.status();
-    return std::unique_ptr<Group>(new GlooGroup(std::move(control).value(),
-                                                std::move(data).value(), members, options_));
+    return std::unique_ptr<Group>(
+        new GlooGroup(std::move(control).value(), std::move(data).value(), members,
+                      {rendezvous_, "chorus." + prefix + ".roll"}, options_));
   }
 
   // A context among `members` (ranks of the job), this rank being member `index`.

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# A job without MPI across fake hosts (netns_lib.sh): the ranks are started as torchrun starts
+# them, with RANK, WORLD_SIZE, LOCAL_RANK, MASTER_ADDR and MASTER_PORT, and meet over Gloo.
+#
+#   netns_gloo.sh MAP_PROBE CHORUSRUN FAULTS [PYTHON BUILD_DIR DDP_SCRIPT DATA_DIR]
+#
+# Runs, each under a hard timeout:
+#   1. chorusrun --gloo -H h1:2,h2:2 map_probe, the ranks on each host through the rsh agent
+#      (CHORUS_RSH): every rank's map, rank 0's host table, the allreduce across the hosts;
+#   2. with Python: chorusrun --gloo -H h1:2,h2:2 python ddp_mnist.py --backend chorus, a
+#      PyTorch DDP script whose default group starts Chorus on Gloo in torch's env:// store;
+#   3. faults peer_exits_idle on h1, h2, h3, one rank each, started through the agent without
+#      a launcher that would end the others: when the rank on h3 dies while idle, the ranks on
+#      h1 and h2 fail their collective within CHORUS_LIVENESS_SECONDS and the roll call, naming
+#      rank 2 alone.
+# Exit 77 (skipped) only when namespaces cannot be made here.
+set -u
+probe=$1
+chorusrun=$2
+faults=$3
+py=${4:-}
+py_build=${5:-}
+ddp=${6:-}
+data=${7:-}
+SKIP=77
+skip() { echo "netns_gloo.sh: SKIPPED: $*"; exit $SKIP; }
+fail() { echo "netns_gloo.sh: FAIL: $*"; exit 1; }
+
+. "$(dirname "$0")/netns_lib.sh"
+netns_up 3
+state=$netns_state
+subnet=$netns_subnet
+export CHORUS_LOG_LEVEL=info CHORUS_RSH="$state/agent" MASTER_ADDR="$subnet.1"
+start=$(date +%s)
+
+echo "== chorusrun --gloo -H h1:2,h2:2 map_probe (subnet $subnet.0/24)"
+timeout -k 5 90 "$chorusrun" --gloo -H h1:2,h2:2 "$probe" >"$state/run1" 2>&1
+rc=$?
+cat "$state/run1"
+[ $rc = 124 ] && fail "chorusrun --gloo hung (hard timeout)"
+[ $rc = 0 ] || fail "chorusrun --gloo exited $rc"
+grep -q "rank map: 4 ranks on 2 hosts, layout ppr:2:node" "$state/run1" ||
+  fail "rank 0 did not print the host table of 4 ranks on 2 hosts"
+for r in 0 1 2 3; do
+  grep -qE "^chorus-map rank=$r size=4 host=h$((r / 2 + 1)) local_rank=$((r % 2)) local_size=2 cross_rank=$((r / 2)) cross_size=2 .* ok$" "$state/run1" ||
+    fail "rank $r: wrong map line or failed allreduce"
+done
+if grep -q "disagrees" "$state/run1"; then fail "a launcher variable disagreed with the map"; fi
+
+if [ -n "$py" ]; then
+  echo "== chorusrun --gloo -H h1:2,h2:2 python ddp_mnist.py --backend chorus"
+  PYTHONPATH=$py_build/python timeout -k 5 180 "$chorusrun" --gloo -H h1:2,h2:2 "$py" "$ddp" \
+    --backend chorus --epochs 1 --limit 8000 --min-accuracy 50 --data-dir "$data" \
+    >"$state/run2" 2>&1
+  rc=$?
+  cat "$state/run2"
+  [ $rc = 0 ] || fail "the DDP script on chorus without MPI exited $rc"
+  grep -q "rank map: 4 ranks on 2 hosts" "$state/run2" ||
+    fail "the DDP script did not run on 4 ranks over 2 hosts"
+  grep -qE "final test accuracy: [0-9.]+% \(4 ranks, chorus\)" "$state/run2" ||
+    fail "the DDP script did not finish training"
+fi
+
+echo "== faults peer_exits_idle on h1, h2, h3 (Gloo, no launcher to end the others)"
+run3_start=$(date +%s)
+port=$(( 20000 + $$ % 20000 ))
+pids=()
+for r in 0 1 2; do
+  "$state/agent" "h$((r + 1))" "exec env RANK=$r WORLD_SIZE=3 LOCAL_RANK=0 MASTER_ADDR=$subnet.1 \
+MASTER_PORT=$port CHORUS_LIVENESS_SECONDS=3 FAULTS_DIR=$state CHORUS_LOG_LEVEL=info \
+timeout -k 5 60 $faults peer_exits_idle" >"$state/run3.$r" 2>&1 &
+  pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p"; done
+cat "$state"/run3.*
+for r in 0 1; do
+  grep -qE "^rank $r: peer_exits_idle ok: .*ranks \[2\] took no part" "$state/run3.$r" ||
+    fail "rank $r did not fail its collective naming rank 2 alone"
+done
+[ $(( $(date +%s) - run3_start )) -le 40 ] || fail "the lost rank took more than 40 s to detect"
+echo "netns_gloo.sh: ok in $(( $(date +%s) - start )) s"
