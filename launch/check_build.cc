@@ -87,7 +87,7 @@ std::string check_build() {
   out += row(true, "hwloc", std::string(build::kHwloc) + ": CHORUS_BIND, --explain");
   out += row(build::kGloo, "Gloo",
              build::kGloo ? std::string(build::kGlooVersion) +
-                                ": its transport is built; a world without MPI is not yet"
+                                ": jobs without MPI (chorusrun --gloo, torchrun)"
                           : "");
   out += "\nTensor operations:\n";
   out += row(true, "MPI", "host memory; shared memory within a host");
