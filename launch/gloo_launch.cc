@@ -1,5 +1,6 @@
 #include "gloo_launch.h"
 
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -48,15 +49,14 @@ std::vector<RankStart> gloo_starts(const Plan& plan, const std::vector<std::stri
   for (std::size_t h = 0; h < plan.hosts.size(); ++h) {
     const Placement& p = plan.hosts[h];
     for (int local = 0; local < p.ranks; ++local) {
-      std::vector<std::string> vars = {
-          "RANK=" + std::to_string(p.first_rank + local),
-          "WORLD_SIZE=" + std::to_string(plan.np),
-          "LOCAL_RANK=" + std::to_string(local),
-          "LOCAL_WORLD_SIZE=" + std::to_string(p.ranks),
-          "GROUP_RANK=" + std::to_string(h),
-          "MASTER_ADDR=" + job.master_addr,
-          "MASTER_PORT=" + std::to_string(job.master_port),
-          "CHORUS_CONTROLLER=gloo"};
+      std::vector<std::string> vars = {"RANK=" + std::to_string(p.first_rank + local),
+                                       "WORLD_SIZE=" + std::to_string(plan.np),
+                                       "LOCAL_RANK=" + std::to_string(local),
+                                       "LOCAL_WORLD_SIZE=" + std::to_string(p.ranks),
+                                       "GROUP_RANK=" + std::to_string(h),
+                                       "MASTER_ADDR=" + job.master_addr,
+                                       "MASTER_PORT=" + std::to_string(job.master_port),
+                                       "CHORUS_CONTROLLER=gloo"};
       if (is_this_host(p.host, local_host)) {
         out.push_back({program, vars});
         continue;
@@ -99,9 +99,17 @@ int run_gloo_job(const std::vector<RankStart>& starts) {
   std::vector<pid_t> pids;
   std::fflush(nullptr);
   for (const RankStart& s : starts) {
+    // The rank's variables replace chorusrun's own of the same names (getenv takes the first).
     std::vector<std::string> env_text;
-    for (char** e = environ; *e; ++e) env_text.push_back(*e);
-    env_text.insert(env_text.end(), s.env.begin(), s.env.end());  // the later one wins
+    for (char** e = environ; *e; ++e) {
+      const std::string kv = *e;
+      const std::string name = kv.substr(0, kv.find('=') + 1);
+      const bool replaced = std::any_of(s.env.begin(), s.env.end(), [&](const std::string& v) {
+        return v.compare(0, name.size(), name) == 0;
+      });
+      if (!replaced) env_text.push_back(kv);
+    }
+    env_text.insert(env_text.end(), s.env.begin(), s.env.end());
     std::vector<char*> envp, argv;
     for (std::string& kv : env_text) envp.push_back(kv.data());
     envp.push_back(nullptr);
@@ -111,6 +119,10 @@ int run_gloo_job(const std::vector<RankStart>& starts) {
     if (pid == 0) {
       signal(SIGINT, SIG_DFL);
       signal(SIGTERM, SIG_DFL);
+      // No rank reads chorusrun's input (a remote shell would take it, or stop on SIGTTIN in
+      // the background).
+      const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+      if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
       execvpe(argv[0], argv.data(), envp.data());
       std::fprintf(stderr, "chorusrun: error: cannot run '%s': %s\n", argv[0],
                    std::strerror(errno));
@@ -128,18 +140,27 @@ int run_gloo_job(const std::vector<RankStart>& starts) {
     if (pid > 0) {
       --running;
       std::size_t rank = 0;
-      while (pids[rank] != pid) ++rank;
+      while (rank < pids.size() && pids[rank] != pid) ++rank;
+      if (rank == pids.size()) {
+        ++running;  // not a rank: a child chorusrun did not start
+        continue;
+      }
       pids[rank] = 0;
-      const int code = WIFEXITED(status) ? WEXITSTATUS(status)
-                                         : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : 1;
+      const int code = WIFEXITED(status)     ? WEXITSTATUS(status)
+                       : WIFSIGNALED(status) ? 128 + WTERMSIG(status)
+                                             : 1;
       if (code != 0 && verdict == 0) {
         verdict = code;
         if (WIFSIGNALED(status)) {
-          std::fprintf(stderr, "chorusrun: rank %zu (pid %d) was killed by signal %d (%s); ending the other ranks\n",
-                       rank, pid, WTERMSIG(status), strsignal(WTERMSIG(status)));
+          std::fprintf(
+              stderr,
+              "chorusrun: rank %zu (pid %d) was killed by signal %d (%s); ending the other ranks\n",
+              rank, pid, WTERMSIG(status), strsignal(WTERMSIG(status)));
         } else {
-          std::fprintf(stderr, "chorusrun: rank %zu (pid %d) exited with status %d; ending the other ranks\n",
-                       rank, pid, code);
+          std::fprintf(
+              stderr,
+              "chorusrun: rank %zu (pid %d) exited with status %d; ending the other ranks\n", rank,
+              pid, code);
         }
       }
       continue;

@@ -24,7 +24,7 @@ struct GlooJob {
   std::string master_addr;  ///< MASTER_ADDR: the first host (127.0.0.1 when it is this one)
   int master_port = 0;      ///< MASTER_PORT; the ranks' store is on the port after it
   std::vector<std::string> rsh = {"ssh"};
-  std::string cwd;          ///< where remote ranks start
+  std::string cwd;  ///< where remote ranks start
 };
 
 /// Whether `host` of a plan is this one (`local_host`), which starts its ranks as children.

@@ -102,7 +102,8 @@ int run_gloo(const Cli& cli, const Plan& plan, const Env& env) {
   if (job.master_addr.empty()) {
     bool all_here = true;
     for (const Placement& p : plan.hosts) all_here = all_here && is_this_host(p.host, local);
-    job.master_addr = all_here ? "127.0.0.1" : plan.hosts.front().host;
+    const std::string& first = plan.hosts.front().host;
+    job.master_addr = all_here ? "127.0.0.1" : is_this_host(first, local) ? local : first;
   }
   const std::string port = given("MASTER_PORT");
   job.master_port = port.empty() ? free_port_pair() : std::atoi(port.c_str());

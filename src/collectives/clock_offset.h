@@ -23,8 +23,7 @@ using ClockReading = std::function<int64_t()>;
 /// Measures every member's offset to member 0 over `links` (collective: every member calls
 /// it), `rounds` exchanges per member, as messages with tag kClockOffsetTag: no other message
 /// of `links` may be in flight meanwhile. Fails where a message does (the links' bound).
-StatusOr<ClockOffset> measure_clock_offset(Links& links, const ClockReading& clock,
-                                           int rounds = 8);
+StatusOr<ClockOffset> measure_clock_offset(Links& links, const ClockReading& clock, int rounds = 8);
 
 /// The tag of the measurement's messages; distinct from every other tag of Chorus's
 /// point-to-point messages (7300-7303), although those travel on other communicators.

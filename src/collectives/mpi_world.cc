@@ -180,7 +180,8 @@ class MpiControl final : public ControlTransport {
       return {};
     }
     if (step_ == kFoldOut) {
-      if (sched.extra()) return receive(sched.fold_partner(), 0, bits_->data());  // the final result
+      if (sched.extra())
+        return receive(sched.fold_partner(), 0, bits_->data());  // the final result
       if (sched.has_extra()) return send(sched.fold_partner(), 0);
       return {};
     }

@@ -45,7 +45,8 @@ StatusOr<ChosenWorld> choose_world(const WorldChoice& choice, const EnvLookup& e
         "MASTER_ADDR and MASTER_PORT as torchrun does (chorusrun --gloo sets them)");
   }
   const int port = static_cast<int>(choice.store_port > 0 ? choice.store_port
-                                                          : at ? at->port + 1 : 0);
+                                    : at                  ? at->port + 1
+                                                          : 0);
   if (at && port > 65535) {
     return invalid_argument("MASTER_PORT=" + std::to_string(at->port) +
                             ": the job's store takes the port after it, and there is none; "
@@ -54,18 +55,25 @@ StatusOr<ChosenWorld> choose_world(const WorldChoice& choice, const EnvLookup& e
 #ifdef CHORUS_WITH_GLOO
   GlooWorldOptions gloo;
   gloo.iface = choice.gloo_iface;
-  if (at) gloo.route_to = at->host;
-  return ChosenWorld{controller, [given, at, port, gloo](const WorldOptions& options)
-                                      -> StatusOr<std::unique_ptr<World>> {
-    std::shared_ptr<Rendezvous> rendezvous = given;
-    if (!rendezvous) {
-      StatusOr<std::shared_ptr<TcpRendezvous>> made =
-          TcpRendezvous::connect(at->rank, at->size, at->host, port, gloo.connect_timeout);
-      if (!made.ok()) return made.status();
-      rendezvous = std::move(made).value();
-    }
-    return init_gloo_world(std::move(rendezvous), gloo, options);
-  }};
+  // The address this host reaches rank 0's by: torchrun's, or a job script's MASTER_ADDR where
+  // torch's store (tcp://) stands for torchrun's variables.
+  if (at) {
+    gloo.route_to = at->host;
+  } else if (std::optional<std::string> master = env("MASTER_ADDR")) {
+    gloo.route_to = *master;
+  }
+  return ChosenWorld{
+      controller,
+      [given, at, port, gloo](const WorldOptions& options) -> StatusOr<std::unique_ptr<World>> {
+        std::shared_ptr<Rendezvous> rendezvous = given;
+        if (!rendezvous) {
+          StatusOr<std::shared_ptr<TcpRendezvous>> made =
+              TcpRendezvous::connect(at->rank, at->size, at->host, port, gloo.connect_timeout);
+          if (!made.ok()) return made.status();
+          rendezvous = std::move(made).value();
+        }
+        return init_gloo_world(std::move(rendezvous), gloo, options);
+      }};
 #else
   return failed_precondition("unreachable: no Gloo in this build");
 #endif

@@ -27,17 +27,17 @@ inline constexpr Words<Controller, 3> kControllerWords{{{
 
 /// What the choice takes from the configuration.
 struct WorldChoice {
-  Controller controller = Controller::kAuto;   ///< CHORUS_CONTROLLER
-  std::shared_ptr<Rendezvous> rendezvous;      ///< Options::rendezvous
-  std::string gloo_iface;                      ///< CHORUS_GLOO_IFACE
-  int64_t store_port = 0;                      ///< CHORUS_STORE_PORT; 0: MASTER_PORT + 1
+  Controller controller = Controller::kAuto;  ///< CHORUS_CONTROLLER
+  std::shared_ptr<Rendezvous> rendezvous;     ///< Options::rendezvous
+  std::string gloo_iface;                     ///< CHORUS_GLOO_IFACE
+  int64_t store_port = 0;                     ///< CHORUS_STORE_PORT; 0: MASTER_PORT + 1
 };
 
 using WorldFactory = std::function<StatusOr<std::unique_ptr<World>>(const WorldOptions&)>;
 
 struct ChosenWorld {
   Controller controller = Controller::kMpi;  ///< mpi or gloo, never auto
-  WorldFactory make;  ///< run later on the runtime's background thread
+  WorldFactory make;                         ///< run later on the runtime's background thread
 };
 
 /// The world of this job; an error naming the setting or the variable where the choice cannot

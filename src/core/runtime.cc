@@ -17,9 +17,9 @@ StatusOr<std::shared_ptr<Runtime>> Runtime::start(const Options& options, WorldF
   StatusOr<Config> config = Config::load(options);
   if (!config.ok()) return config.status();
   if (!make_world) {
-    StatusOr<ChosenWorld> chosen =
-        choose_world({config->controller, config->rendezvous, config->gloo_iface, config->store_port},
-                     process_env());
+    StatusOr<ChosenWorld> chosen = choose_world(
+        {config->controller, config->rendezvous, config->gloo_iface, config->store_port},
+        process_env());
     if (!chosen.ok()) return chosen.status();
     config->controller = chosen->controller;  // as controller() reports it
     make_world = std::move(chosen->make);

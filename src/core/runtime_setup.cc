@@ -92,6 +92,10 @@ Status Runtime::setup(const WorldFactory& make_world) {
     for (const std::string& note : config_.horovod_notes) log().info("{}", note);
   }
   if (nccl_compiled_version_code() != 0) log().debug("built with {}", nccl_version_string());
+  if (rank == 0) {
+    log().info("the job's world: {}, {} ranks (CHORUS_CONTROLLER)",
+               kControllerWords.name(config_.controller), world_->size());
+  }
   StatusOr<ClockOffset> clock = world_->clock_offset();
   observability_.start(rank, clock.ok() ? *clock : ClockOffset{});
   if (Status s = agree(*world_, clock.status(), "measuring the clocks"); !s.ok()) return s;

@@ -85,16 +85,19 @@ int field_value(Field f, const RankMap& map, int rank, int size) {
 }  // namespace
 
 bool started_by_mpi_launcher(const EnvLookup& env) {
-  for (const char* name : {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "MV2_COMM_WORLD_SIZE"}) {
+  // torchrun's workers inherit the variables of an MPI launcher that started torchrun itself
+  // (srun --mpi=pmix torchrun ...), but torchrun started them.
+  if (env("TORCHELASTIC_RUN_ID")) return false;
+  for (const char* name :
+       {"OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_SIZE", "MV2_COMM_WORLD_SIZE"}) {
     if (env(name)) return true;
   }
   return false;
 }
 
 StatusOr<std::optional<StoreAddress>> torchrun_store(const EnvLookup& env) {
-  const std::optional<std::string> rank = env("RANK");
-  const std::optional<std::string> size = env("WORLD_SIZE");
-  if (!rank && !size) return std::optional<StoreAddress>();
+  // RANK alone is some other program's: torchrun always sets WORLD_SIZE.
+  if (!env("WORLD_SIZE")) return std::optional<StoreAddress>();
   StoreAddress out;
   auto number = [&](const char* name, long least, long* into) -> Status {
     const std::optional<std::string> v = env(name);
@@ -113,8 +116,8 @@ StatusOr<std::optional<StoreAddress>> torchrun_store(const EnvLookup& env) {
   if (Status s = number("WORLD_SIZE", 1, &n); !s.ok()) return s;
   if (Status s = number("MASTER_PORT", 1, &port); !s.ok()) return s;
   if (r >= n) {
-    return invalid_argument("RANK=" + std::to_string(r) + " is not below WORLD_SIZE=" +
-                            std::to_string(n));
+    return invalid_argument("RANK=" + std::to_string(r) +
+                            " is not below WORLD_SIZE=" + std::to_string(n));
   }
   const std::optional<std::string> host = env("MASTER_ADDR");
   if (!host || host->empty()) {

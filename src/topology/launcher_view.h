@@ -36,7 +36,8 @@ struct LauncherCheck {
 LauncherCheck check_launcher_view(const RankMap& map, int rank, int size, const EnvLookup& env);
 
 /// True where an MPI launcher started this process: mpirun (Open MPI, MPICH's Hydra,
-/// MVAPICH) or srun with a PMI plugin (PMIx).
+/// MVAPICH) or srun with a PMI plugin (PMIx); not where torchrun did (TORCHELASTIC_RUN_ID),
+/// even under one.
 bool started_by_mpi_launcher(const EnvLookup& env);
 
 /// Where a job without an MPI launcher meets: its rank 0's host, the port torchrun (or the
@@ -48,8 +49,8 @@ struct StoreAddress {
   int port = 0;      ///< MASTER_PORT
 };
 
-/// torchrun's variables: nothing where RANK and WORLD_SIZE are both unset; an error naming the
-/// variable where one of RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT is missing or malformed.
+/// torchrun's variables: nothing where WORLD_SIZE is unset; an error naming the variable where
+/// one of RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT is missing or malformed.
 StatusOr<std::optional<StoreAddress>> torchrun_store(const EnvLookup& env);
 
 /// The process environment, for check_launcher_view.

@@ -2,9 +2,8 @@
 // the store dist.init_process_group made (env://, tcp://, file://, or the script's own) is
 // where Chorus's ranks meet and connect Gloo, under keys of their own.
 
-#include <torch/csrc/distributed/c10d/Store.hpp>
-
 #include <exception>
+#include <torch/csrc/distributed/c10d/Store.hpp>
 #include <utility>
 #include <vector>
 

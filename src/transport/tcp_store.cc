@@ -54,16 +54,30 @@ bool take_string(const std::string& in, std::size_t* at, std::string* out) {
 // --- the server ------------------------------------------------------------------------
 
 StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::listen(int port) {
-  const int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // IPv6 with IPv4 clients too, or IPv4 alone where the host has no IPv6.
+  int fd = ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const bool v6 = fd >= 0;
+  if (!v6) fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   if (fd < 0) return Status(StatusCode::kInternal, system_error("the store's socket"));
   const int on = 1, off = 0;
   setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &on, sizeof on);
-  setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);  // IPv4 clients too
-  sockaddr_in6 addr{};
-  addr.sin6_family = AF_INET6;
-  addr.sin6_addr = in6addr_any;
-  addr.sin6_port = htons(static_cast<uint16_t>(port));
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd, 1024) != 0) {
+  sockaddr_storage addr{};
+  socklen_t addr_len = 0;
+  if (v6) {
+    setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
+    auto* a = reinterpret_cast<sockaddr_in6*>(&addr);
+    a->sin6_family = AF_INET6;
+    a->sin6_addr = in6addr_any;
+    a->sin6_port = htons(static_cast<uint16_t>(port));
+    addr_len = sizeof *a;
+  } else {
+    auto* a = reinterpret_cast<sockaddr_in*>(&addr);
+    a->sin_family = AF_INET;
+    a->sin_addr.s_addr = htonl(INADDR_ANY);
+    a->sin_port = htons(static_cast<uint16_t>(port));
+    addr_len = sizeof *a;
+  }
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), addr_len) != 0 || ::listen(fd, 1024) != 0) {
     const std::string why = system_error("port " + std::to_string(port));
     ::close(fd);
     return Status(StatusCode::kFailedPrecondition,
@@ -183,6 +197,11 @@ StatusOr<std::shared_ptr<TcpRendezvous>> TcpRendezvous::connect(int rank, int si
     hints.ai_socktype = SOCK_STREAM;
     addrinfo* found = nullptr;
     const int rc = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &found);
+    if (rc == EAI_AGAIN && std::chrono::steady_clock::now() < deadline) {  // the resolver, for now
+      last = gai_strerror(rc);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
+    }
     if (rc != 0) {
       return Status(StatusCode::kInvalidArgument, "the job's store: MASTER_ADDR='" + host +
                                                       "' does not resolve: " + gai_strerror(rc));
@@ -237,7 +256,8 @@ StatusOr<bool> TcpRendezvous::check(const std::string& key) {
   return *answer == "1";
 }
 
-StatusOr<std::string> TcpRendezvous::get(const std::string& key, std::chrono::milliseconds timeout) {
+StatusOr<std::string> TcpRendezvous::get(const std::string& key,
+                                         std::chrono::milliseconds timeout) {
   return request('g', key, timeout);
 }
 

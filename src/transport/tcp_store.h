@@ -5,8 +5,8 @@
 // up and the making of groups use it, so one thread serves every client with poll().
 //
 // The wire: a request is a byte ('s' set, 'g' get, 'c' check), a key and, for a set, a value;
-// an answer to a get is the value, to a check "1" or "0". Each string is a 4-byte length (host order: every rank runs this
-// code) and its bytes.
+// an answer to a get is the value, to a check "1" or "0". Each string is a 4-byte length (host
+// order: every rank runs this code) and its bytes.
 //
 // Thread contract: a client is used by one thread at a time; the server runs its own.
 

@@ -82,12 +82,11 @@ TEST(ConfigTest, BadHorovodValuesFailNamingTheHorovodVariable) {
   expect_invalid(load_env({{"HOROVOD_LOG_LEVEL", "chatty"}}), "HOROVOD_LOG_LEVEL", "chatty");
 }
 
-// docs/configuration.md's table of variables is the table Config reads: the same variables in the same
-// order, each with its Horovod name, its default as describe() writes it, and *agreed*
-// exactly where init() compares the setting across ranks.
-// "auto" is a value of its own: it reads as unset, a number set to the one-host default is
-// not the same setting (init() compares them across ranks as written), and each set takes
-// the default of its layout.
+// docs/configuration.md's table of variables is the table Config reads: the same variables in the
+// same order, each with its Horovod name, its default as describe() writes it, and *agreed* exactly
+// where init() compares the setting across ranks. "auto" is a value of its own: it reads as unset,
+// a number set to the one-host default is not the same setting (init() compares them across ranks
+// as written), and each set takes the default of its layout.
 TEST(ConfigTest, FusionThresholdAutoIsItsOwnValue) {
   StatusOr<Config> a = load_env({{"CHORUS_FUSION_THRESHOLD", "auto"}});
   ASSERT_TRUE(a.ok()) << a.status().to_string();

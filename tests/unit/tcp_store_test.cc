@@ -52,7 +52,8 @@ TEST(TcpStore, RanksSeeEachOthersKeysWhateverTheOrder) {
         errors[r] = s.to_string();
       }
       for (int peer = 0; peer < kSize; ++peer) {
-        StatusOr<std::string> v = (*store)->get("rank." + std::to_string(peer), milliseconds(20000));
+        StatusOr<std::string> v =
+            (*store)->get("rank." + std::to_string(peer), milliseconds(20000));
         if (!v.ok() || *v != std::string(peer + 1, 'a' + peer)) {
           errors[r] = v.ok() ? "rank " + std::to_string(peer) + "'s value is '" + *v + "'"
                              : v.status().to_string();

@@ -61,6 +61,9 @@ TEST(TorchrunStore, ReadsTheFourVariables) {
   StatusOr<std::optional<StoreAddress>> none = torchrun_store(lookup({}));
   ASSERT_TRUE(none.ok());
   EXPECT_FALSE(none->has_value());
+  none = torchrun_store(lookup({{"RANK", "3"}}));  // some other program's RANK
+  ASSERT_TRUE(none.ok()) << none.status().to_string();
+  EXPECT_FALSE(none->has_value());
 }
 
 TEST(TorchrunStore, EachMissingOrBadVariableIsNamed) {
@@ -75,8 +78,7 @@ TEST(TorchrunStore, EachMissingOrBadVariableIsNamed) {
     env[name] = bad.first;
     StatusOr<std::optional<StoreAddress>> at = torchrun_store(lookup(env));
     ASSERT_FALSE(at.ok()) << name;
-    EXPECT_NE(at.status().message().find(bad.second), std::string::npos)
-        << at.status().to_string();
+    EXPECT_NE(at.status().message().find(bad.second), std::string::npos) << at.status().to_string();
   }
   Env past = kTorchrun;
   past["RANK"] = "3";
@@ -99,6 +101,14 @@ TEST(WorldChoice, AnMpiLauncherGetsMpiWhateverElseIsSet) {
                       Controller::kMpi);
   }
   expect_controller(choose({}), Controller::kMpi);  // nothing launched it: a job of one rank
+}
+
+TEST(WorldChoice, TorchrunUnderAnMpiLauncherIsTorchruns) {
+  if (!gloo_world_built()) GTEST_SKIP() << "built without Gloo (CHORUS_WITH_GLOO=OFF)";
+  Env env = kTorchrun;
+  env["PMIX_RANK"] = "0";  // srun --mpi=pmix torchrun ...
+  env["TORCHELASTIC_RUN_ID"] = "job7";
+  expect_controller(choose(env), Controller::kGloo);
 }
 
 TEST(WorldChoice, TorchrunsVariablesOrAStoreGetGloo) {

@@ -19,13 +19,13 @@
 
 #include <torch/version.h>
 
+#include <torch/csrc/distributed/c10d/Store.hpp>
+
 #if TORCH_VERSION_MAJOR >= 2
 #include <torch/csrc/distributed/c10d/Backend.hpp>
 #else
 #include <torch/csrc/distributed/c10d/ProcessGroup.hpp>
 #endif
-
-#include <torch/csrc/distributed/c10d/Store.hpp>
 
 #include <chrono>
 #include <memory>

@@ -4,9 +4,9 @@
 #include <gloo/alltoallv.h>
 #include <gloo/barrier.h>
 #include <gloo/broadcast.h>
-#include <gloo/common/error.h>
 
 #include <cstring>
+#include <exception>
 #include <utility>
 
 namespace chorus {
@@ -45,7 +45,7 @@ Status GlooBackend::allgatherv(const void* send, void* recv, const std::vector<i
     opts.setOutput(out, counts);
     opts.setTimeout(links_.bound());
     gloo::allgatherv(opts);
-  } catch (const gloo::Exception& e) {
+  } catch (const std::exception& e) {
     return links_.collective_failed(e.what());
   }
   return {};
@@ -58,7 +58,7 @@ Status GlooBackend::broadcast(void* data, int64_t bytes, int root) {
     opts.setRoot(root);
     opts.setTimeout(links_.bound());
     gloo::broadcast(opts);
-  } catch (const gloo::Exception& e) {
+  } catch (const std::exception& e) {
     return links_.collective_failed(e.what());
   }
   return {};
@@ -72,7 +72,7 @@ Status GlooBackend::alltoallv(const void* send, const std::vector<int64_t>& send
     opts.setOutput(static_cast<char*>(recv), recv_bytes);
     opts.setTimeout(links_.bound());
     gloo::alltoallv(opts);
-  } catch (const gloo::Exception& e) {
+  } catch (const std::exception& e) {
     return links_.collective_failed(e.what());
   }
   return {};
@@ -83,7 +83,7 @@ Status GlooBackend::barrier() {
     gloo::BarrierOptions opts(links_.context());
     opts.setTimeout(links_.bound());
     gloo::barrier(opts);
-  } catch (const gloo::Exception& e) {
+  } catch (const std::exception& e) {
     return links_.collective_failed(e.what());
   }
   return {};

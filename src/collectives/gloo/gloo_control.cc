@@ -1,9 +1,9 @@
 #include "collectives/gloo/gloo_control.h"
 
-#include <gloo/common/error.h>
 #include <gloo/transport/unbound_buffer.h>
 
 #include <cstdio>
+#include <exception>
 #include <utility>
 
 #include "base/logging.h"
@@ -48,6 +48,7 @@ Status GlooControl::start_and(std::vector<uint64_t>* bits) {
     return {};
   }
   bits_ = bits;
+  round_bits_ = *bits;
   incoming_.resize(bits->size());
   ++rounds_started_;
   cv_.notify_one();
@@ -59,7 +60,11 @@ Status GlooControl::start_and(std::vector<uint64_t>* bits) {
 // once would have this member name whichever peer it talked to, and the members behind it
 // name this one when it leaves. Without a bound it fails at once.
 StatusOr<bool> GlooControl::test_and() {
-  if (finished_.load(std::memory_order_acquire) == rounds_started_) return true;
+  if (finished_.load(std::memory_order_acquire) == rounds_started_) {
+    if (bits_ != nullptr) *bits_ = round_bits_;
+    bits_ = nullptr;
+    return true;
+  }
   std::lock_guard<std::mutex> lock(mu_);
   if (!failure_.empty() && liveness_seconds_ <= 0) return Status(StatusCode::kAborted, failure_);
   return false;
@@ -85,10 +90,19 @@ std::vector<int> GlooControl::absent() {
   announce();
   const auto deadline = std::chrono::steady_clock::now() + kRollCallGrace;
   while (!late.empty()) {
+    bool reachable = true;
     std::erase_if(late, [&](int r) {
       StatusOr<bool> here = roll_call_.store->check(here_key(r));
+      reachable = reachable && here.ok();
       return here.ok() && *here;
     });
+    if (!reachable) {
+      log().warn(
+          "rank {}: the roll call cannot be held: the job's store, which rank 0 serves, "
+          "is gone; the members not heard in the round are named",
+          job_rank(rank()));
+      break;
+    }
     if (std::chrono::steady_clock::now() > deadline) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
@@ -118,7 +132,7 @@ void GlooControl::round_loop() {
 
 bool GlooControl::run_step(int step) {
   const AndSchedule& s = schedule_;
-  std::vector<uint64_t>& bits = *bits_;
+  std::vector<uint64_t>& bits = round_bits_;
   if (step == AndSchedule::kFoldIn) {
     if (s.extra()) return exchange(s.fold_partner(), -1, nullptr);
     if (!s.has_extra()) return true;
@@ -136,12 +150,12 @@ bool GlooControl::run_step(int step) {
 }
 
 bool GlooControl::exchange(int send_to, int receive_from, uint64_t* into) {
-  const std::size_t bytes = bits_->size() * sizeof(uint64_t);
+  const std::size_t bytes = round_bits_.size() * sizeof(uint64_t);
   std::unique_ptr<gloo::transport::UnboundBuffer> out, in;
   std::string why;
   try {
     if (send_to >= 0) {
-      out = context_->createUnboundBuffer(bits_->data(), bytes);
+      out = context_->createUnboundBuffer(round_bits_.data(), bytes);
       out->send(send_to, kAndSlot);
     }
     if (receive_from >= 0) {
@@ -162,7 +176,7 @@ bool GlooControl::exchange(int send_to, int receive_from, uint64_t* into) {
     waiting_on_[0] = waiting_on_[1] = nullptr;
     if (done || stop_) return done;
     why = "a wait was aborted";
-  } catch (const gloo::Exception& e) {
+  } catch (const std::exception& e) {  // gloo::Exception, or GLOO_ENFORCE's EnforceNotMet
     why = e.what();
   }
   std::lock_guard<std::mutex> lock(mu_);
@@ -192,15 +206,14 @@ Status GlooControl::move(bool send, int peer, uint64_t slot, void* data, std::si
       buffer->recv(peer, slot);
       if (buffer->waitRecv(bound())) return {};
     }
-  } catch (const gloo::Exception& e) {
+  } catch (const std::exception& e) {
     why = e.what();
   }
   char secs[32];
   std::snprintf(secs, sizeof secs, "%.1f", liveness_seconds_);
   return Status(StatusCode::kAborted, "rank " + std::to_string(job_rank(rank())) +
                                           " stopped waiting in the coordinator's " + what +
-                                          " after " + secs +
-                                          " s (CHORUS_LIVENESS_SECONDS): rank " +
+                                          " after " + secs + " s (CHORUS_LIVENESS_SECONDS): rank " +
                                           std::to_string(job_rank(peer)) +
                                           " took no part in it (gloo: " + why + ")");
 }

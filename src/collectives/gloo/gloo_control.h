@@ -48,7 +48,9 @@ class GlooControl final : public ControlTransport {
 
   int rank() const override { return context_->rank; }
   int size() const override { return context_->size; }
-  int job_rank(int member) const override { return job_ranks_.at(static_cast<std::size_t>(member)); }
+  int job_rank(int member) const override {
+    return job_ranks_.at(static_cast<std::size_t>(member));
+  }
 
   Status start_and(std::vector<uint64_t>* bits) override;
   StatusOr<bool> test_and() override;
@@ -82,13 +84,16 @@ class GlooControl final : public ControlTransport {
   // The round: the driving thread hands it over in start_and(), the round thread runs it.
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<uint64_t>* bits_ = nullptr;  // the round in flight, or none
+  // The caller's bits of the round in flight (the driving thread's alone), and the round
+  // thread's copy, which outlives them if the caller goes first (a set torn down mid-round).
+  std::vector<uint64_t>* bits_ = nullptr;
+  std::vector<uint64_t> round_bits_;
   std::vector<uint64_t> incoming_;
   uint64_t rounds_started_ = 0;
   uint64_t rounds_run_ = 0;
-  std::string failure_;                 // a step that failed: the rounds are over
+  std::string failure_;                        // a step that failed: the rounds are over
   std::atomic<int> step_{AndSchedule::kDone};  // for missing()
-  std::atomic<uint64_t> finished_{0};   // rounds the round thread finished
+  std::atomic<uint64_t> finished_{0};          // rounds the round thread finished
   bool stop_ = false;
   gloo::transport::UnboundBuffer* waiting_on_[2] = {nullptr, nullptr};  // for the stop
   std::thread thread_;

@@ -1,10 +1,10 @@
 #include "collectives/gloo/gloo_links.h"
 
 #include <gloo/allgather.h>
-#include <gloo/common/error.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <exception>
 #include <numeric>
 #include <string>
 #include <utility>
@@ -42,7 +42,7 @@ Status GlooLinks::post_recv(int peer, int tag, void* buf, int64_t bytes) {
     auto buffer = context_->createUnboundBuffer(buf, static_cast<std::size_t>(bytes));
     buffer->recv(peer, static_cast<uint64_t>(tag));
     messages_.push_back({std::move(buffer), peer, true});
-  } catch (const gloo::Exception& e) {
+  } catch (const std::exception& e) {
     return Status(StatusCode::kAborted, std::string("gloo: receiving from rank ") +
                                             std::to_string(job_ranks_[peer]) + ": " + e.what());
   }
@@ -56,7 +56,7 @@ Status GlooLinks::post_send(int peer, int tag, const void* buf, int64_t bytes) {
         context_->createUnboundBuffer(const_cast<void*>(buf), static_cast<std::size_t>(bytes));
     buffer->send(peer, static_cast<uint64_t>(tag));
     messages_.push_back({std::move(buffer), peer, false});
-  } catch (const gloo::Exception& e) {
+  } catch (const std::exception& e) {
     return Status(StatusCode::kAborted, std::string("gloo: sending to rank ") +
                                             std::to_string(job_ranks_[peer]) + ": " + e.what());
   }
@@ -77,7 +77,7 @@ Status GlooLinks::wait(std::size_t first, std::size_t n, int64_t bytes) {
                                    deadline - std::chrono::steady_clock::now()));
     try {
       if (m.receive ? m.buffer->waitRecv(left) : m.buffer->waitSend(left)) continue;
-    } catch (const gloo::Exception& e) {
+    } catch (const std::exception& e) {
       if (why.empty()) why = e.what();
     }
     if (std::find(late.begin(), late.end(), job_ranks_[m.peer]) == late.end())
@@ -105,7 +105,7 @@ Status GlooLinks::allgather(const void* send, void* all, int64_t bytes) {
     opts.setOutput(static_cast<char*>(all), static_cast<std::size_t>(bytes) * context_->size);
     opts.setTimeout(bound());
     gloo::allgather(opts);
-  } catch (const gloo::Exception& e) {
+  } catch (const std::exception& e) {
     return collective_failed(e.what());
   }
   return {};

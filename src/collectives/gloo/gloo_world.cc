@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstring>
 #include <numeric>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -43,15 +44,29 @@ class StoreAdapter final : public gloo::rendezvous::Store {
     return std::vector<char>(v->begin(), v->end());
   }
   void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  // Gloo gets each key after waiting for it: the wait only looks, so that each value (every
+  // member's addresses) crosses the store once.
   void wait(const std::vector<std::string>& keys,
             const std::chrono::milliseconds& timeout) override {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
     for (const std::string& key : keys) {
-      StatusOr<std::string> v = rendezvous_.get(key, timeout);
-      if (!v.ok()) throw gloo::IoException(v.status().message());
+      for (auto pause = std::chrono::milliseconds(1);; pause = std::min(pause * 2, kMostPause)) {
+        StatusOr<bool> there = rendezvous_.check(key);
+        if (!there.ok()) throw gloo::IoException(there.status().message());
+        if (*there) break;
+        if (std::chrono::steady_clock::now() > deadline) {
+          throw gloo::IoException("rank " + std::to_string(rendezvous_.rank()) + ": no rank set '" +
+                                  key + "' in the job's store within " +
+                                  std::to_string(timeout.count() / 1000) + " s");
+        }
+        std::this_thread::sleep_for(pause);
+      }
     }
   }
 
  private:
+  static constexpr std::chrono::milliseconds kMostPause{50};
+
   Rendezvous& rendezvous_;
   std::chrono::milliseconds timeout_;
 };
@@ -89,7 +104,7 @@ std::string this_host() {
   return name;
 }
 
-Status gloo_failed(const std::string& what, const gloo::Exception& e) {
+Status gloo_failed(const std::string& what, const std::exception& e) {
   return Status(StatusCode::kAborted, what + " (gloo: " + e.what() + ")");
 }
 
@@ -161,7 +176,7 @@ class GlooWorld final : public World {
       opts.setOutput(all.data(), counts);
       opts.setTimeout(links_->bound());
       gloo::allgatherv(opts);
-    } catch (const gloo::Exception& e) {
+    } catch (const std::exception& e) {
       return links_->collective_failed(e.what());
     }
     std::vector<std::string> out;
@@ -193,8 +208,8 @@ class GlooWorld final : public World {
     }
     std::stable_sort(members.begin(), members.end(),
                      [&](int a, int b) { return all[2 * a + 1] < all[2 * b + 1]; });
-    const int index = static_cast<int>(std::find(members.begin(), members.end(), rank()) -
-                                       members.begin());
+    const int index =
+        static_cast<int>(std::find(members.begin(), members.end(), rank()) - members.begin());
     return make_group(prefix, index, members);
   }
 
@@ -219,13 +234,13 @@ class GlooWorld final : public World {
   // A context among `members` (ranks of the job), this rank being member `index`.
   StatusOr<std::shared_ptr<gloo::Context>> connect(const std::string& prefix, int index,
                                                    const std::vector<int>& members) {
-    auto context = std::make_shared<gloo::rendezvous::Context>(index,
-                                                               static_cast<int>(members.size()));
+    auto context =
+        std::make_shared<gloo::rendezvous::Context>(index, static_cast<int>(members.size()));
     context->setTimeout(gloo_.connect_timeout);
     try {
       gloo::rendezvous::PrefixStore scoped("chorus." + prefix, store_);
       context->connectFullMesh(scoped, device_);
-    } catch (const gloo::Exception& e) {
+    } catch (const std::exception& e) {
       return gloo_failed("rank " + std::to_string(rank()) + " could not connect to the ranks of " +
                              prefix + " through the job's store",
                          e);
@@ -258,12 +273,12 @@ StatusOr<std::unique_ptr<World>> init_gloo_world(std::shared_ptr<Rendezvous> ren
   std::shared_ptr<gloo::transport::Device> device;
   try {
     device = gloo::transport::tcp::CreateDevice(attr);
-  } catch (const gloo::Exception& e) {
-    return gloo_failed("rank " + std::to_string(rendezvous->rank()) +
-                           ": Gloo cannot use " +
-                           (gloo.iface.empty() ? "address " + attr.hostname
-                                               : "interface " + gloo.iface + " (CHORUS_GLOO_IFACE)"),
-                       e);
+  } catch (const std::exception& e) {
+    return gloo_failed(
+        "rank " + std::to_string(rendezvous->rank()) + ": Gloo cannot use " +
+            (gloo.iface.empty() ? "address " + attr.hostname
+                                : "interface " + gloo.iface + " (CHORUS_GLOO_IFACE)"),
+        e);
   }
   auto world = std::make_unique<GlooWorld>(std::move(rendezvous), std::move(device), gloo, options);
   if (Status s = world->start(); !s.ok()) return s;
