@@ -23,7 +23,8 @@
 #      chorusrun relaunches on cn1 inside the allocation, from that commit; the final weights
 #      equal a reference restarted by hand from commit 2 on cn1; with PYTHON, the same for
 #      examples/python/elastic_mnist.py.
-#   6. salloc + srun python of examples/python/ddp_mnist.py: PyTorch DDP on the chorus backend.
+#   6. salloc + srun python of examples/python/ddp_mnist.py: PyTorch DDP on the chorus backend,
+#      with MPI (srun --mpi=pmix) and, where the build has Gloo, without (srun --mpi=none).
 #
 #   slurm_cluster.sh MAP_PROBE JOB_SCRIPT EXAMPLE CHORUSRUN [PYTHON BUILD_DIR PY_EXAMPLE]
 #
@@ -358,5 +359,22 @@ if [ -n "$py_example" ]; then
     fail "the DDP script did not run on 4 ranks over 2 hosts"
   grep -qE "final test accuracy: [0-9.]+% \(4 ranks, chorus\)" "$ddp_out" ||
     fail "the DDP script did not finish training on chorus"
+
+  # The same without MPI (srun --mpi=none): the default group starts Chorus on Gloo, its ranks
+  # meeting in torch's store at tcp://MASTER_ADDR:port, where a build has Gloo.
+  if "$py_interp" -c "import sys; sys.path.insert(0, '$py_build/python'); import chorus.torch as h; sys.exit(0 if h.gloo_built() else 1)"; then
+    echo "== salloc -N 2 srun --mpi=none python ddp_mnist.py --backend chorus (Gloo)"
+    gloo_out=$state/ddp_gloo.out
+    PYTHONPATH=$py_build/python CHORUS_LOG_LEVEL=info MASTER_ADDR=127.0.0.1 timeout -k 5 180 \
+      salloc -N 2 --ntasks-per-node 2 -t 5 srun --mpi=none "$py_interp" \
+      "$(dirname "$py_example")/ddp_mnist.py" --backend chorus --init-method tcp://127.0.0.1:29562 \
+      --epochs 1 --limit 8000 --min-accuracy 50 --data-dir "$state/py-data" >"$gloo_out" 2>&1 ||
+      { cat "$gloo_out"; fail "the DDP script on chorus under srun without MPI"; }
+    cat "$gloo_out"
+    grep -q "the job's world: gloo, 4 ranks" "$gloo_out" ||
+      fail "the DDP script under srun --mpi=none did not run on the Gloo world of 4 ranks"
+    grep -qE "final test accuracy: [0-9.]+% \(4 ranks, chorus\)" "$gloo_out" ||
+      fail "the DDP script did not finish training on chorus without MPI"
+  fi
 fi
 echo "slurm_cluster.sh: ok in $(( $(date +%s) - start )) s (after the cluster started)"
