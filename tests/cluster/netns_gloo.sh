@@ -9,10 +9,10 @@
 #      (CHORUS_RSH): every rank's map, rank 0's host table, the allreduce across the hosts;
 #   2. with Python: chorusrun --gloo -H h1:2,h2:2 python ddp_mnist.py --backend chorus, a
 #      PyTorch DDP script whose default group starts Chorus on Gloo in torch's env:// store;
-#   3. faults peer_exits_idle on h1, h2, h3, one rank each, started through the agent without
-#      a launcher that would end the others: when the rank on h3 dies while idle, the ranks on
-#      h1 and h2 fail their collective within CHORUS_LIVENESS_SECONDS and the roll call, naming
-#      rank 2 alone.
+#   3. faults peer_exits_idle and peer_killed_busy on h1, h2, h3, one rank each, started through
+#      the agent without a launcher that would end the others: when the rank on h3 dies idle or
+#      in a stream of allreduces, the ranks on h1 and h2 fail their collective within
+#      CHORUS_LIVENESS_SECONDS and the roll call, naming rank 2 alone.
 # Exit 77 (skipped) only when namespaces cannot be made here.
 set -u
 probe=$1
@@ -61,21 +61,27 @@ if [ -n "$py" ]; then
     fail "the DDP script did not finish training"
 fi
 
-echo "== faults peer_exits_idle on h1, h2, h3 (Gloo, no launcher to end the others)"
-run3_start=$(date +%s)
-port=$(( 20000 + $$ % 20000 ))
-pids=()
-for r in 0 1 2; do
-  "$state/agent" "h$((r + 1))" "exec env RANK=$r WORLD_SIZE=3 LOCAL_RANK=0 MASTER_ADDR=$subnet.1 \
-MASTER_PORT=$port CHORUS_LIVENESS_SECONDS=3 FAULTS_DIR=$state CHORUS_LOG_LEVEL=info \
-timeout -k 5 60 $faults peer_exits_idle" >"$state/run3.$r" 2>&1 &
-  pids+=($!)
-done
-for p in "${pids[@]}"; do wait "$p"; done
-cat "$state"/run3.*
-for r in 0 1; do
-  grep -qE "^rank $r: peer_exits_idle ok: .*ranks \[2\] took no part" "$state/run3.$r" ||
-    fail "rank $r did not fail its collective naming rank 2 alone"
-done
-[ $(( $(date +%s) - run3_start )) -le 40 ] || fail "the lost rank took more than 40 s to detect"
+# faults CASE: one rank on each of h1, h2, h3 through the agent, without a launcher that would
+# end the others; the ranks on h1 and h2 must name rank 2 alone, within 40 s.
+run_fault() {
+  local case=$1 pattern=$2 r pids=() port=$(( 20000 + ($$ + RANDOM) % 20000 )) t0
+  echo "== faults $case on h1, h2, h3 (Gloo, no launcher to end the others)"
+  t0=$(date +%s)
+  for r in 0 1 2; do
+    "$state/agent" "h$((r + 1))" "exec env RANK=$r WORLD_SIZE=3 LOCAL_RANK=0 \
+MASTER_ADDR=$subnet.1 MASTER_PORT=$port CHORUS_LIVENESS_SECONDS=3 FAULTS_DIR=$state \
+CHORUS_LOG_LEVEL=info timeout -k 5 60 $faults $case" >"$state/$case.$r" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p"; done
+  cat "$state/$case".*
+  for r in 0 1; do
+    grep -qE "^rank $r: $case ok.*$pattern" "$state/$case.$r" ||
+      fail "$case: rank $r did not fail its collective naming rank 2 alone"
+  done
+  [ $(( $(date +%s) - t0 )) -le 40 ] || fail "$case: the lost rank took more than 40 s to detect"
+}
+# Lost while idle (in the negotiation's rounds), and while busy (in a stream of allreduces).
+run_fault peer_exits_idle "ranks \\[2\\] took no part"
+run_fault peer_killed_busy "ranks \\[2\\] took no part"
 echo "netns_gloo.sh: ok in $(( $(date +%s) - start )) s"

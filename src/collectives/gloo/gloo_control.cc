@@ -81,11 +81,12 @@ void GlooControl::announce() {
   announced_ = roll_call_.store->set(here_key(rank()), "").ok();
 }
 
-// Looks for the late members' keys until each is there or kRollCallGrace has passed: a member
+std::vector<int> GlooControl::absent() { return roll_call(missing()); }
+
+// Looks for the keys of `late` until each is there or kRollCallGrace has passed: a member
 // heard early is heard before it leaves (rank 0, which serves the store, leaves when its own
-// roll call ends).
-std::vector<int> GlooControl::absent() {
-  std::vector<int> late = missing();
+// roll call ends). Without a store, every one of `late` is named.
+std::vector<int> GlooControl::roll_call(std::vector<int> late) {
   if (!roll_call_.store) return late;
   announce();
   const auto deadline = std::chrono::steady_clock::now() + kRollCallGrace;
@@ -98,8 +99,8 @@ std::vector<int> GlooControl::absent() {
     });
     if (!reachable) {
       log().warn(
-          "rank {}: the roll call cannot be held: the job's store, which rank 0 serves, "
-          "is gone; the members not heard in the round are named",
+          "rank {}: the roll call cannot be held: the job's store, which rank 0 serves, is "
+          "gone; the members not heard are named",
           job_rank(rank()));
       break;
     }
@@ -194,73 +195,90 @@ std::chrono::milliseconds GlooControl::bound() const {
   return std::chrono::milliseconds(static_cast<int64_t>(liveness_seconds_ * 1000));
 }
 
-Status GlooControl::move(bool send, int peer, uint64_t slot, void* data, std::size_t bytes,
-                         const char* what) {
-  std::string why = "timed out";
+// Every message is posted before any is waited for (a Gloo send completes only once its
+// receiver has posted), then each gets the time left until one deadline. A wait that fails
+// names, after a roll call, the members that did not answer it: a member stuck behind the one
+// that is gone looks the same from here as the one that is gone.
+Status GlooControl::exchange_all(std::vector<Message>& messages, const char* what) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + bound();
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> buffers;
+  std::string why;
   try {
-    auto buffer = context_->createUnboundBuffer(data, bytes);
-    if (send) {
-      buffer->send(peer, slot);
-      if (buffer->waitSend(bound())) return {};
-    } else {
-      buffer->recv(peer, slot);
-      if (buffer->waitRecv(bound())) return {};
+    for (Message& m : messages) {
+      buffers.push_back(context_->createUnboundBuffer(m.data, m.bytes));
+      if (m.send) {
+        buffers.back()->send(m.peer, m.slot);
+      } else {
+        buffers.back()->recv(m.peer, m.slot);
+      }
+    }
+    for (std::size_t i = 0; i < messages.size() && why.empty(); ++i) {
+      const auto left = std::max(std::chrono::milliseconds(1),
+                                 std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     deadline - std::chrono::steady_clock::now()));
+      const bool done = messages[i].send ? buffers[i]->waitSend(left) : buffers[i]->waitRecv(left);
+      if (!done) why = "aborted";
     }
   } catch (const std::exception& e) {
     why = e.what();
   }
+  if (why.empty()) return {};
+  std::vector<int> others;
+  for (int r = 0; r < size(); ++r) {
+    if (r != rank()) others.push_back(r);
+  }
+  const std::vector<int> gone = roll_call(std::move(others));
   char secs[32];
-  std::snprintf(secs, sizeof secs, "%.1f", liveness_seconds_);
+  std::snprintf(secs, sizeof secs, "%.1f",
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  std::string ranks;
+  for (int r : job_ranks(gone)) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
   return Status(StatusCode::kAborted, "rank " + std::to_string(job_rank(rank())) +
                                           " stopped waiting in the coordinator's " + what +
-                                          " after " + secs + " s (CHORUS_LIVENESS_SECONDS): rank " +
-                                          std::to_string(job_rank(peer)) +
-                                          " took no part in it (gloo: " + why + ")");
+                                          " after " + secs + " s: ranks [" + ranks +
+                                          "] took no part in it (gloo: " + why + ")");
 }
 
 // Each member's length, then its bytes (a message of none is not sent).
 StatusOr<std::vector<std::string>> GlooControl::gather(const std::string& mine) {
   if (rank() != 0) {
     uint64_t len = mine.size();
-    if (Status s = move(true, 0, kGatherSlot, &len, sizeof len, "gather"); !s.ok()) return s;
-    if (len == 0) return std::vector<std::string>();
-    if (Status s = move(true, 0, kGatherSlot, const_cast<char*>(mine.data()), len, "gather");
-        !s.ok()) {
-      return s;
-    }
+    std::vector<Message> out = {{true, 0, kGatherSlot, &len, sizeof len}};
+    if (len > 0) out.push_back({true, 0, kGatherSlot, const_cast<char*>(mine.data()), len});
+    if (Status s = exchange_all(out, "gather"); !s.ok()) return s;
     return std::vector<std::string>();
   }
+  std::vector<uint64_t> lens(static_cast<std::size_t>(size()), 0);
+  std::vector<Message> in;
+  for (int r = 1; r < size(); ++r)
+    in.push_back({false, r, kGatherSlot, &lens[r], sizeof(uint64_t)});
+  if (Status s = exchange_all(in, "gather"); !s.ok()) return s;
   std::vector<std::string> all(static_cast<std::size_t>(size()));
   all[0] = mine;
+  in.clear();
   for (int r = 1; r < size(); ++r) {
-    uint64_t len = 0;
-    if (Status s = move(false, r, kGatherSlot, &len, sizeof len, "gather"); !s.ok()) return s;
-    all[r].resize(len);
-    if (len == 0) continue;
-    if (Status s = move(false, r, kGatherSlot, all[r].data(), len, "gather"); !s.ok()) return s;
+    all[r].resize(lens[r]);
+    if (lens[r] > 0) in.push_back({false, r, kGatherSlot, all[r].data(), lens[r]});
   }
+  if (Status s = exchange_all(in, "gather"); !s.ok()) return s;
   return all;
 }
 
 Status GlooControl::broadcast(std::string* data) {
-  if (rank() == 0) {
-    uint64_t len = data->size();
-    for (int r = 1; r < size(); ++r) {
-      if (Status s = move(true, r, kBroadcastSlot, &len, sizeof len, "broadcast"); !s.ok()) {
-        return s;
-      }
-      if (len == 0) continue;
-      if (Status s = move(true, r, kBroadcastSlot, data->data(), len, "broadcast"); !s.ok()) {
-        return s;
-      }
-    }
-    return {};
+  uint64_t len = data->size();
+  std::vector<Message> first, second;
+  for (int r = 1; r < size() && rank() == 0; ++r) {
+    first.push_back({true, r, kBroadcastSlot, &len, sizeof len});
+    if (len > 0) second.push_back({true, r, kBroadcastSlot, data->data(), len});
   }
-  uint64_t len = 0;
-  if (Status s = move(false, 0, kBroadcastSlot, &len, sizeof len, "broadcast"); !s.ok()) return s;
-  data->resize(len);
-  if (len == 0) return {};
-  return move(false, 0, kBroadcastSlot, data->data(), len, "broadcast");
+  if (rank() != 0) first.push_back({false, 0, kBroadcastSlot, &len, sizeof len});
+  if (Status s = exchange_all(first, "broadcast"); !s.ok()) return s;
+  if (rank() != 0) {
+    data->resize(len);
+    if (len > 0) second.push_back({false, 0, kBroadcastSlot, data->data(), len});
+  }
+  return exchange_all(second, "broadcast");
 }
 
 }  // namespace chorus

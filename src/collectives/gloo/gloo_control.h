@@ -71,8 +71,18 @@ class GlooControl final : public ControlTransport {
   // message), waiting with no bound but the stop: the negotiator bounds the round.
   bool exchange(int send_to, int receive_from, uint64_t* into);
   std::chrono::milliseconds bound() const;
-  // Moves `bytes` at `data` to or from `peer` on `slot`, bounded by the liveness bound.
-  Status move(bool send, int peer, uint64_t slot, void* data, std::size_t bytes, const char* what);
+  // One message of a gather or a broadcast.
+  struct Message {
+    bool send;
+    int peer;
+    uint64_t slot;
+    void* data;
+    std::size_t bytes;
+  };
+  // Posts every message, then waits for each, bounded by the liveness bound together.
+  Status exchange_all(std::vector<Message>& messages, const char* what);
+  // Of `late`, the members that do not answer a roll call in the store.
+  std::vector<int> roll_call(std::vector<int> late);
 
   std::shared_ptr<gloo::Context> context_;
   std::vector<int> job_ranks_;
