@@ -143,7 +143,9 @@ Status Cycle::run(bool stop_asked, bool* shutdown, bool* productive) {
                       "shutdown: other ranks did not answer within 10 s; leaving without them");
       }
       const std::chrono::microseconds pause = poller.next();
-      if (pause.count() > 0) doorbells_->wait(seen, rung ? cycle_time : pause, Doorbells::kPeers);
+      if (pause.count() > 0) {
+        doorbells_->wait(seen, rung ? cycle_time : pause, Doorbells::kPeers | Doorbells::kRound);
+      }
     }
   }
   if (phase_ == Phase::kComplete) {

@@ -66,6 +66,8 @@ void Doorbells::ring_slot(Slot& slot, uint32_t wake) {
 
 void Doorbells::ring() { ring_slot(self(), kOwnWork); }
 
+void Doorbells::ring_round() { ring_slot(self(), kRound); }
+
 void Doorbells::announce(uint64_t cycle) {
   self().cycle.store(cycle, std::memory_order_release);
   for (int i = 0; i < slots_; ++i) {

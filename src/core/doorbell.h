@@ -35,6 +35,7 @@ class Doorbells {
   enum Wake : uint32_t {
     kOwnWork = 1,  ///< ring(): this process's threads submitted something
     kPeers = 2,    ///< announce(): a rank on this host started a round
+    kRound = 4,    ///< ring_round(): a control transport's own thread finished a round
   };
 
   /// A private doorbell.
@@ -55,6 +56,8 @@ class Doorbells {
   uint32_t seq() const { return self().seq.load(std::memory_order_acquire); }
   /// Rings this rank's doorbell (wakes a wait for kOwnWork).
   void ring();
+  /// Rings it for a round that finished on a transport's own thread (wakes a wait for kRound).
+  void ring_round();
   /// Records that this rank started cycle `cycle`, and rings every other rank on the host
   /// (wakes their waits for kPeers).
   void announce(uint64_t cycle);

@@ -38,6 +38,8 @@ StatusOr<std::unique_ptr<SetState>> SetTable::make(int32_t id, const std::vector
   NegotiatorOptions nopts{config.cache_capacity, config.stall_check_seconds,
                           config.stall_shutdown_seconds, config.liveness_seconds};
   set->control = &set->group->control();
+  // A round finished on the transport's own thread ends the cycle's wait for it (Gloo's).
+  set->control->on_round_done([doorbells = rank_.doorbells] { doorbells->ring_round(); });
   const std::string label = id == 0 ? "global" : "set " + std::to_string(id);
   // A set on one host reduces through shared memory unless CHORUS_SHARED_MEMORY=0. The map
   // and the setting are the same on every rank, so all its members join or none.

@@ -4,6 +4,7 @@
 // as threads. Called only from the thread that drives the negotiation.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -64,6 +65,11 @@ class ControlTransport {
     (void)ranks;
     return {};
   }
+
+  /// A transport that finishes rounds on a thread of its own calls `wake` whenever one
+  /// finishes (or fails), so that the rank waiting for it sleeps instead of polling. Set
+  /// before the first round.
+  virtual void on_round_done(std::function<void()> wake) { (void)wake; }
 
   /// How long gather() and broadcast() may wait for a member before they fail (ABORTED);
   /// 0: for ever. The negotiator passes its liveness bound.

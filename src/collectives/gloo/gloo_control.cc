@@ -81,6 +81,11 @@ void GlooControl::announce() {
   announced_ = roll_call_.store->set(here_key(rank()), "").ok();
 }
 
+void GlooControl::on_round_done(std::function<void()> wake) {
+  std::lock_guard<std::mutex> lock(mu_);
+  wake_ = std::move(wake);
+}
+
 std::vector<int> GlooControl::absent() { return roll_call(missing()); }
 
 // Looks for the keys of `late` until each is there or kRollCallGrace has passed: a member
@@ -123,11 +128,17 @@ void GlooControl::round_loop() {
       step_.store(step);
       ok = run_step(step);
     }
-    if (!ok) return;  // failure_ says why; step_ stays where the round stopped, for missing()
+    if (!ok) {  // failure_ says why; step_ stays where the round stopped, for missing()
+      if (wake_) wake_();
+      return;
+    }
     step_.store(AndSchedule::kDone);
-    std::lock_guard<std::mutex> lock(mu_);
-    ++rounds_run_;
-    finished_.store(rounds_run_, std::memory_order_release);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ++rounds_run_;
+      finished_.store(rounds_run_, std::memory_order_release);
+    }
+    if (wake_) wake_();
   }
 }
 

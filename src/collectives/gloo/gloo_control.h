@@ -20,6 +20,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -58,6 +59,7 @@ class GlooControl final : public ControlTransport {
   std::vector<int> absent() override;
   void announce() override;
   void set_liveness(double seconds) override { liveness_seconds_ = seconds; }
+  void on_round_done(std::function<void()> wake) override;
 
   StatusOr<std::vector<std::string>> gather(const std::string& mine) override;
   Status broadcast(std::string* data) override;
@@ -87,6 +89,7 @@ class GlooControl final : public ControlTransport {
   std::shared_ptr<gloo::Context> context_;
   std::vector<int> job_ranks_;
   RollCall roll_call_;
+  std::function<void()> wake_;  // set before the first round, then read by the round thread
   bool announced_ = false;
   AndSchedule schedule_;
   double liveness_seconds_ = 0;
