@@ -2,7 +2,8 @@
 // Point-to-point messages among the members of one group, for the host algorithms that
 // reduce by messages (collectives/host_reduce.h, collectives/host_tree.h). The algorithms
 // decide the combination order; a transport only carries bytes, so every transport gives the
-// same bits for the same set size. MPI provides one (collectives/mpi_links.h).
+// same bits for the same set size. MPI provides one (collectives/mpi_links.h), Gloo another
+// (collectives/gloo/gloo_links.h).
 //
 // Messages between two members with one tag arrive in the order they were posted. A message
 // is posted, then waited for by its number (posted() before posting it); nothing moves for

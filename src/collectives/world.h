@@ -2,7 +2,9 @@
 // The world the runtime runs in, without naming what carries it: every rank of the job
 // (init, host names, finalize) and one Group per process set, which provides the set's
 // control transport and its host-memory backend. MPI provides the job's world
-// (collectives/mpi_world.h); the in-process tests provide one whose ranks are threads.
+// (collectives/mpi_world.h) under an MPI launcher, Gloo without one (collectives/gloo/
+// gloo_world.h; collectives/world_choice.h chooses); the in-process tests provide one whose
+// ranks are threads.
 //
 // Thread contract: every call comes from the runtime's background thread.
 
