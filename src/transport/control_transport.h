@@ -1,7 +1,8 @@
 #pragma once
 // The control channel of one process set: the few primitives the negotiation needs. MPI
 // provides one (collectives/mpi_world.h), Gloo another (collectives/gloo/gloo_control.h);
-// tests provide an in-memory one that runs ranks as threads. Called only from the thread that drives the negotiation.
+// tests provide an in-memory one that runs ranks as threads. Called only from the thread
+// that drives the negotiation.
 
 #include <cstdint>
 #include <functional>
