@@ -241,8 +241,16 @@ class GlooWorld final : public World {
       gloo::rendezvous::PrefixStore scoped("chorus." + prefix, store_);
       context->connectFullMesh(scoped, device_);
     } catch (const std::exception& e) {
+      // A host name that maps to a loopback address here (127.0.1.1, as Debian's /etc/hosts
+      // has it) would have Gloo listen where no other host reaches it.
+      const std::string address = device_->str();
+      const bool loopback =
+          address.find("127.") != std::string::npos || address.find("::1") != std::string::npos;
       return gloo_failed("rank " + std::to_string(rank()) + " could not connect to the ranks of " +
-                             prefix + " through the job's store",
+                             prefix + " through the job's store (Gloo listens here on " + address +
+                             (loopback ? ", a loopback address other hosts cannot reach: set "
+                                         "CHORUS_GLOO_IFACE, or a MASTER_ADDR they reach)"
+                                       : ")"),
                          e);
     }
     return std::shared_ptr<gloo::Context>(std::move(context));
