@@ -422,7 +422,8 @@ std::vector<HorovodVariable> make_horovod_variables() {
       {"HOROVOD_ENABLE_XLA_OPS", {}, "TensorFlow's XLA ops; PyTorch has none"},
       {"HOROVOD_CPU_OPERATIONS",
        {},
-       "Chorus's host-memory collectives always run over MPI (and shared memory within a host)"},
+       "Chorus's host-memory collectives run over the job's world, MPI or Gloo "
+       "(CHORUS_CONTROLLER), and shared memory within a host"},
       {"HOROVOD_CCL_CACHE", {}, "Chorus does not use oneCCL"},
       {"HOROVOD_MPI_THREADS_DISABLE",
        {},
