@@ -3,7 +3,7 @@
 // it says which collectives it serves (serves()), and each process set offers its backends
 // for one memory to one BackendChoice (collectives/backend_choice.h), which gives every
 // batch the first that serves it. Host memory: the hierarchical allreduce where the layout
-// allows it, shared memory for a set on one host (collectives/shm_backend.h), then MPI;
+// allows it, shared memory for a set on one host (collectives/shm/shm_backend.h), then MPI;
 // GPU memory, once the set runs a CUDA collective: the hierarchical allreduce, NCCL where
 // the set's agreed path is NCCL, then MPI, staged through host memory (collectives/gpu_path.h).
 //

@@ -57,7 +57,7 @@ class Backoff {
 };
 
 /// How long the members whose wait for a peer ran out listen for each other before they name
-/// the ones not heard from (the roll call, collectives/mpi_wait.h). A member whose own wait
+/// the ones not heard from (the roll call, collectives/mpi/mpi_wait.h). A member whose own wait
 /// ran out comes to the next agreement that much after its bound.
 inline constexpr auto kRollCallGrace = std::chrono::seconds(5);
 

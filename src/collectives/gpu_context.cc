@@ -14,7 +14,7 @@
 #include "collectives/hierarchical_allreduce.h"
 #include "kernels/cuda_check.h"
 #ifdef CHORUS_WITH_NCCL
-#include "collectives/nccl_backend.h"
+#include "collectives/nccl/nccl_backend.h"
 #endif
 
 namespace chorus {

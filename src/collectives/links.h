@@ -2,7 +2,7 @@
 // Point-to-point messages among the members of one group, for the host algorithms that
 // reduce by messages (collectives/host_reduce.h, collectives/host_tree.h). The algorithms
 // decide the combination order; a transport only carries bytes, so every transport gives the
-// same bits for the same set size. MPI provides one (collectives/mpi_links.h), Gloo another
+// same bits for the same set size. MPI provides one (collectives/mpi/mpi_links.h), Gloo another
 // (collectives/gloo/gloo_links.h).
 //
 // Messages between two members with one tag arrive in the order they were posted. A message

@@ -2,7 +2,7 @@
 
 #include <string>
 
-#include "collectives/shm_backend.h"
+#include "collectives/shm/shm_backend.h"
 
 namespace chorus {
 

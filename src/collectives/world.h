@@ -2,7 +2,7 @@
 // The world the runtime runs in, without naming what carries it: every rank of the job
 // (init, host names, finalize) and one Group per process set, which provides the set's
 // control transport and its host-memory backend. MPI provides the job's world
-// (collectives/mpi_world.h) under an MPI launcher, Gloo without one (collectives/gloo/
+// (collectives/mpi/mpi_world.h) under an MPI launcher, Gloo without one (collectives/gloo/
 // gloo_world.h; collectives/world_choice.h chooses); the in-process tests provide one whose
 // ranks are threads.
 //
@@ -47,7 +47,7 @@ class Group {
   virtual ControlTransport& control() = 0;
   virtual Backend& backend() = 0;
   /// A backend that reduces among the members through shared memory
-  /// (collectives/shm_backend.h), or nullptr on every member (`why` says why) where some
+  /// (collectives/shm/shm_backend.h), or nullptr on every member (`why` says why) where some
   /// member cannot map it. Every member must run on this host. Collective over the group.
   virtual StatusOr<std::unique_ptr<Backend>> shared_memory(std::string* why) = 0;
 };

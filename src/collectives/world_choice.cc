@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "collectives/mpi_world.h"
+#include "collectives/mpi/mpi_world.h"
 #include "transport/tcp_store.h"
 #ifdef CHORUS_WITH_GLOO
 #include "collectives/gloo/gloo_world.h"

@@ -168,7 +168,7 @@ struct Config {
   std::optional<bool> hierarchical_allreduce;
   /// CHORUS_SHARED_MEMORY: 1 (default): a set whose ranks all run on one host, and each
   /// host's ranks under the hierarchical allreduce, reduce through shared memory
-  /// (collectives/shm_backend.h), combining in rank order; 0: by MPI messages, in the tree
+  /// (collectives/shm/shm_backend.h), combining in rank order; 0: by MPI messages, in the tree
   /// order of sets across hosts (collectives/host_reduce.h), with CHORUS_HOST_ALGORITHM's
   /// choice of algorithm. Data movement is MPI's either way.
   bool shared_memory = true;

@@ -5,7 +5,7 @@
 
 #include "base/logging.h"
 #include "collectives/hierarchical_allreduce.h"
-#include "collectives/shm_backend.h"
+#include "collectives/shm/shm_backend.h"
 #include "core/host_rounds.h"
 
 namespace chorus {

@@ -40,7 +40,7 @@ struct SetState {
   ControlTransport* control = nullptr;      // host_rounds, or the group's
   std::unique_ptr<Negotiator> negotiator;
   // Its reductions through shared memory when every member runs on this host and maps it
-  // (collectives/shm_backend.h); null otherwise. Like hierarchical_host, offered to the
+  // (collectives/shm/shm_backend.h); null otherwise. Like hierarchical_host, offered to the
   // executor's choice and declared before it.
   std::unique_ptr<Backend> shared_memory;
   // The global set's host-memory reductions across hosts, over the topology groups

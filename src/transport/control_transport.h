@@ -1,6 +1,6 @@
 #pragma once
 // The control channel of one process set: the few primitives the negotiation needs. MPI
-// provides one (collectives/mpi_world.h), Gloo another (collectives/gloo/gloo_control.h);
+// provides one (collectives/mpi/mpi_world.h), Gloo another (collectives/gloo/gloo_control.h);
 // tests provide an in-memory one that runs ranks as threads. Called only from the thread
 // that drives the negotiation.
 
@@ -58,7 +58,7 @@ class ControlTransport {
   /// seconds). Default: missing().
   virtual std::vector<int> absent() { return missing(); }
   /// Tells every other member that this rank is still here, for a member whose own wait ran
-  /// out and asks (MPI's roll call, collectives/mpi_world.cc). Default: nothing to tell.
+  /// out and asks (MPI's roll call, collectives/mpi/mpi_world.cc). Default: nothing to tell.
   virtual void announce() {}
   /// Of `ranks`, the members known to have exited, described ("rank 2 (pid 4242)"); empty
   /// where none is known to have (a transport that cannot tell).

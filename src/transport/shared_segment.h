@@ -1,6 +1,6 @@
 #pragma once
 // Shared memory that the ranks of one host map together: the host's doorbell board
-// (core/doorbell.h) and the reductions through shared memory (collectives/shm_backend.h).
+// (core/doorbell.h) and the reductions through shared memory (collectives/shm/shm_backend.h).
 // Rank 0 of the host creates the segment and sends its name; the others map it; its name
 // is removed once every rank answered, so nothing stays in /dev/shm however the job ends.
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "collectives/mpi_world.h"
+#include "collectives/mpi/mpi_world.h"
 #include "topology/rank_map.h"
 
 namespace chorus {

@@ -1,6 +1,6 @@
 // The host-memory reductions of both providers, with no runtime around them: the MPI
 // backend's point-to-point messages (a set across hosts) and the shared-memory backend (a
-// set on one host, collectives/shm_backend.h). For every
+// set on one host, collectives/shm/shm_backend.h). For every
 // dtype and op, sizes from one element to several chunks long, in place and out of place,
 // every rank's result must have the bits of the same reduction computed here from every
 // rank's input: in rank order for shared memory, and by the combination tree
@@ -18,8 +18,8 @@
 #include <vector>
 
 #include "collectives/cost_model.h"
-#include "collectives/mpi_backend.h"
-#include "collectives/mpi_world.h"
+#include "collectives/mpi/mpi_backend.h"
+#include "collectives/mpi/mpi_world.h"
 #include "kernels/reduce_kernels.h"
 #include "kernels/reduce_tree.h"
 #include "test_data.h"

@@ -9,8 +9,8 @@
 #include <cstdlib>
 
 #include "collectives/clock_offset.h"
-#include "collectives/mpi_check.h"
-#include "collectives/mpi_links.h"
+#include "collectives/mpi/mpi_check.h"
+#include "collectives/mpi/mpi_links.h"
 
 namespace chorus::testing {
 namespace {

@@ -1,6 +1,6 @@
 // NCCL results become Statuses that name the call, NCCL's code and text, and the place.
 
-#include "collectives/nccl_status.h"
+#include "collectives/nccl/nccl_status.h"
 
 #include <gtest/gtest.h>
 

@@ -1,6 +1,6 @@
 // ShmBackend between two processes of this test (a fork), without MPI: the reduction's bits,
 // and a peer that exits mid-reduction failing the wait instead of hanging it.
-#include "collectives/shm_backend.h"
+#include "collectives/shm/shm_backend.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -23,7 +23,7 @@
 #include "collectives/gloo/gloo_backend.h"
 #include "collectives/gloo/gloo_control.h"
 #include "collectives/gloo/gloo_links.h"
-#include "collectives/shm_backend.h"
+#include "collectives/shm/shm_backend.h"
 
 namespace chorus {
 namespace {

@@ -1,12 +1,12 @@
 #pragma once
 // The MPI backend for host memory: the set's own communicator. Its reductions are the
 // host algorithms by messages (collectives/host_reduce.h) over MPI's point-to-point calls
-// (collectives/mpi_links.h), which fix each element's combination order by the set's size
+// (collectives/mpi/mpi_links.h), which fix each element's combination order by the set's size
 // alone; data movement uses MPI's non-blocking collectives. Every wait is bounded
-// (collectives/mpi_wait.h).
+// (collectives/mpi/mpi_wait.h).
 //
 // A set whose members all run on one host reduces through shared memory instead, where
-// every member can map it (collectives/shm_backend.h, offered before this backend). The
+// every member can map it (collectives/shm/shm_backend.h, offered before this backend). The
 // runtime's global set on a uniform layout of several hosts, several ranks each, runs
 // its allreduces over two of these instead (collectives/hierarchical_allreduce.h): each
 // host's ranks in rank order, then the tree over the hosts.
@@ -20,8 +20,8 @@
 #include "collectives/backend.h"
 #include "collectives/cost_model.h"
 #include "collectives/host_reduce.h"
-#include "collectives/mpi_links.h"
-#include "collectives/mpi_wait.h"
+#include "collectives/mpi/mpi_links.h"
+#include "collectives/mpi/mpi_wait.h"
 
 namespace chorus {
 
@@ -30,7 +30,7 @@ class MpiBackend final : public Backend {
   /// Uses `comm` (owned by the caller, alive as long as this backend). `algorithm`: the
   /// reductions' algorithm, kAuto to choose per call. Every wait fails with ABORTED after
   /// `liveness_seconds` (CHORUS_LIVENESS_SECONDS; 0: never), naming the ranks that took no
-  /// part (collectives/mpi_wait.h).
+  /// part (collectives/mpi/mpi_wait.h).
   MpiBackend(MPI_Comm comm, HostAlgorithm algorithm, double liveness_seconds);
 
   const char* name() const override { return "mpi"; }

@@ -1,4 +1,4 @@
-#include "collectives/nccl_status.h"
+#include "collectives/nccl/nccl_status.h"
 
 namespace chorus {
 

@@ -1,9 +1,9 @@
-#include "collectives/mpi_links.h"
+#include "collectives/mpi/mpi_links.h"
 
 #include <climits>
 #include <string>
 
-#include "collectives/mpi_check.h"
+#include "collectives/mpi/mpi_check.h"
 
 namespace chorus {
 namespace {

@@ -1,4 +1,4 @@
-#include "collectives/shm_backend.h"
+#include "collectives/shm/shm_backend.h"
 
 #include <algorithm>
 #include <chrono>

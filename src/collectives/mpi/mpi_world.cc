@@ -1,4 +1,4 @@
-#include "collectives/mpi_world.h"
+#include "collectives/mpi/mpi_world.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,11 +10,11 @@
 #include "collectives/and_schedule.h"
 #include "collectives/backoff.h"
 #include "collectives/clock_offset.h"
-#include "collectives/mpi_backend.h"
-#include "collectives/mpi_check.h"
-#include "collectives/mpi_links.h"
-#include "collectives/mpi_wait.h"
-#include "collectives/shm_backend.h"
+#include "collectives/mpi/mpi_backend.h"
+#include "collectives/mpi/mpi_check.h"
+#include "collectives/mpi/mpi_links.h"
+#include "collectives/mpi/mpi_wait.h"
+#include "collectives/shm/shm_backend.h"
 
 namespace chorus {
 namespace {

@@ -1,4 +1,4 @@
-#include "collectives/nccl_backend.h"
+#include "collectives/nccl/nccl_backend.h"
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
@@ -16,7 +16,7 @@
 
 #include "base/logging.h"
 #include "collectives/gpu_agree.h"
-#include "collectives/nccl_status.h"
+#include "collectives/nccl/nccl_status.h"
 #include "kernels/cuda_check.h"
 
 namespace chorus {

@@ -1,6 +1,6 @@
 #pragma once
 // Links (collectives/links.h) over an MPI communicator: MPI_Isend and MPI_Irecv, waited
-// for by wait_all (collectives/mpi_wait.h), whose roll call names the members that took no
+// for by wait_all (collectives/mpi/mpi_wait.h), whose roll call names the members that took no
 // part as ranks of the job.
 
 #include <mpi.h>
@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "collectives/links.h"
-#include "collectives/mpi_wait.h"
+#include "collectives/mpi/mpi_wait.h"
 
 namespace chorus {
 

@@ -1,4 +1,4 @@
-#include "collectives/mpi_wait.h"
+#include "collectives/mpi/mpi_wait.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -6,7 +6,7 @@
 #include <thread>
 
 #include "collectives/backoff.h"
-#include "collectives/mpi_check.h"
+#include "collectives/mpi/mpi_check.h"
 
 namespace chorus {
 namespace {

@@ -1,11 +1,11 @@
-#include "collectives/mpi_backend.h"
+#include "collectives/mpi/mpi_backend.h"
 
 #include <algorithm>
 #include <climits>
 #include <utility>
 
-#include "collectives/mpi_check.h"
-#include "collectives/mpi_wait.h"
+#include "collectives/mpi/mpi_check.h"
+#include "collectives/mpi/mpi_wait.h"
 
 namespace chorus {
 namespace {
