@@ -27,15 +27,15 @@ StatusOr<ChosenWorld> choose_world(const WorldChoice& choice, const EnvLookup& e
     controller = !mpi_launched && store ? Controller::kGloo : Controller::kMpi;
   }
   if (controller == Controller::kMpi) return ChosenWorld{controller, init_mpi_world};
-  if (!gloo_world_built()) {
-    return failed_precondition(
-        std::string(choice.controller == Controller::kGloo
-                        ? "CHORUS_CONTROLLER=gloo"
-                        : "no MPI launcher started this job (torchrun's RANK and WORLD_SIZE "
-                          "are set)") +
-        ", but this build of Chorus has no Gloo (configure found no libgloo-dev): launch it "
-        "with mpirun or srun --mpi=pmix, or build Chorus with Gloo");
-  }
+#ifndef CHORUS_WITH_GLOO
+  return failed_precondition(
+      std::string(choice.controller == Controller::kGloo
+                      ? "CHORUS_CONTROLLER=gloo"
+                      : "no MPI launcher started this job (torchrun's RANK and WORLD_SIZE "
+                        "are set)") +
+      ", but this build of Chorus has no Gloo (configure found no libgloo-dev): launch it "
+      "with mpirun or srun --mpi=pmix, or build Chorus with Gloo");
+#else
   if (!address.ok() && !choice.rendezvous) return address.status();
   std::shared_ptr<Rendezvous> given = choice.rendezvous;
   std::optional<StoreAddress> at = address.ok() ? *address : std::nullopt;
@@ -52,7 +52,6 @@ StatusOr<ChosenWorld> choose_world(const WorldChoice& choice, const EnvLookup& e
                             ": the job's store takes the port after it, and there is none; "
                             "set CHORUS_STORE_PORT");
   }
-#ifdef CHORUS_WITH_GLOO
   GlooWorldOptions gloo;
   gloo.iface = choice.gloo_iface;
   // The address this host reaches rank 0's by: torchrun's, or a job script's MASTER_ADDR where
@@ -74,8 +73,6 @@ StatusOr<ChosenWorld> choose_world(const WorldChoice& choice, const EnvLookup& e
         }
         return init_gloo_world(std::move(rendezvous), gloo, options);
       }};
-#else
-  return failed_precondition("unreachable: no Gloo in this build");
 #endif
 }
 
