@@ -7,9 +7,11 @@
 // finished. The gather and the broadcast come right after a round that every member
 // finished, so they wait on the caller's thread, bounded by the liveness bound.
 //
-// A round that waits too long holds a roll call in the job's store, since a member stuck in the
-// round looks to its partners like the one it waits for: each member whose wait ran out sets
-// its key, waits kRollCallGrace, and names the members whose keys are not there.
+// A round that waits too long, or a gather or broadcast that fails, holds a roll call in the
+// job's store, since a member stuck behind the one that is gone looks the same from here: each
+// member whose wait ran out sets its key, looks for the others' for kRollCallGrace, and names
+// the members whose keys are not there. A round finished on the round thread rings the
+// waiting rank (on_round_done).
 //
 // Thread contract: one thread drives the transport (the runtime's background thread, or a
 // trainer thread running a cycle in its stead, never both at once); the round thread is the
