@@ -346,35 +346,28 @@ if [ -n "$py_example" ]; then
 
   # A PyTorch DDP script on the torch.distributed backend chorus, launched as the Compute
   # Canada guide launches its DDP test: srun python in an allocation, ranks from srun, the
-  # group's store at tcp://MASTER_ADDR:port.
-  echo "== salloc -N 2 srun --mpi=pmix python ddp_mnist.py --backend chorus"
-  ddp_out=$state/ddp.out
-  PYTHONPATH=$py_build/python CHORUS_LOG_LEVEL=info timeout -k 5 180 \
-    salloc -N 2 --ntasks-per-node 2 -t 5 srun --mpi=pmix "$py_interp" \
-    "$(dirname "$py_example")/ddp_mnist.py" --backend chorus --init-method tcp://127.0.0.1:29561 \
-    --epochs 1 --limit 8000 --min-accuracy 50 --data-dir "$state/py-data" >"$ddp_out" 2>&1 ||
-    { cat "$ddp_out"; fail "the DDP script on chorus under srun"; }
-  cat "$ddp_out"
-  grep -q "rank map: 4 ranks on 2 hosts, layout ppr:2:node" "$ddp_out" ||
-    fail "the DDP script did not run on 4 ranks over 2 hosts"
-  grep -qE "final test accuracy: [0-9.]+% \(4 ranks, chorus\)" "$ddp_out" ||
-    fail "the DDP script did not finish training on chorus"
-
+  # group's store at tcp://MASTER_ADDR:port. ddp_under_srun PLUGIN PORT EXPECTED [VAR=value...]:
+  # one run under srun --mpi=PLUGIN, whose output must hold EXPECTED and the final accuracy.
+  ddp_under_srun() {
+    local plugin=$1 port=$2 expected=$3 ddp_out=$state/ddp.$1.out
+    shift 3
+    echo "== salloc -N 2 srun --mpi=$plugin python ddp_mnist.py --backend chorus"
+    env PYTHONPATH="$py_build/python" CHORUS_LOG_LEVEL=info "$@" timeout -k 5 180 \
+      salloc -N 2 --ntasks-per-node 2 -t 5 srun --mpi="$plugin" "$py_interp" \
+      "$(dirname "$py_example")/ddp_mnist.py" --backend chorus --init-method tcp://127.0.0.1:"$port" \
+      --epochs 1 --limit 8000 --min-accuracy 50 --data-dir "$state/py-data" >"$ddp_out" 2>&1 ||
+      { cat "$ddp_out"; fail "the DDP script on chorus under srun --mpi=$plugin"; }
+    cat "$ddp_out"
+    grep -q "$expected" "$ddp_out" ||
+      fail "the DDP script under srun --mpi=$plugin did not print '$expected'"
+    grep -qE "final test accuracy: [0-9.]+% \(4 ranks, chorus\)" "$ddp_out" ||
+      fail "the DDP script did not finish training on chorus under srun --mpi=$plugin"
+  }
+  ddp_under_srun pmix 29561 "rank map: 4 ranks on 2 hosts, layout ppr:2:node"
   # The same without MPI (srun --mpi=none): the default group starts Chorus on Gloo, its ranks
   # meeting in torch's store at tcp://MASTER_ADDR:port, where a build has Gloo.
   if "$py_interp" -c "import sys; sys.path.insert(0, '$py_build/python'); import chorus.torch as h; sys.exit(0 if h.gloo_built() else 1)"; then
-    echo "== salloc -N 2 srun --mpi=none python ddp_mnist.py --backend chorus (Gloo)"
-    gloo_out=$state/ddp_gloo.out
-    PYTHONPATH=$py_build/python CHORUS_LOG_LEVEL=info MASTER_ADDR=127.0.0.1 timeout -k 5 180 \
-      salloc -N 2 --ntasks-per-node 2 -t 5 srun --mpi=none "$py_interp" \
-      "$(dirname "$py_example")/ddp_mnist.py" --backend chorus --init-method tcp://127.0.0.1:29562 \
-      --epochs 1 --limit 8000 --min-accuracy 50 --data-dir "$state/py-data" >"$gloo_out" 2>&1 ||
-      { cat "$gloo_out"; fail "the DDP script on chorus under srun without MPI"; }
-    cat "$gloo_out"
-    grep -q "the job's world: gloo, 4 ranks" "$gloo_out" ||
-      fail "the DDP script under srun --mpi=none did not run on the Gloo world of 4 ranks"
-    grep -qE "final test accuracy: [0-9.]+% \(4 ranks, chorus\)" "$gloo_out" ||
-      fail "the DDP script did not finish training on chorus without MPI"
+    ddp_under_srun none 29562 "the job's world: gloo, 4 ranks" MASTER_ADDR=127.0.0.1
   fi
 fi
 echo "slurm_cluster.sh: ok in $(( $(date +%s) - start )) s (after the cluster started)"

@@ -8,18 +8,13 @@
 #include <string>
 #include <vector>
 
+#include "common/env_map.h"
+
 namespace chorus {
 namespace {
 
-using Env = std::map<std::string, std::string>;
-
-EnvLookup lookup(const Env& env) {
-  return [env](const std::string& name) -> std::optional<std::string> {
-    auto it = env.find(name);
-    if (it == env.end()) return std::nullopt;
-    return it->second;
-  };
-}
+using Env = testing::EnvMap;
+using testing::lookup;
 
 // 4 ranks, ppr:2:node on hosts n1, n2; rank 3 is local rank 1 on n2.
 const std::vector<std::string> kNames = {"n1", "n1", "n2", "n2"};

@@ -8,18 +8,13 @@
 #include <map>
 #include <string>
 
+#include "common/env_map.h"
+
 namespace chorus {
 namespace {
 
-using Env = std::map<std::string, std::string>;
-
-EnvLookup lookup(const Env& env) {
-  return [env](const std::string& name) -> std::optional<std::string> {
-    auto it = env.find(name);
-    if (it == env.end()) return std::nullopt;
-    return it->second;
-  };
-}
+using Env = testing::EnvMap;
+using testing::lookup;
 
 const Env kTorchrun = {{"RANK", "1"},
                        {"WORLD_SIZE", "3"},

@@ -220,9 +220,7 @@ class MpiGroup final : public Group {
   ControlTransport& control() override { return control_; }
   Backend& backend() override { return backend_; }
   StatusOr<std::unique_ptr<Backend>> shared_memory(std::string* why) override {
-    StatusOr<std::unique_ptr<ShmBackend>> shm = ShmBackend::join(control_, liveness_seconds_, why);
-    if (!shm.ok()) return shm.status();
-    return std::unique_ptr<Backend>(std::move(shm).value());
+    return ShmBackend::join(control_, liveness_seconds_, why);
   }
 
  private:

@@ -59,8 +59,8 @@ ShmBackend::ShmBackend(SharedSegment segment, int rank, int size, double livenes
   counters_[rank_].process.set_to_this_process();
 }
 
-StatusOr<std::unique_ptr<ShmBackend>> ShmBackend::join(ControlTransport& control,
-                                                       double liveness_seconds, std::string* why) {
+StatusOr<std::unique_ptr<Backend>> ShmBackend::join(ControlTransport& control,
+                                                    double liveness_seconds, std::string* why) {
   SharedSegment segment;
   const int size = control.size();
   if (Status s = segment.join(
@@ -68,11 +68,11 @@ StatusOr<std::unique_ptr<ShmBackend>> ShmBackend::join(ControlTransport& control
       !s.ok()) {
     return s;
   }
-  if (!segment.mapped()) return std::unique_ptr<ShmBackend>();
+  if (!segment.mapped()) return std::unique_ptr<Backend>();
   std::vector<int> members(static_cast<std::size_t>(size));
   std::iota(members.begin(), members.end(), 0);
-  return std::make_unique<ShmBackend>(std::move(segment), control.rank(), size, liveness_seconds,
-                                      control.job_ranks(members));
+  return std::unique_ptr<Backend>(std::make_unique<ShmBackend>(
+      std::move(segment), control.rank(), size, liveness_seconds, control.job_ranks(members)));
 }
 
 StatusOr<std::unique_ptr<Backend>> shared_memory_provider(Group& group, bool allowed,

@@ -64,9 +64,9 @@ class ShmBackend final : public Backend {
   /// Maps one segment among the members of `control`, which must all run on this host:
   /// the backend, or nullptr on every member where some member could not map it (`why`
   /// says why; not an error). Collective over `control`. Waits fail after `liveness_seconds`
-  /// (0: never).
-  static StatusOr<std::unique_ptr<ShmBackend>> join(ControlTransport& control,
-                                                    double liveness_seconds, std::string* why);
+  /// (0: never). What a Group's shared_memory() returns.
+  static StatusOr<std::unique_ptr<Backend>> join(ControlTransport& control, double liveness_seconds,
+                                                 std::string* why);
 
   /// The segment's size for `size` ranks.
   static std::size_t segment_bytes(int size);
