@@ -1,11 +1,13 @@
 #pragma once
-// The seam between the runtime and the libraries that move data. Each backend is a provider:
-// it says which collectives it serves (serves()), and each process set offers its backends
-// for one memory to one BackendChoice (collectives/backend_choice.h), which gives every
-// batch the first that serves it. Host memory: the hierarchical allreduce where the layout
-// allows it, shared memory for a set on one host (collectives/shm/shm_backend.h), then MPI;
-// GPU memory, once the set runs a CUDA collective: the hierarchical allreduce, NCCL where
-// the set's agreed path is NCCL, then MPI, staged through host memory (collectives/gpu_path.h).
+// The seam between the runtime and the libraries that move data. Each backend says which
+// collectives it serves (serves()); the provider registry (collectives/providers.h) makes a
+// process set's backends for one memory and offers them, in its one order, to one
+// BackendChoice (collectives/backend_choice.h), which gives every batch the first that
+// serves it. Host memory: the hierarchical allreduce where the layout allows it, shared
+// memory for a set on one host (collectives/shm/shm_backend.h), then the set's own group
+// (MPI or Gloo); GPU memory, once the set runs a CUDA collective: the hierarchical allreduce,
+// NCCL where the set's agreed path is NCCL, then the host's, staged through pinned memory
+// (collectives/gpu_path.h).
 //
 // Each collective it does not override fails as not served: a backend implements what it
 // serves and nothing else.

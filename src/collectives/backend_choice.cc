@@ -6,15 +6,31 @@
 
 namespace chorus {
 
+BackendChoice::BackendChoice(std::string label, std::vector<Offer> offers)
+    : label_(std::move(label)), offers_(std::move(offers)) {}
+
 BackendChoice::BackendChoice(std::string label, Backend* own, std::string why)
     : label_(std::move(label)) {
-  offers_.push_back({own, std::move(why)});
+  offers_.push_back({own, std::move(why), {}, {}});
 }
 
-void BackendChoice::prefer(Backend* b, std::string why) {
-  offers_.insert(offers_.begin(), {b, std::move(why)});
-  picked_ = {};
-  logged_ = {};
+BackendChoice::~BackendChoice() {
+  for (Offer& o : offers_) {
+    for (std::unique_ptr<Backend>& b : o.owned) b.reset();
+  }
+}
+
+bool BackendChoice::offered_by(const std::string& provider) const {
+  for (const Offer& o : offers_) {
+    if (o.provider == provider) return true;
+  }
+  return false;
+}
+
+void BackendChoice::abandon() {
+  for (Offer& o : offers_) {
+    for (std::unique_ptr<Backend>& b : o.owned) static_cast<void>(b.release());
+  }
 }
 
 Backend& BackendChoice::pick(Collective c, DataType dtype) const {

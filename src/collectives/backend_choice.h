@@ -1,10 +1,11 @@
 #pragma once
-// One process set's backends for one memory (host, or its GPU), in the order the settings
-// prefer them, and the one choice of which runs each batch: the first that serves the
-// batch's collective and dtype (Backend::serves). The last one offered, the set's own
-// backend, serves everything, so every batch has one. Every member offers the same backends
-// in the same order (they follow from settings and the rank map, which every member shares),
-// so every member picks the same for each batch and the calls line up.
+// One process set's backends for one memory (host, or its GPU), in the order the provider
+// registry prefers them (collectives/providers.h, which assembles every choice), and the one
+// choice of which runs each batch: the first that serves the batch's collective and dtype
+// (Backend::serves). The last one offered, the set's own backend, serves everything, so
+// every batch has one. Every member offers the same backends in the same order (they follow
+// from settings and the rank map, which every member shares), so every member picks the
+// same for each batch and the calls line up. The choice owns the backends its providers made.
 //
 // The log says, at debug level, which backend each collective first runs on and why it was
 // offered, and again whenever another dtype of it runs elsewhere.
@@ -17,6 +18,7 @@
 // picks it remembers are not locked.
 
 #include <array>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -26,17 +28,37 @@ namespace chorus {
 
 class BackendChoice final : public Backend {
  public:
-  /// `label` names the set in the log; `own` serves everything and is picked last; `why`
-  /// says what it is ("the set's MPI communicator").
-  BackendChoice(std::string label, Backend* own, std::string why);
+  /// A backend offered to the choice, and why (logged at its first pick).
+  struct Offer {
+    Backend* backend = nullptr;
+    std::string why;
+    /// What the choice keeps alive for it: the backend itself where its provider made it,
+    /// and what it is built on, users before what they use (destroyed in that order).
+    std::vector<std::unique_ptr<Backend>> owned;
+    /// The provider that made it (collectives/providers.h); empty for a backend offered by
+    /// hand.
+    std::string provider;
+  };
 
-  /// Offers `b` before the backends offered so far, so the latest preferred is tried first,
-  /// with `why` it is offered (logged at its first pick).
-  void prefer(Backend* b, std::string why);
+  /// `offers` in the order they are tried; the last serves everything. `label` names the
+  /// set in the log.
+  BackendChoice(std::string label, std::vector<Offer> offers);
+  /// One backend, `own`, which serves everything; `why` says what it is.
+  BackendChoice(std::string label, Backend* own, std::string why);
+  BackendChoice(BackendChoice&&) = default;
+  BackendChoice& operator=(BackendChoice&&) = default;
+  ~BackendChoice() override;
+
   /// The backend that runs `c` on `dtype`.
   Backend& pick(Collective c, DataType dtype) const;
   /// The set's own backend, which serves everything.
   Backend& own() const { return *offers_.back().backend; }
+  /// Whether `provider` offered a backend to this choice.
+  bool offered_by(const std::string& provider) const;
+  /// Leaves what the choice owns undestroyed, for the process's exit: after a GPU failure
+  /// the device may never be idle again, and destroying a communicator or freeing device
+  /// memory would wait for it.
+  void abandon();
 
   // Backend: each call goes to pick(); byte moves as uint8.
   const char* name() const override { return "the set's choice"; }
@@ -66,11 +88,6 @@ class BackendChoice final : public Backend {
   Status barrier() override { return pick(Collective::kBarrier, DataType::kUInt8).barrier(); }
 
  private:
-  struct Offer {
-    Backend* backend;
-    std::string why;
-  };
-
   std::string label_;
   std::vector<Offer> offers_;  // in the order they are tried
   // The pick per collective and dtype, made once; and per collective the backend last

@@ -8,10 +8,8 @@
 #include <thread>
 
 #include "base/logging.h"
-#include "collectives/gpu_agree.h"
 #include "collectives/gpu_path.h"
 #include "collectives/gpu_staged_backend.h"
-#include "collectives/hierarchical_allreduce.h"
 #include "kernels/cuda_check.h"
 #ifdef CHORUS_WITH_NCCL
 #include "collectives/nccl/nccl_backend.h"
@@ -69,20 +67,12 @@ GpuContext::~GpuContext() {
     // After a failure the device may never be idle again (a producer that is stuck, a
     // collective a dead peer holds), and freeing device or pinned memory waits for all of
     // it: what the set holds is left to the process's exit.
-    static_cast<void>(hierarchical_.release());
-    static_cast<void>(cross_.release());
-    static_cast<void>(local_.release());
-    static_cast<void>(nccl_flat_.release());
-    static_cast<void>(mpi_.release());
+    if (choice_) choice_->abandon();
     static_cast<void>(copy_.release());
     return;
   }
   if (stream) cudaStreamSynchronize(stream);
-  hierarchical_.reset();
-  cross_.reset();
-  local_.reset();
-  nccl_flat_.reset();
-  mpi_.reset();
+  choice_.reset();
   copy_.reset();
   // On the set's stream, idle by now: cudaFree would wait for the whole device, the
   // trainer's kernels too, holding the background thread when a set is removed.
@@ -167,97 +157,45 @@ Status GpuContext::choose_backend(const GpuContextSetup& setup, const Status& pr
   const GpuPathChoice& choice = *chosen;
   log().debug("{}: GPU collectives on cuda:{} use {} ({})", setup.label, device_,
               gpu_path_name(choice.path), choice.reason);
-  return build_backends(setup, choice);
+  ProviderSet set;
+  set.label = setup.label;
+  set.ranks = setup.ranks;
+  set.global_set = setup.global_set;
+  set.map = setup.map;
+  set.hierarchical = setup.hierarchical_requested;
+  set.groups = setup.groups;
+  set.host = setup.host;
+  set.gpu_path = &choice;
+  set.gpu = this;
+  set.set_name = set_name();
+  StatusOr<BackendChoice> assembled = assemble(Memory::kGpu, set);
+  if (!assembled.ok()) return assembled.status();
+  choice_.emplace(std::move(assembled).value());
+  description_ = gpu_path_name(choice.path);
+  if (choice_->offered_by("hierarchical allreduce")) description_ += " + hierarchical allreduce";
+  return {};
 }
 
-// Device memory over MPI, staged through host memory, over a group's host backends. Staged
+// Device memory moved by a group's host backends, staged through pinned buffers. Staged
 // copies wait for the stream through synchronize(): asleep between polls, NCCL's errors
 // polled (a level of the hierarchy may wait behind a NCCL one), and the same deadline.
-std::unique_ptr<Backend> GpuContext::make_mpi(Backend& group_host) {
-  return std::make_unique<StagedGpuBackend>(group_host, stream_,
-                                            [this] { return synchronize("a staged MPI copy"); });
+std::unique_ptr<Backend> GpuContext::staged(Backend& host) {
+  return std::make_unique<StagedGpuBackend>(host, stream_,
+                                            [this] { return synchronize("a staged host copy"); });
 }
 
-// Collective over the members of `group_host`: agreed among them (NcclBackend::create).
-StatusOr<std::unique_ptr<Backend>> GpuContext::make_nccl(Backend& group_host,
-                                                         const std::string& label) {
+// Collective over the members of `host`: agreed among them (NcclBackend::create).
+StatusOr<std::unique_ptr<Backend>> GpuContext::nccl(Backend& host, const std::string& label) {
 #ifdef CHORUS_WITH_NCCL
-  StatusOr<std::unique_ptr<NcclBackend>> b =
-      NcclBackend::create(group_host, device_, stream_, copy_.get(), label, timeout_,
-                          [this] { return await_producers(); });
+  StatusOr<std::unique_ptr<NcclBackend>> b = NcclBackend::create(
+      host, device_, stream_, copy_.get(), label, timeout_, [this] { return await_producers(); });
   if (!b.ok()) return b.status();
   nccl_.push_back(b->get());
   return std::unique_ptr<Backend>(std::move(b).value());
 #else
-  (void)group_host;
+  (void)host;
   return internal_error(label + ": NCCL is not in this build");  // never the agreed path
 #endif
-}
-
-// One level of the hierarchy over `group_host` (one node's ranks, or one rank per node):
-// a NCCL communicator is made by the group's members alone, so its outcome is then agreed
-// over the whole set (`set_host`): a level that failed on one node fails every node, before
-// any of them makes a call the failed node would not make (the other level, the first
-// allreduce's cross step).
-Status GpuContext::make_level(Backend& set_host, Backend& group_host, GpuPath path,
-                              const std::string& label, std::unique_ptr<Backend>* out) {
-  if (path != GpuPath::kNccl) {
-    *out = make_mpi(group_host);
-    return {};
-  }
-  StatusOr<std::unique_ptr<Backend>> made = make_nccl(group_host, label);
-  if (made.ok()) *out = std::move(made).value();
-  return agree_on_success(set_host, made.status(), label + ": its NCCL communicator");
-}
-
-Status GpuContext::build_backends(const GpuContextSetup& setup, const GpuPathChoice& choice) {
-  Backend& host = *setup.host;
-  // The same inputs on every rank (the map, the groups the runtime built from it, the
-  // agreed path), so every member decides the same. The hierarchy's levels are made first,
-  // each agreed over the set; then the flat communicator over the whole set.
-  GpuHierarchy hierarchy;
-  hierarchy.reason = "the runtime built no local and cross groups";
-  if (setup.map && setup.groups && setup.groups->local_host && setup.groups->cross) {
-    hierarchy =
-        gpu_hierarchy(setup.hierarchical_requested, setup.global_set, choice.path, *setup.map);
-  }
-  if (hierarchy.on) {
-    if (Status s = make_level(host, *setup.groups->local_host, hierarchy.local,
-                              setup.label + "/local", &local_);
-        !s.ok()) {
-      return s;
-    }
-    if (Status s = make_level(host, setup.groups->cross->backend(), hierarchy.cross,
-                              setup.label + "/cross", &cross_);
-        !s.ok()) {
-      return s;
-    }
-  }
-  // The providers, last tried first: MPI serves every collective and is the set's own;
-  // NCCL, where the agreed path is NCCL, is offered before it. NCCL's own failures name the
-  // set's ranks too: NCCL cannot say which one failed.
-  mpi_ = make_mpi(host);
-  choice_.emplace(setup.label + " (GPU)", mpi_.get(),
-                  choice.path == GpuPath::kNccl ? "MPI serves every collective" : choice.reason);
-  Backend* flat = mpi_.get();
-  if (choice.path == GpuPath::kNccl) {
-    StatusOr<std::unique_ptr<Backend>> nccl_flat = make_nccl(host, set_name());
-    if (!nccl_flat.ok()) return nccl_flat.status();
-    nccl_flat_ = std::move(nccl_flat).value();
-    flat = nccl_flat_.get();
-    choice_->prefer(flat, choice.reason);
-  }
-  description_ = gpu_path_name(choice.path);
-  log().debug("{}: {} GPU allreduce: {}", setup.label, hierarchy.on ? "hierarchical" : "flat",
-              hierarchy.reason);
-  if (!hierarchy.on) return {};
-  StatusOr<std::unique_ptr<HierarchicalBackend>> h =
-      HierarchicalBackend::create(flat, local_.get(), cross_.get());
-  if (!h.ok()) return h.status();
-  hierarchical_ = std::move(h).value();
-  choice_->prefer(hierarchical_.get(), hierarchy.reason);
-  description_ += " + hierarchical allreduce";
-  return {};
 }
 
 Status GpuContext::wait_ready(void* event) {

@@ -1,7 +1,8 @@
 #pragma once
 // Everything one process set needs on this rank's GPU: the communication stream, the
-// device providers and their choice (the hierarchical allreduce, NCCL, MPI staged through
-// host memory; collectives/backend_choice.h), the device fusion buffer, the batched copy
+// device backends and their choice (the hierarchical allreduce, NCCL, the host's staged
+// through pinned memory, as the provider registry assembles them: collectives/providers.h),
+// the device fusion buffer, the batched copy
 // kernels, and the wait for completion. Created by the
 // executor at the set's first CUDA response, which is the same response on every member,
 // so the collective setup (agreeing on the path, NCCL's id broadcast) lines up.
@@ -29,6 +30,7 @@
 #include "collectives/backend.h"
 #include "collectives/backend_choice.h"
 #include "collectives/gpu_path.h"
+#include "collectives/providers.h"
 #include "collectives/topology_groups.h"
 #include "kernels/cuda_fusion.h"
 #include "topology/rank_map.h"
@@ -36,8 +38,6 @@
 namespace chorus {
 
 class NcclBackend;
-class StagedGpuBackend;
-class HierarchicalBackend;
 
 /// The one GPU a rank's collectives use, in every process set: the device of the first
 /// CUDA tensor it submits, fixed from then on (the API pins it at enqueue and refuses
@@ -83,7 +83,7 @@ struct GpuContextSetup {
   std::vector<int> ranks;
 };
 
-class GpuContext {
+class GpuContext final : private GpuMaker {
  public:
   /// Collective over the set (see above): fails on every member when it fails on one.
   /// Logs the chosen path at debug level. `inputs`: the ready events (cudaEvent_t) of the
@@ -156,12 +156,9 @@ class GpuContext {
   GpuContext() = default;
   Status prepare(const GpuContextSetup& setup);
   Status choose_backend(const GpuContextSetup& setup, const Status& prepared);
-  // The providers of the agreed path, and the hierarchy's levels where it is on.
-  Status build_backends(const GpuContextSetup& setup, const GpuPathChoice& choice);
-  std::unique_ptr<Backend> make_mpi(Backend& group_host);
-  StatusOr<std::unique_ptr<Backend>> make_nccl(Backend& group_host, const std::string& label);
-  Status make_level(Backend& set_host, Backend& group_host, GpuPath path, const std::string& label,
-                    std::unique_ptr<Backend>* out);
+  // GpuMaker: the backends the registry's GPU providers make (collectives/providers.h).
+  std::unique_ptr<Backend> staged(Backend& host) override;
+  StatusOr<std::unique_ptr<Backend>> nccl(Backend& host, const std::string& label) override;
   void abort_nccl();
   // Waits (bounded) for the stream's queued work; false if it did not finish.
   bool drain();
@@ -180,12 +177,8 @@ class GpuContext {
   std::vector<void*> marks_;      // cudaEvent_t recorded on outputs' allocation streams
   std::size_t marks_used_ = 0;    // of marks_, in the current batch
   std::unique_ptr<gpu::BatchedCopy> copy_;
-  std::vector<NcclBackend*> nccl_;      // every NCCL communicator in use, for error polling
-  std::unique_ptr<Backend> mpi_;        // MPI over the whole set, staged
-  std::unique_ptr<Backend> nccl_flat_;  // NCCL over the whole set, where the path is NCCL
-  std::unique_ptr<Backend> local_;
-  std::unique_ptr<Backend> cross_;
-  std::unique_ptr<Backend> hierarchical_;
+  std::vector<NcclBackend*> nccl_;  // every NCCL communicator in use, for error polling
+  // The set's GPU backends (they own their NCCL communicators), as the registry assembled.
   std::optional<BackendChoice> choice_;
   std::string description_;
   std::size_t fusion_capacity_ = 0;

@@ -1,10 +1,30 @@
 #include "collectives/topology_groups.h"
 
 #include <string>
+#include <utility>
+#include <vector>
 
-#include "collectives/shm/shm_backend.h"
+#include "collectives/providers.h"
 
 namespace chorus {
+namespace {
+
+// A group's host-memory backends, as the registry gives any set's.
+StatusOr<std::unique_ptr<BackendChoice>> host_choice(Group& group, const RankMap& map,
+                                                     const std::vector<int>& ranks,
+                                                     bool shared_memory, std::string label) {
+  ProviderSet set;
+  set.label = std::move(label);
+  set.ranks = ranks;
+  set.map = &map;
+  set.shared_memory = shared_memory;
+  set.group = &group;
+  StatusOr<BackendChoice> choice = assemble(Memory::kHost, set);
+  if (!choice.ok()) return choice.status();
+  return std::make_unique<BackendChoice>(std::move(choice).value());
+}
+
+}  // namespace
 
 StatusOr<TopologyGroups> create_topology_groups(World& world, const RankMap& map,
                                                 bool shared_memory) {
@@ -20,21 +40,18 @@ StatusOr<TopologyGroups> create_topology_groups(World& world, const RankMap& map
   groups.cross = std::move(cross).value();
   if (groups.local->size() != map.local_size || groups.local->rank() != map.local_rank ||
       groups.cross->size() != static_cast<int>(map.cross_set().size())) {
-    return internal_error("create_topology_groups: the groups MPI built disagree with the map");
+    return internal_error(
+        "create_topology_groups: the groups the world built disagree with "
+        "the map");
   }
-  // The local group is one host's ranks: like any set on one host, it reduces through shared
-  // memory where every rank can map it (unless CHORUS_SHARED_MEMORY=0), and by MPI messages
-  // otherwise.
-  groups.local_host = std::make_unique<BackendChoice>("local group", &groups.local->backend(),
-                                                      "the local group's own communicator");
-  if (groups.local->size() > 1) {
-    StatusOr<std::unique_ptr<Backend>> shared =
-        shared_memory_provider(*groups.local, shared_memory, "local group");
-    if (!shared.ok()) return shared.status();
-    groups.local_shared = std::move(shared).value();
-    if (groups.local_shared)
-      groups.local_host->prefer(groups.local_shared.get(), "every local rank maps the segment");
-  }
+  StatusOr<std::unique_ptr<BackendChoice>> local_host =
+      host_choice(*groups.local, map, map.local_set(), shared_memory, "local group");
+  if (!local_host.ok()) return local_host.status();
+  groups.local_host = std::move(local_host).value();
+  StatusOr<std::unique_ptr<BackendChoice>> cross_host =
+      host_choice(*groups.cross, map, map.cross_set(), shared_memory, "cross group");
+  if (!cross_host.ok()) return cross_host.status();
+  groups.cross_host = std::move(cross_host).value();
   return groups;
 }
 

@@ -115,8 +115,8 @@ Status Runtime::setup(const WorldFactory& make_world) {
       !s.ok()) {
     return s;
   }
-  const SetTable::Rank made_of{world_.get(),      rank,        &config_, &map_, &doorbells_,
-                               &topology_groups_, &gpu_device_};
+  const SetBuilder::Rank made_of{world_.get(),      rank,        &config_, &map_, &doorbells_,
+                                 &topology_groups_, &gpu_device_};
   if (Status s = agree(*world_, sets_.start(made_of), "the global process set"); !s.ok()) {
     return s;
   }

@@ -1,9 +1,9 @@
 #pragma once
-// The process sets this rank is a member of, as the cycle runs them: each set's group, the
-// transport of its rounds, its negotiator, its executor and the entries it owns. The table
-// makes a set (the global one at start, the others as responses create them), takes the
-// submitted entries into their sets, finishes entries, applies the cycle's set changes, and
-// ends every set when the runtime stops.
+// The process sets this rank is a member of, as the cycle runs them: each set's parts (its
+// group, the transport of its rounds, its negotiator, its executor: core/set_builder.h) and
+// the entries it owns. The table has a set built (the global one at start, the others as
+// responses create them), takes the submitted entries into their sets, finishes entries,
+// applies the cycle's set changes, and ends every set when the runtime stops.
 //
 // Thread contract: the thread that runs the cycle (the runtime's progress lock held). What
 // other threads may ask of the sets is ProcessSets (core/process_sets.h), which the table
@@ -13,66 +13,28 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "chorus/status.h"
-#include "collectives/backend.h"
-#include "collectives/topology_groups.h"
-#include "collectives/world.h"
-#include "core/config.h"
-#include "core/doorbell.h"
 #include "core/entry.h"
-#include "core/entry_table.h"
-#include "core/executor.h"
-#include "core/host_rounds.h"
-#include "core/negotiator.h"
 #include "core/observability.h"
 #include "core/process_sets.h"
-#include "topology/rank_map.h"
+#include "core/set_builder.h"
 
 namespace chorus {
-
-struct SetState {
-  int32_t id = 0;
-  std::vector<int> ranks;  // global ranks, in set order
-  std::unique_ptr<Group> group;
-  std::unique_ptr<HostRounds> host_rounds;  // set when its rounds use the board
-  ControlTransport* control = nullptr;      // host_rounds, or the group's
-  std::unique_ptr<Negotiator> negotiator;
-  // Its reductions through shared memory when every member runs on this host and maps it
-  // (collectives/shm/shm_backend.h); null otherwise. Like hierarchical_host, offered to the
-  // executor's choice and declared before it.
-  std::unique_ptr<Backend> shared_memory;
-  // The global set's host-memory reductions across hosts, over the topology groups
-  // (collectives/hierarchical_allreduce.h); null: the group's backend, flat. Declared
-  // before the executor, which uses it, so that it outlives it.
-  std::unique_ptr<Backend> hierarchical_host;
-  std::unique_ptr<Executor> executor;
-  EntryTable entries;
-};
 
 class SetTable {
  public:
   using Clock = std::chrono::steady_clock;
   using Sets = std::map<int32_t, std::unique_ptr<SetState>>;
 
-  /// What a set is made of, from the rank's set-up; each pointer outlives the table's sets.
-  struct Rank {
-    World* world = nullptr;
-    int rank = -1;
-    const Config* config = nullptr;
-    const RankMap* map = nullptr;
-    Doorbells* doorbells = nullptr;
-    TopologyGroups* topology_groups = nullptr;
-    RankDevice* gpu_device = nullptr;
-  };
-
   /// `info` and `observability` are the runtime's; they outlive the table.
   SetTable(ProcessSets* info, Observability* observability)
       : info_(info), observability_(observability) {}
 
   /// Once the rank is set up: what later sets are made of. Then makes the global set.
-  Status start(const Rank& rank);
+  Status start(const SetBuilder::Rank& rank);
 
   /// Takes the queue's entries into their sets, handing their requests to the negotiators.
   /// The entries of one submit (a grouped allreduce's members share a handle) are taken all
@@ -100,13 +62,14 @@ class SetTable {
   std::size_t size() const { return sets_.size(); }
 
  private:
-  // A set with `ranks` (global ranks, in set order) as set `id`; null where this rank is
-  // not a member. Collective over the global set.
+  // A set with `ranks` (global ranks, in set order) as set `id`, known to ProcessSets; null
+  // where this rank is not a member. Collective over the global set.
   StatusOr<std::unique_ptr<SetState>> make(int32_t id, const std::vector<int>& ranks);
 
   ProcessSets* info_;
   Observability* observability_;
-  Rank rank_;
+  int rank_ = -1;
+  std::optional<SetBuilder> builder_;
   Sets sets_;
 };
 

@@ -1,8 +1,8 @@
 #pragma once
 // The shared-memory provider of host-memory reductions: allreduce and reducescatter among
-// the ranks of one host, every dtype. A set whose members all run on one host offers it
-// before the set's MPI backend (core/set_table.cc), and so does the hierarchical
-// allreduce's local group (collectives/topology_groups.h); MPI keeps the data movement.
+// the ranks of one host, every dtype. The provider registry offers it to a set whose members
+// all run on one host, before the set's own group (collectives/providers.h), and to the
+// hierarchical allreduce's local group; the group keeps the data movement.
 //
 // Between ranks of one host an MPI message of any size costs a handshake, and a large one
 // a copy made by a system call that pins the sender's pages; the receiver makes progress
