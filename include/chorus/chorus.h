@@ -145,6 +145,14 @@ CHORUS_API StatusOr<ProcessSet> add_process_set(const std::vector<int>& ranks);
 /// (torch.distributed's new_group, which calls its backend on the members only). Blocks
 /// until created.
 CHORUS_API StatusOr<ProcessSet> add_process_set_of_members(const std::vector<int>& ranks);
+/// add_process_set_of_members without blocking: returns at once, and Handle::process_set() is
+/// the new set once the handle completed. For a caller that must not wait for the other
+/// members' call (a pair of ranks made on its first message, where each rank may first send
+/// to another). `purpose`, the same on every member, keeps apart the sets of one list of ranks
+/// made for different ends, whose calls each member may make in another order: the members
+/// match the calls of one purpose in their order.
+CHORUS_API Handle add_process_set_of_members_async(const std::vector<int>& ranks,
+                                                   const std::string& purpose = {});
 /// Removes a set created by add_process_set. Collective over every rank, like adding.
 CHORUS_API Status remove_process_set(ProcessSet process_set);
 /// This rank's rank in `process_set`, or -1 if it is not a member.

@@ -51,6 +51,8 @@ class CHORUS_API Handle {
   const std::vector<int64_t>& received_splits() const;
   /// join: the last rank that joined (in the process set's numbering).
   int last_joined_rank() const;
+  /// add_process_set_of_members_async: the set made. Valid after a successful wait().
+  ProcessSet process_set() const;
 
  private:
   std::shared_ptr<detail::HandleState> state_;

@@ -44,14 +44,6 @@ struct Options {
   std::shared_ptr<Rendezvous> rendezvous;
 };
 
-/// A group of ranks that collectives can run within. id 0 is the global set, which always
-/// exists. Obtain others from add_process_set().
-struct ProcessSet {
-  int32_t id = 0;
-  static ProcessSet global() { return {}; }
-  friend bool operator==(ProcessSet a, ProcessSet b) { return a.id == b.id; }
-};
-
 /// Allocates the output of a collective whose output size is known only after the ranks
 /// agreed (allgather, alltoall, reducescatter). Called on the background thread with the
 /// final shape; returns memory that stays valid until the handle completes. When absent,

@@ -89,4 +89,12 @@ struct CHORUS_API TensorRef {
 /// "float32[3,4] on cpu"
 CHORUS_API std::string describe(const TensorRef& t);
 
+/// A group of ranks that collectives can run within. id 0 is the global set, which always
+/// exists. Obtain others from add_process_set().
+struct ProcessSet {
+  int32_t id = 0;
+  static ProcessSet global() { return {}; }
+  friend bool operator==(ProcessSet a, ProcessSet b) { return a.id == b.id; }
+};
+
 }  // namespace chorus

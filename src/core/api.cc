@@ -324,42 +324,51 @@ Handle join() {
 
 namespace {
 
-// add_process_set and add_process_set_of_members: the checks and the submit they share.
-StatusOr<ProcessSet> add_set(OpType op, const std::vector<int>& ranks) {
+// add_process_set and add_process_set_of_members: the checks and the submit they share. The
+// handle carries the new set's id.
+Handle add_set(OpType op, const std::vector<int>& ranks, const std::string& purpose = {}) {
   std::vector<int> sorted = ranks;
   std::sort(sorted.begin(), sorted.end());
   std::shared_ptr<Runtime> rt = current_runtime();
   const int job = rt ? rt->rank_map().size : 0;
   if (rt && (sorted.empty() || std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end() ||
              sorted.front() < 0 || sorted.back() >= job)) {
-    return invalid_argument(std::string(op_type_name(op)) +
-                            ": ranks must be distinct global ranks in [0, " + std::to_string(job) +
-                            "), at least one");
+    return failed(invalid_argument(std::string(op_type_name(op)) +
+                                   ": ranks must be distinct global ranks in [0, " +
+                                   std::to_string(job) + "), at least one"));
   }
   const bool by_members = op == OpType::kAddProcessSetOfMembers;
   if (rt && by_members && !std::binary_search(sorted.begin(), sorted.end(), rt->rank_map().rank)) {
-    return invalid_argument(std::string(op_type_name(op)) + ": rank " +
-                            std::to_string(rt->rank_map().rank) + " is not one of the ranks " +
-                            ranks_string(sorted) + "; only the new set's members call it");
+    return failed(invalid_argument(std::string(op_type_name(op)) + ": rank " +
+                                   std::to_string(rt->rank_map().rank) +
+                                   " is not one of the ranks " + ranks_string(sorted) +
+                                   "; only the new set's members call it"));
   }
   StatusOr<Prepared> p =
-      prepare(op, by_members && rt ? rt->process_sets().members_set_name(sorted) : "",
+      prepare(op, by_members && rt ? rt->process_sets().members_set_name(sorted, purpose) : "",
               ProcessSet::global());
-  if (!p.ok()) return p.status();
+  if (!p.ok()) return failed(p.status());
   p->entry.request.ranks.assign(sorted.begin(), sorted.end());
-  Handle h = submit_one(*p);
+  return submit_one(*p);
+}
+
+StatusOr<ProcessSet> made_set(const Handle& h) {
   if (Status s = h.wait(); !s.ok()) return s;
-  return ProcessSet{h.last_joined_rank()};
+  return h.process_set();
 }
 
 }  // namespace
 
 StatusOr<ProcessSet> add_process_set(const std::vector<int>& ranks) {
-  return add_set(OpType::kAddProcessSet, ranks);
+  return made_set(add_set(OpType::kAddProcessSet, ranks));
 }
 
 StatusOr<ProcessSet> add_process_set_of_members(const std::vector<int>& ranks) {
-  return add_set(OpType::kAddProcessSetOfMembers, ranks);
+  return made_set(add_set(OpType::kAddProcessSetOfMembers, ranks));
+}
+
+Handle add_process_set_of_members_async(const std::vector<int>& ranks, const std::string& purpose) {
+  return add_set(OpType::kAddProcessSetOfMembers, ranks, purpose);
 }
 
 Status remove_process_set(ProcessSet process_set) {

@@ -118,4 +118,6 @@ const std::vector<int64_t>& Handle::received_splits() const {
 
 int Handle::last_joined_rank() const { return poll() && state_ ? state_->value : -1; }
 
+ProcessSet Handle::process_set() const { return ProcessSet{poll() && state_ ? state_->value : -1}; }
+
 }  // namespace chorus

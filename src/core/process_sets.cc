@@ -60,14 +60,16 @@ std::string ProcessSets::generate_name(OpType op, int32_t set_id) {
   return "chorus.set" + std::to_string(set_id) + "." + op_type_name(op) + "." + std::to_string(n);
 }
 
-std::string ProcessSets::members_set_name(const std::vector<int>& sorted_ranks) {
+std::string ProcessSets::members_set_name(const std::vector<int>& sorted_ranks,
+                                          const std::string& purpose) {
   uint64_t n;
   {
     MutexLock lock(mu_);
-    n = members_counters_[sorted_ranks]++;
+    n = members_counters_[{purpose, sorted_ranks}]++;
   }
   return std::string("chorus.") + op_type_name(OpType::kAddProcessSetOfMembers) + "." +
-         ranks_string(sorted_ranks) + "." + std::to_string(n);
+         (purpose.empty() ? "" : purpose + ".") + ranks_string(sorted_ranks) + "." +
+         std::to_string(n);
 }
 
 Status duplicate_name(const Request& q, int rank) {

@@ -48,9 +48,12 @@ class ProcessSets {
   /// its members whatever the other sets do.
   std::string generate_name(OpType op, int32_t set_id);
   /// "chorus.add_process_set_of_members.[1, 3].0": the name of a set its members create, a
-  /// counter per list of ranks, so that it matches across those members whatever sets the
-  /// other ranks create meanwhile.
-  std::string members_set_name(const std::vector<int>& sorted_ranks);
+  /// counter per list of ranks and `purpose`, so that it matches across those members whatever
+  /// sets the other ranks create meanwhile, and sets of the same ranks made for different
+  /// purposes (a group, a pair for messages) in different orders on each member do not cross.
+  /// A purpose, where given, comes before the ranks: "chorus.add_process_set_of_members.
+  /// c10d.0..p2p.[1, 3].0".
+  std::string members_set_name(const std::vector<int>& sorted_ranks, const std::string& purpose);
 
  private:
   mutable Mutex mu_;
@@ -60,7 +63,8 @@ class ProcessSets {
   std::array<std::atomic<uint64_t>, kNumOpTypes> global_counters_{};
   std::unordered_map<int32_t, std::array<uint64_t, kNumOpTypes>> set_counters_
       CHORUS_GUARDED_BY(mu_);
-  std::map<std::vector<int>, uint64_t> members_counters_ CHORUS_GUARDED_BY(mu_);
+  std::map<std::pair<std::string, std::vector<int>>, uint64_t> members_counters_
+      CHORUS_GUARDED_BY(mu_);
 };
 
 /// The failure of a submit whose name is in flight already on `rank`.

@@ -4,8 +4,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -107,8 +110,12 @@ struct Launch {
 
 class ProcessGroup final : public C10dBackend {
  public:
-  ProcessGroup(int rank, int size, ProcessSet set, std::string prefix)
-      : C10dBackend(rank, size), set_(set), prefix_(std::move(prefix)) {}
+  // `members`: the job's rank of each group rank.
+  ProcessGroup(int rank, int size, ProcessSet set, std::vector<int> members, std::string prefix)
+      : C10dBackend(rank, size),
+        set_(set),
+        members_(std::move(members)),
+        prefix_(std::move(prefix)) {}
 
   const std::string getBackendName() const override { return "chorus"; }
 
@@ -330,6 +337,14 @@ class ProcessGroup final : public C10dBackend {
     });
   }
 
+  c10::intrusive_ptr<::c10d::Work> send(std::vector<Tensor>& tensors, int dst, int tag) override {
+    return message(::c10d::OpType::SEND, tensors, dst, tag);
+  }
+
+  c10::intrusive_ptr<::c10d::Work> recv(std::vector<Tensor>& tensors, int src, int tag) override {
+    return message(::c10d::OpType::RECV, tensors, src, tag);
+  }
+
 #if TORCH_VERSION_MAJOR < 2
   void setSequenceNumberForGroup() override {}
   uint64_t getSequenceNumberForGroup() override { return sequence_.load(); }
@@ -367,6 +382,71 @@ class ProcessGroup final : public C10dBackend {
     } catch (const std::exception&) {
       // Chorus is not running: there is no peer to keep in step.
     }
+  }
+
+  // A message (send, recv) between this rank and group rank `peer` is a broadcast from its
+  // sender over the pair: the group itself where it has two members, else a set of the two
+  // (pair()). It is named by sender, receiver, tag and its count among their messages of that
+  // tag, so the k-th send of a tag matches the k-th recv of it on the other side, whatever the
+  // two do meanwhile; Chorus checks that both tensors agree and names the ranks when not. A
+  // message takes no place in the group's sequence: the other members do not make it. Where
+  // this rank refuses its own tensor, an empty one takes the name, so the peer fails too.
+  c10::intrusive_ptr<::c10d::Work> message(::c10d::OpType type, std::vector<Tensor>& tensors,
+                                           int peer, int tag) {
+    const bool sending = type == ::c10d::OpType::SEND;
+    const std::string op = sending ? "send" : "recv";
+    if (peer < 0 || peer >= getSize() || peer == getRank()) {
+      refuse(op + ": rank " + std::to_string(peer) + " is not another rank of the group (0.." +
+             std::to_string(getSize() - 1) + ", this rank " + std::to_string(getRank()) + ")");
+    }
+    const int from = sending ? getRank() : peer;
+    const int to = sending ? peer : getRank();
+    std::string name;
+    std::optional<Handle> made;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      name = prefix_ + "p2p." + std::to_string(from) + ">" + std::to_string(to) + ".tag" +
+             std::to_string(tag) + "." + std::to_string(messages_[{from, to, tag}]++);
+      made = pair(peer);
+    }
+    // The sender's place in the pair: a set's ranks are in the job's order.
+    const int root = getSize() == 2 ? from : (members_[from] < members_[to] ? 0 : 1);
+    // Runs on a completion thread, which may outlive the group: it holds copies.
+    auto carry = [group = set_, made, root, name](Tensor c) {
+      return [group, made, root, name, c]() mutable {
+        ProcessSet over = group;
+        if (made) {
+          if (Status s = made->wait(); !s.ok()) throw Error(s);
+          over = made->process_set();
+        }
+        TensorHandle h = broadcast_async_(c, root, name, over);
+        h.wait();
+      };
+    };
+    Tensor t;
+    try {
+      t = one(tensors, op.c_str());
+    } catch (...) {
+      launch(::c10d::OpType::UNKNOWN, Launch{{}, carry(at::empty({0}, at::kByte))});
+      throw;
+    }
+    return launch(type, Launch{{t}, carry(carried(t))});
+  }
+
+  // The making of the set of this rank and group rank `peer` that carries their messages
+  // where the group has more than two members; none where it has two. Started on the pair's
+  // first message on either side without waiting for the other (each rank of a ring may first
+  // send to its next while that one first sends to its own); the message's completion thread
+  // waits for it. Called with mu_ held.
+  std::optional<Handle> pair(int peer) {
+    if (getSize() == 2) return std::nullopt;
+    auto it = pairs_.find(peer);
+    if (it == pairs_.end()) {
+      Handle h =
+          add_process_set_of_members_async({members_[getRank()], members_[peer]}, prefix_ + "p2p");
+      it = pairs_.emplace(peer, h).first;
+    }
+    return it->second;
   }
 
   void root_in_group(int64_t root, const char* op) const {
@@ -418,10 +498,15 @@ class ProcessGroup final : public C10dBackend {
   }
 
   const ProcessSet set_;
+  const std::vector<int> members_;
   const std::string prefix_;
   std::atomic<uint64_t> sequence_{0};
   std::mutex mu_;
   std::vector<c10::intrusive_ptr<ChorusWork>> in_flight_;  // guarded by mu_; for barrier
+  // Guarded by mu_: the sets of this rank and each peer (pair()), and the messages so far
+  // per sender, receiver and tag.
+  std::map<int, Handle> pairs_;
+  std::map<std::tuple<int, int, int>, uint64_t> messages_;
   CompletionThreads completion_;
 };
 
@@ -458,8 +543,13 @@ c10::intrusive_ptr<C10dBackend> make_process_group(const ProcessGroupOptions& op
   }
   // torch names each group alike on its members ("" for the default group): with the set,
   // that tells apart the groups over one set.
+  std::vector<int> job_ranks = members;
+  if (whole_job) {
+    job_ranks.resize(size());
+    for (int r = 0; r < size(); ++r) job_ranks[r] = r;
+  }
   return c10::make_intrusive<ProcessGroup>(
-      options.rank, options.size, set,
+      options.rank, options.size, set, std::move(job_ranks),
       "c10d." + std::to_string(set.id) + "." + options.group_name + ".");
 }
 

@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "chorus/chorus.h"
@@ -160,6 +162,75 @@ TEST(ProcessSets, DisjointSetsOfMembersAtOnce) {
   for (int i = 0; i < 2; ++i) x.set(i, rank());
   ASSERT_TRUE(allreduce("", x.ref(), x.ref(), o).wait().ok());
   EXPECT_EQ(x.at(1), static_cast<double>(std::accumulate(mine.begin(), mine.end(), 0)));
+}
+
+// Each rank first asks for the pair with its next rank, then for the pair with its previous
+// one, without blocking (a ring of sends, each rank's first message to its next): with a
+// blocking call each rank would wait for its next rank, which waits for its own.
+TEST(ProcessSets, PairsOfARingMadeWithoutBlocking) {
+  if (size() < 3) GTEST_SKIP() << "needs three ranks for a ring of distinct pairs";
+  const int next = (rank() + 1) % size();
+  const int prev = (rank() + size() - 1) % size();
+  Handle to_next = add_process_set_of_members_async({rank(), next}, "ring");
+  Handle to_prev = add_process_set_of_members_async({prev, rank()}, "ring");
+  ASSERT_FALSE(to_next.refused()) << to_next.status().to_string();
+  // One sum in each pair, both submitted before either is waited for (each rank's pairs are
+  // its next's and its previous's).
+  std::vector<Buffer> sums;
+  sums.reserve(2);
+  std::vector<Handle> running;
+  for (Handle* made : {&to_next, &to_prev}) {
+    Status s = made->wait(std::chrono::seconds(60));
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    ASSERT_EQ(process_set_size(made->process_set()), 2);
+    sums.emplace_back(DataType::kInt32, std::vector<int64_t>{1});
+    sums.back().set(0, rank());
+  }
+  for (int i = 0; i < 2; ++i) {
+    AllreduceOptions o;
+    o.op = ReduceOp::kSum;
+    o.process_set = (i == 0 ? to_next : to_prev).process_set();
+    running.push_back(allreduce("ring.sum", sums[i].ref(), sums[i].ref(), o));
+  }
+  for (int i = 0; i < 2; ++i) {
+    Status s = running[i].wait(std::chrono::seconds(60));
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    EXPECT_EQ(sums[i].at(0), static_cast<double>(rank() + (i == 0 ? next : prev)));
+  }
+}
+
+// Two sets of the same two ranks for different purposes, asked for in opposite orders on the
+// two members: each purpose's set is the same set on both.
+TEST(ProcessSets, SetsOfOneListForTwoPurposesDoNotCross) {
+  if (size() < 2) GTEST_SKIP() << "needs two ranks";
+  // Ranks 0 and 1 alone make the sets; the others take part on their background threads only,
+  // then meet them in the barrier at the end.
+  if (rank() <= 1) {
+    std::vector<std::string> order = {"a", "b"};
+    if (rank() == 1) std::swap(order[0], order[1]);
+    std::map<std::string, Handle> made;
+    for (const std::string& purpose : order)
+      made[purpose] = add_process_set_of_members_async({0, 1}, purpose);
+    ProcessSet a = {};
+    ProcessSet b = {};
+    for (auto [purpose, set] : {std::pair{"a", &a}, std::pair{"b", &b}}) {
+      Status s = made[purpose].wait(std::chrono::seconds(60));
+      ASSERT_TRUE(s.ok()) << s.to_string();
+      *set = made[purpose].process_set();
+    }
+    ASSERT_NE(a.id, b.id);
+    // Each member's id of set "a", summed over set "a" itself: twice its own where both hold
+    // it.
+    AllreduceOptions o;
+    o.op = ReduceOp::kSum;
+    o.process_set = a;
+    Buffer ids(DataType::kInt32, {1});
+    ids.set(0, a.id);
+    Status s = allreduce("purpose.a", ids.ref(), ids.ref(), o).wait(std::chrono::seconds(60));
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    EXPECT_EQ(ids.at(0), 2.0 * a.id);
+  }
+  ASSERT_TRUE(barrier().wait(std::chrono::seconds(60)).ok());
 }
 
 }  // namespace

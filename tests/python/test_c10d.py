@@ -265,6 +265,75 @@ def test_ranks_that_disagree_fail_together_and_the_group_goes_on():
     assert torch.equal(t, torch.full((2,), float(dist.get_world_size())))
 
 
+def test_send_and_recv_around_a_ring_by_tag_and_in_a_subgroup():
+    """Each rank first sends to its next while that one first sends to its own: the pair that
+    carries a message is made without waiting for the peer's first call. Messages of different
+    tags match by tag, whatever order they are received in."""
+    n, me = dist.get_world_size(), dist.get_rank()
+    if n == 1:
+        with pytest.raises(ValueError, match="rank 0 is not another rank of the group"):
+            dist.send(torch.zeros(1), dst=0)
+        return
+    nxt, prev = (me + 1) % n, (me - 1) % n
+    for dtype in [torch.float32, torch.int64, torch.bool]:
+        out = value(me, (3, 4), dtype) > 2 if dtype is torch.bool else value(me, (3, 4), dtype)
+        got = torch.zeros((3, 4), dtype=dtype)
+        works = [dist.isend(out, nxt), dist.irecv(got, prev)]
+        for w in works:
+            w.wait()
+        want = value(prev, (3, 4), dtype)
+        assert torch.equal(got, want > 2 if dtype is torch.bool else want)
+    sends = [dist.isend(value(me, (2,), torch.float64, salt=1), nxt, tag=1),
+             dist.isend(value(me, (5,), torch.float64, salt=2), nxt, tag=2)]
+    by_tag = {2: torch.zeros(5, dtype=torch.float64), 1: torch.zeros(2, dtype=torch.float64)}
+    receives = [dist.irecv(by_tag[tag], prev, tag=tag) for tag in (2, 1)]
+    for w in sends + receives:
+        w.wait()
+    assert torch.equal(by_tag[1], value(prev, (2,), torch.float64, salt=1))
+    assert torch.equal(by_tag[2], value(prev, (5,), torch.float64, salt=2))
+    # Blocking calls: rank 0 sends each other rank its own message, in rank order.
+    if me == 0:
+        for r in range(1, n):
+            dist.send(value(0, (r,), torch.int32, salt=r), dst=r)
+    else:
+        got = torch.zeros(me, dtype=torch.int32)
+        dist.recv(got, src=0)
+        assert torch.equal(got, value(0, (me,), torch.int32, salt=me))
+    # In a subgroup torch gives the peer as a global rank; a message in it does not stop
+    # the group's own calls.
+    group = dist.new_group(list(range(n)), backend="chorus")
+    if me in (0, n - 1):
+        peer = n - 1 - me
+        got = torch.zeros(3)
+        works = [dist.isend(torch.full((3,), float(me)), peer, group=group),
+                 dist.irecv(got, peer, group=group)]
+        for w in works:
+            w.wait()
+        assert torch.equal(got, torch.full((3,), float(peer)))
+    t = torch.ones(1)
+    dist.all_reduce(t, group=group)
+    assert t.item() == n
+
+
+def test_a_message_whose_tensors_disagree_fails_on_both_sides():
+    n, me = dist.get_world_size(), dist.get_rank()
+    if n == 1:
+        pytest.skip("a message needs two ranks")
+    if me in (0, 1):
+        with pytest.raises(hvd.ArgumentError, match=r"disagree on shape: \[3\] on ranks \[0\]"):
+            if me == 0:
+                dist.send(torch.ones(3), dst=1)
+            else:
+                dist.recv(torch.ones(4), src=0)
+        # The next message between them goes through.
+        got = torch.zeros(2)
+        if me == 0:
+            dist.send(torch.full((2,), 5.0), dst=1)
+        else:
+            dist.recv(got, src=0)
+            assert torch.equal(got, torch.full((2,), 5.0))
+
+
 def test_subgroups_on_process_sets():
     """new_group on chorus: the members make a Chorus process set; torch translates roots from
     global ranks. Every rank calls new_group for every group, as torch requires."""
