@@ -9,6 +9,8 @@
 #      (CHORUS_RSH): every rank's map, rank 0's host table, the allreduce across the hosts;
 #   2. with Python: chorusrun --gloo -H h1:2,h2:2 python ddp_mnist.py --backend chorus, a
 #      PyTorch DDP script whose default group starts Chorus on Gloo in torch's env:// store;
+#      then the same script under torchrun itself, one per host (--nnodes 2, static
+#      rendezvous at h1), as a user starts it on each node;
 #   3. faults peer_exits_idle and peer_killed_busy on h1, h2, h3, one rank each, started through
 #      the agent without a launcher that would end the others: when the rank on h3 dies idle or
 #      in a stream of allreduces, the ranks on h1 and h2 fail their collective within
@@ -59,6 +61,29 @@ if [ -n "$py" ]; then
     fail "the DDP script did not run on 4 ranks over 2 hosts"
   grep -qE "final test accuracy: [0-9.]+% \(4 ranks, chorus\)" "$state/run2" ||
     fail "the DDP script did not finish training"
+
+  # The same script under torchrun, one torchrun per host as a user starts it on each node
+  # (static rendezvous at h1): its workers' default group starts Chorus on Gloo in the store
+  # torchrun keeps. --redirects 1 --tee 1: see tests/mpi/run_torchrun.sh.
+  echo "== torchrun --nnodes 2 --nproc_per_node 2 on h1 and h2: ddp_mnist.py --backend chorus"
+  port=$(( 20000 + ($$ + RANDOM) % 20000 ))
+  pids=()
+  for node in 0 1; do
+    "$state/agent" "h$((node + 1))" "exec env PYTHONPATH=$py_build/python timeout -k 5 180 \
+$py -m torch.distributed.run --nnodes 2 --node_rank $node --nproc_per_node 2 \
+--master_addr $subnet.1 --master_port $port --redirects 1 --tee 1 --log_dir $state/torchrun.$node \
+$ddp --backend chorus --epochs 1 --limit 8000 --min-accuracy 50 --data-dir $data" \
+      >"$state/run3.$node" 2>&1 &
+    pids+=($!)
+  done
+  rc=0
+  for p in "${pids[@]}"; do wait "$p" || rc=$?; done
+  cat "$state/run3".*
+  [ $rc = 0 ] || fail "the DDP script under torchrun exited $rc"
+  grep -q "rank map: 4 ranks on 2 hosts" "$state/run3.0" ||
+    fail "the DDP script under torchrun did not run on 4 ranks over 2 hosts"
+  grep -qE "final test accuracy: [0-9.]+% \(4 ranks, chorus\)" "$state/run3.0" ||
+    fail "the DDP script under torchrun did not finish training"
 fi
 
 # faults CASE: one rank on each of h1, h2, h3 through the agent, without a launcher that would
