@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -179,6 +180,47 @@ void TcpStoreServer::serve() {
 
 // --- a rank's connection ---------------------------------------------------------------
 
+namespace {
+
+// connect() that gives up at `deadline`: a blocking connect to a host that drops the packets
+// waits out the kernel's SYN retries, minutes past any deadline. The socket is blocking again
+// on success. False, with `error` set, otherwise.
+bool connect_by(int fd, const sockaddr* addr, socklen_t len,
+                std::chrono::steady_clock::time_point deadline, std::string* error) {
+  const int flags = ::fcntl(fd, F_GETFL, 0);
+  if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) {
+    *error = std::strerror(errno);
+    return false;
+  }
+  if (::connect(fd, addr, len) != 0) {
+    if (errno != EINPROGRESS) {
+      *error = std::strerror(errno);
+      return false;
+    }
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    pollfd p{fd, POLLOUT, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(1, left.count())));
+    if (ready <= 0) {
+      *error = ready == 0 ? "no answer in time" : std::strerror(errno);
+      return false;
+    }
+    int so_error = 0;
+    socklen_t so_len = sizeof so_error;
+    if (::getsockopt(fd, SOL_SOCKET, SO_ERROR, &so_error, &so_len) != 0 || so_error != 0) {
+      *error = std::strerror(so_error != 0 ? so_error : errno);
+      return false;
+    }
+  }
+  if (::fcntl(fd, F_SETFL, flags) < 0) {
+    *error = std::strerror(errno);
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
 StatusOr<std::shared_ptr<TcpRendezvous>> TcpRendezvous::connect(int rank, int size,
                                                                 const std::string& host, int port,
                                                                 std::chrono::milliseconds timeout) {
@@ -209,14 +251,13 @@ StatusOr<std::shared_ptr<TcpRendezvous>> TcpRendezvous::connect(int rank, int si
     for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
       const int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
       if (fd < 0) continue;
-      if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0) {
+      if (connect_by(fd, a->ai_addr, a->ai_addrlen, deadline, &last)) {
         ::freeaddrinfo(found);
         const int on = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
         return std::shared_ptr<TcpRendezvous>(
             new TcpRendezvous(rank, size, where, fd, std::move(server)));
       }
-      last = std::strerror(errno);
       ::close(fd);
     }
     ::freeaddrinfo(found);

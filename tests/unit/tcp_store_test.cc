@@ -114,5 +114,37 @@ TEST(TcpStore, NoServerRunsOutNamingWhere) {
       << store.status().to_string();
 }
 
+// A store whose host takes no more connections (its queue full: the kernel drops the SYNs, as
+// a host that drops packets does): the connection gives up by its deadline, where a blocking
+// connect would wait out the kernel's retries for minutes (the test's own timeout).
+TEST(TcpStore, AStoreThatDropsConnectionsRunsOutByTheDeadline) {
+  const int listener = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  socklen_t len = sizeof addr;
+  getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len);
+  ASSERT_EQ(listen(listener, 0), 0);
+  // Fill the queue: connections never accepted, each done by the kernel alone.
+  std::vector<int> queued;
+  for (int i = 0; i < 4; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+    connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    queued.push_back(fd);
+  }
+  std::this_thread::sleep_for(milliseconds(100));
+  const int port = ntohs(addr.sin_port);
+  StatusOr<std::shared_ptr<TcpRendezvous>> store =
+      TcpRendezvous::connect(1, 2, "127.0.0.1", port, milliseconds(500));
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.status().message().find("could not reach the job's store at 127.0.0.1:" +
+                                          std::to_string(port)),
+            std::string::npos)
+      << store.status().to_string();
+  for (int fd : queued) close(fd);
+  close(listener);
+}
+
 }  // namespace
 }  // namespace chorus
