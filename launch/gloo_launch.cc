@@ -61,8 +61,14 @@ std::vector<RankStart> gloo_starts(const Plan& plan, const std::vector<std::stri
         out.push_back({program, vars});
         continue;
       }
-      // ssh runs one shell line: the directory, the variables, the program, each quoted.
-      std::string line = "cd " + shell_quote(job.cwd) + " && exec env";
+      // ssh runs one shell line: the directory, then the rank (the variables, the program,
+      // each quoted) beside a watcher of the line's input, which chorusrun holds open for the
+      // job's life: when it closes (chorusrun or its ssh ended, the connection lost) the
+      // watcher ends the rank, SIGTERM then SIGKILL, where the remote shell would leave it
+      // running (the program is exec'd by env, so the rank is that process). A shell without
+      // job control gives a background list /dev/null for input, so the watcher reads the
+      // line's input through fd 3; the line exits with the rank's status.
+      std::string line = "cd " + shell_quote(job.cwd) + " || exit 127; exec 3<&0; env";
       for (const auto& [name, value] : env) {
         const bool ours = std::any_of(vars.begin(), vars.end(), [&](const std::string& v) {
           return v.compare(0, name.size() + 1, name + "=") == 0;
@@ -71,10 +77,14 @@ std::vector<RankStart> gloo_starts(const Plan& plan, const std::vector<std::stri
       }
       for (const std::string& v : vars) line += " " + shell_quote(v);
       for (const std::string& w : program) line += " " + shell_quote(w);
+      line +=
+          " </dev/null 3<&- & r=$!; (cat <&3; kill -TERM $r; sleep 5; kill -KILL $r) >/dev/null "
+          "2>&1 & w=$!; exec 3<&-; wait $r; c=$?; kill $w 2>/dev/null; exit $c";
       RankStart start;
       start.argv = job.rsh;
       start.argv.push_back(p.host);
       start.argv.push_back(line);
+      start.remote = true;
       out.push_back(std::move(start));
     }
   }
@@ -98,6 +108,14 @@ int run_gloo_job(const std::vector<RankStart>& starts) {
   sigaction(SIGTERM, &sa, nullptr);
   std::vector<pid_t> pids;
   std::fflush(nullptr);
+  // The remote ranks' input (gloo_starts): open, never written, until chorusrun ends.
+  int held[2] = {-1, -1};
+  const bool any_remote =
+      std::any_of(starts.begin(), starts.end(), [](const RankStart& s) { return s.remote; });
+  if (any_remote && pipe2(held, O_CLOEXEC) != 0) {
+    std::fprintf(stderr, "chorusrun: error: pipe: %s\n", std::strerror(errno));
+    return 1;
+  }
   for (const RankStart& s : starts) {
     // The rank's variables replace chorusrun's own of the same names (getenv takes the first).
     std::vector<std::string> env_text;
@@ -120,9 +138,9 @@ int run_gloo_job(const std::vector<RankStart>& starts) {
       signal(SIGINT, SIG_DFL);
       signal(SIGTERM, SIG_DFL);
       // No rank reads chorusrun's input (a remote shell would take it, or stop on SIGTTIN in
-      // the background).
-      const int null_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
-      if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
+      // the background): a local rank reads /dev/null, a remote one the pipe chorusrun holds.
+      const int in_fd = s.remote ? held[0] : open("/dev/null", O_RDONLY | O_CLOEXEC);
+      if (in_fd >= 0) dup2(in_fd, STDIN_FILENO);
       execvpe(argv[0], argv.data(), envp.data());
       std::fprintf(stderr, "chorusrun: error: cannot run '%s': %s\n", argv[0],
                    std::strerror(errno));
@@ -174,6 +192,9 @@ int run_gloo_job(const std::vector<RankStart>& starts) {
       }
     }
     usleep(verdict != 0 ? 200000 : 20000);
+  }
+  for (int fd : held) {
+    if (fd >= 0) close(fd);
   }
   return verdict;
 }

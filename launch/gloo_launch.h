@@ -18,6 +18,9 @@ namespace chorus::launch {
 struct RankStart {
   std::vector<std::string> argv;
   std::vector<std::string> env;  ///< NAME=value
+  /// Started through the remote shell: its input is a pipe chorusrun holds open until it
+  /// ends, which the remote line watches.
+  bool remote = false;
 };
 
 struct GlooJob {

@@ -11,7 +11,9 @@
 #      PyTorch DDP script whose default group starts Chorus on Gloo in torch's env:// store;
 #      then the same script under torchrun itself, one per host (--nnodes 2, static
 #      rendezvous at h1), as a user starts it on each node;
-#   3. faults peer_exits_idle and peer_killed_busy on h1, h2, h3, one rank each, started through
+#   3. chorusrun killed with SIGKILL while its ranks run on h1 and h2: the ranks end (the remote
+#      line watches the input chorusrun holds for it);
+#   4. faults peer_exits_idle and peer_killed_busy on h1, h2, h3, one rank each, started through
 #      the agent without a launcher that would end the others: when the rank on h3 dies idle or
 #      in a stream of allreduces, the ranks on h1 and h2 fail their collective within
 #      CHORUS_LIVENESS_SECONDS and the roll call, naming rank 2 alone.
@@ -85,6 +87,26 @@ $ddp --backend chorus --epochs 1 --limit 8000 --min-accuracy 50 --data-dir $data
   grep -qE "final test accuracy: [0-9.]+% \(4 ranks, chorus\)" "$state/run3.0" ||
     fail "the DDP script under torchrun did not finish training"
 fi
+
+# chorusrun itself killed (SIGKILL: it ends nothing itself): its ranks on other hosts, whose
+# remote shells would leave them running, end once the input chorusrun held for them closes.
+echo "== chorusrun --gloo -H h1:1,h2:1 killed: its ranks on the hosts end"
+marker=$(( 3000 + RANDOM % 1000 ))
+"$chorusrun" --gloo -H h1:1,h2:1 sleep "$marker" >"$state/run4" 2>&1 &
+runner=$!
+for _ in $(seq 50); do
+  [ "$(pgrep -fc "^sleep $marker\$")" = 2 ] && break
+  sleep 0.2
+done
+[ "$(pgrep -fc "^sleep $marker\$")" = 2 ] || fail "chorusrun did not start its 2 ranks"
+kill -KILL "$runner"
+for _ in $(seq 50); do
+  [ "$(pgrep -fc "^sleep $marker\$")" = 0 ] && break
+  sleep 0.2
+done
+left=$(pgrep -fc "^sleep $marker\$")
+pkill -f "^sleep $marker\$"
+[ "$left" = 0 ] || fail "$left rank(s) still ran 10 s after chorusrun was killed"
 
 # faults CASE: one rank on each of h1, h2, h3 through the agent, without a launcher that would
 # end the others; the ranks on h1 and h2 must name rank 2 alone, within 40 s.
