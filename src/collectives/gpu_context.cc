@@ -68,11 +68,13 @@ GpuContext::~GpuContext() {
     // collective a dead peer holds), and freeing device or pinned memory waits for all of
     // it: what the set holds is left to the process's exit.
     if (choice_) choice_->abandon();
+    for (std::unique_ptr<Backend>& b : left_) static_cast<void>(b.release());
     static_cast<void>(copy_.release());
     return;
   }
   if (stream) cudaStreamSynchronize(stream);
   choice_.reset();
+  left_.clear();
   copy_.reset();
   // On the set's stream, idle by now: cudaFree would wait for the whole device, the
   // trainer's kernels too, holding the background thread when a set is removed.

@@ -159,6 +159,7 @@ class GpuContext final : private GpuMaker {
   // GpuMaker: the backends the registry's GPU providers make (collectives/providers.h).
   std::unique_ptr<Backend> staged(Backend& host) override;
   StatusOr<std::unique_ptr<Backend>> nccl(Backend& host, const std::string& label) override;
+  void keep(std::unique_ptr<Backend> made) override { left_.push_back(std::move(made)); }
   void abort_nccl();
   // Waits (bounded) for the stream's queued work; false if it did not finish.
   bool drain();
@@ -178,8 +179,10 @@ class GpuContext final : private GpuMaker {
   std::size_t marks_used_ = 0;    // of marks_, in the current batch
   std::unique_ptr<gpu::BatchedCopy> copy_;
   std::vector<NcclBackend*> nccl_;  // every NCCL communicator in use, for error polling
-  // The set's GPU backends (they own their NCCL communicators), as the registry assembled.
+  // The set's GPU backends (they own their NCCL communicators), as the registry assembled;
+  // and what an assembly that failed had made (keep()), left undestroyed with the rest.
   std::optional<BackendChoice> choice_;
+  std::vector<std::unique_ptr<Backend>> left_;
   std::string description_;
   std::size_t fusion_capacity_ = 0;
   void* fusion_ = nullptr;

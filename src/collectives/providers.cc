@@ -87,12 +87,12 @@ StatusOr<Offered> gpu_hierarchy_provider(const ProviderSet& set, Backend* below)
   log().debug("{}: {} GPU allreduce: {}", set.label, hierarchy.on ? "hierarchical" : "flat",
               hierarchy.reason);
   if (!hierarchy.on) return out;
-  // A level made is left undestroyed where a later step fails (see assemble()).
+  // A level made goes to the maker where a later step fails (see assemble()).
   std::unique_ptr<Backend> local;
   std::unique_ptr<Backend> cross;
-  auto failed = [&local, &cross](Status s) {
-    static_cast<void>(local.release());
-    static_cast<void>(cross.release());
+  auto failed = [&](Status s) {
+    if (local) set.gpu->keep(std::move(local));
+    if (cross) set.gpu->keep(std::move(cross));
     return s;
   };
   if (Status s =
@@ -160,12 +160,15 @@ StatusOr<BackendChoice> assemble(Memory memory, const ProviderSet& set) {
     if (p.memory == memory) order.push_back(&p);
   }
   std::vector<BackendChoice::Offer> offers;  // last provider first
-  // A failed assembly leaves what its providers made undestroyed: the failure may have left
-  // the members out of step, and destroying a communicator then may wait for peers that will
-  // not come (NCCL's); the GPU context aborts the communicators it made instead.
-  auto failed = [&offers](Status s) {
-    for (BackendChoice::Offer& o : offers) {
-      for (std::unique_ptr<Backend>& b : o.owned) static_cast<void>(b.release());
+  // A failed assembly hands what its providers made to the GPU maker (GpuMaker::keep); host
+  // backends are destroyed.
+  auto failed = [&offers, &set](Status s) {
+    if (set.gpu) {
+      for (BackendChoice::Offer& o : offers) {
+        for (std::unique_ptr<Backend>& b : o.owned) {
+          if (b) set.gpu->keep(std::move(b));
+        }
+      }
     }
     return s;
   };

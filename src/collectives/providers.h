@@ -45,6 +45,10 @@ class GpuMaker {
   /// A NCCL communicator over the members of `host`, made by them alone (collective over
   /// them); `label` names it in messages.
   virtual StatusOr<std::unique_ptr<Backend>> nccl(Backend& host, const std::string& label) = 0;
+  /// What an assembly that failed had made: the failure may have left the members out of
+  /// step, and destroying a communicator then may wait for peers that will not come (NCCL's),
+  /// so the maker decides when, or whether, to destroy it.
+  virtual void keep(std::unique_ptr<Backend> made) = 0;
 };
 
 /// What a provider is asked about: one process set (or a topology group), the same on every
@@ -90,7 +94,8 @@ const std::vector<Provider>& provider_registry();
 
 /// The choice of `set`'s backends for `memory`: every provider of the memory asked (last
 /// first), those that serve the set offered in the registry's order. Collective over the
-/// set where a provider's making is; fails on every member where it fails on one.
+/// set where a provider's making is; fails on every member where it fails on one. After a
+/// failure what was made goes to the GPU maker (GpuMaker::keep), or is destroyed (host).
 StatusOr<BackendChoice> assemble(Memory memory, const ProviderSet& set);
 
 }  // namespace chorus

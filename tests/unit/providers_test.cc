@@ -188,8 +188,10 @@ class FakeMaker final : public GpuMaker {
     if (label == fail) return internal_error(label + ": ncclCommInitRank failed");
     return std::unique_ptr<Backend>(std::make_unique<Reductions>(host.rank(), host.size()));
   }
+  void keep(std::unique_ptr<Backend> backend) override { kept.push_back(std::move(backend)); }
   std::vector<std::string> made;
-  std::string fail;  ///< the label of the communicator that fails here
+  std::vector<std::unique_ptr<Backend>> kept;  ///< what a failed assembly handed back
+  std::string fail;                            ///< the label of the communicator that fails here
 };
 
 struct GpuSet {
@@ -254,6 +256,9 @@ TEST(ProvidersTest, ALevelThatFailsOnAnyMemberFailsTheAssemblyByName) {
   EXPECT_NE(choice.status().message().find("global/local: ncclCommInitRank failed"),
             std::string::npos)
       << choice.status().message();
+  // The staged backend and the flat communicator, made before the level failed, are the
+  // maker's to destroy, not the failed assembly's.
+  EXPECT_EQ(here.maker.kept.size(), 2u);
 
   GpuSet elsewhere;
   set = elsewhere.set(GpuPath::kNccl, true);
