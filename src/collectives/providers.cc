@@ -183,7 +183,8 @@ StatusOr<BackendChoice> assemble(Memory memory, const ProviderSet& set) {
       below = made->backend;
     }
     if (!made->backend) continue;
-    offers.push_back({made->backend, std::move(made->why), std::move(made->owned), (*it)->name});
+    made->provider = (*it)->name;
+    offers.push_back(std::move(made).value());
   }
   std::reverse(offers.begin(), offers.end());
   return BackendChoice(set.label, std::move(offers));

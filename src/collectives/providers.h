@@ -73,13 +73,10 @@ struct ProviderSet {
   std::string set_name;
 };
 
-/// What a provider made for a set: a backend and why it is offered, with what it owns; or
-/// no backend where the provider does not serve the set (its own debug log says why).
-struct Offered {
-  Backend* backend = nullptr;
-  std::string why;
-  std::vector<std::unique_ptr<Backend>> owned;  ///< users before what they use
-};
+/// What a provider made for a set is the offer to the set's choice (BackendChoice::Offer: the
+/// backend, why it is offered, what it owns), with no backend where the provider does not
+/// serve the set (its own debug log says why); assemble() fills in the provider's name.
+using Offered = BackendChoice::Offer;
 
 struct Provider {
   const char* name;
