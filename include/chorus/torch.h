@@ -14,5 +14,6 @@
 
 #include "chorus/torch/distributed_optimizer.h"
 #include "chorus/torch/elastic.h"
+#include "chorus/torch/sharded_optimizer.h"
 #include "chorus/torch/state.h"
 #include "chorus/torch/tensor_ops.h"

@@ -12,23 +12,67 @@ NamedParameters named_parameters(const ::torch::nn::Module& module) {
   return out;
 }
 
+namespace {
+
+ShardedOptions as_buckets(const DistributedOptimizerOptions& o) {
+  if (!o.groups.empty() || o.sparse_as_dense) {
+    throw Error(invalid_argument(
+        "DistributedOptimizer: bucket_bytes lays out every gradient in buckets; groups and "
+        "sparse_as_dense do not apply with it"));
+  }
+  ShardedOptions b;
+  b.stage = 0;
+  b.bucket_bytes = o.bucket_bytes;
+  b.op = o.op;
+  b.gradient_predivide_factor = o.gradient_predivide_factor;
+  b.backward_passes_per_step = o.backward_passes_per_step;
+  b.compression = o.compression;
+  b.process_set = o.process_set;
+  b.name_prefix = o.name_prefix;
+  return b;
+}
+
+}  // namespace
+
 DistributedOptimizer::DistributedOptimizer(::torch::optim::Optimizer& optimizer,
                                            NamedParameters named_parameters,
                                            DistributedOptimizerOptions options)
-    : optimizer_(optimizer), reducer_(std::move(named_parameters), std::move(options)) {}
+    : optimizer_(optimizer) {
+  if (options.bucket_bytes > 0) {
+    buckets_ = std::make_unique<ShardedReducer>(std::move(named_parameters), std::vector<int>{},
+                                                as_buckets(options));
+  } else {
+    reducer_ = std::make_unique<GradientReducer>(std::move(named_parameters), std::move(options));
+  }
+}
 
 void DistributedOptimizer::synchronize() {
   synchronized_ = true;
-  reducer_.synchronize();
+  if (buckets_) {
+    buckets_->synchronize();
+  } else {
+    reducer_->synchronize();
+  }
 }
 
 void DistributedOptimizer::step() {
-  if (!synchronized_) reducer_.synchronize();
+  if (!synchronized_) synchronize();
   synchronized_ = false;
   optimizer_.step();
   chorus::mark_step();  // the step's end on this rank's timeline, for chorus-trace summary
 }
 
-void DistributedOptimizer::zero_grad() { optimizer_.zero_grad(); }
+void DistributedOptimizer::zero_grad() {
+  // The buckets' gradients are zeroed in place, so that they stay views into the buckets.
+  if (buckets_) {
+    buckets_->zero_grad();
+  } else {
+    optimizer_.zero_grad();
+  }
+}
+
+int64_t DistributedOptimizer::reductions_started() const {
+  return buckets_ ? buckets_->reductions_started() : reducer_->reductions_started();
+}
 
 }  // namespace chorus::torch

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "chorus/torch/tensor_ops.h"
+#include "torch/gradient_reduction.h"
 #include "torch/parameter_layout.h"
 
 namespace chorus::torch {
@@ -215,30 +216,6 @@ class AccumulatedHook : public ::torch::autograd::FunctionPostHook {
   std::size_t index_;
 };
 
-AllreduceOptions reduction_of(const DistributedOptimizerOptions& o) {
-  if (o.op != ReduceOp::kAverage && o.op != ReduceOp::kSum) {
-    throw Error(invalid_argument(std::string("gradients are reduced by average or sum, not ") +
-                                 reduce_op_name(o.op)));
-  }
-  if (o.gradient_predivide_factor <= 0) {
-    throw Error(invalid_argument("gradient_predivide_factor must be positive, got " +
-                                 std::to_string(o.gradient_predivide_factor)));
-  }
-  if (o.gradient_predivide_factor != 1.0 && o.op != ReduceOp::kAverage) {
-    throw Error(invalid_argument("gradient_predivide_factor applies only to op average"));
-  }
-  if (o.backward_passes_per_step < 1) {
-    throw Error(invalid_argument("backward_passes_per_step must be at least 1, got " +
-                                 std::to_string(o.backward_passes_per_step)));
-  }
-  AllreduceOptions a;
-  a.op = o.op;
-  a.prescale = 1.0 / o.gradient_predivide_factor;
-  a.postscale = o.gradient_predivide_factor;
-  a.process_set = o.process_set;
-  return a;
-}
-
 // For each given parameter, the group it belongs to in `groups` (or none), checked.
 std::vector<std::optional<std::size_t>> group_of(
     const std::vector<std::vector<std::size_t>>& groups, std::size_t count) {
@@ -264,7 +241,8 @@ std::vector<std::optional<std::size_t>> group_of(
 GradientReducer::GradientReducer(NamedParameters parameters, DistributedOptimizerOptions options)
     : state_(std::make_shared<State>()) {
   State& s = *state_;
-  s.allreduce = reduction_of(options);
+  s.allreduce = gradient_reduction(options.op, options.gradient_predivide_factor,
+                                   options.backward_passes_per_step, options.process_set);
   s.options = std::move(options);
   const auto given_group = group_of(s.options.groups, parameters.size());
   check_same_layout(parameters, s.options.name_prefix, s.options.process_set);

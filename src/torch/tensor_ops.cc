@@ -200,6 +200,32 @@ TensorHandle allgather_async(const Tensor& tensor, const std::string& name,
   return wrap(s, chorus::allgather(name, to_ref(input, what), options));
 }
 
+TensorHandle allgather_into_async(const Tensor& input, const Tensor& output,
+                                  const std::string& name, const ProcessSet& process_set) {
+  const std::string what = label(name, "allgather");
+  if (!input.is_contiguous() || !output.is_contiguous() || input.dim() != output.dim() ||
+      input.scalar_type() != output.scalar_type() || input.device() != output.device()) {
+    throw Error(invalid_argument("allgather '" + what +
+                                 "': the output must be contiguous, of the input's dtype, "
+                                 "device and number of dimensions"));
+  }
+  auto s = std::make_shared<State>();
+  s->buffers = {input, output};
+  s->results = {output};
+  AllgatherOptions options;
+  options.process_set = process_set;
+  options.allocate = [ref = to_ref(output, what), rows = output.size(0),
+                      what](const std::vector<int64_t>& shape) -> StatusOr<TensorRef> {
+    if (shape.empty() || shape[0] != rows) {
+      return invalid_argument("allgather '" + what + "': the ranks gather " +
+                              std::to_string(shape.empty() ? 0 : shape[0]) +
+                              " rows into an output of " + std::to_string(rows));
+    }
+    return ref;
+  };
+  return wrap(s, chorus::allgather(name, to_ref(input, what), options));
+}
+
 Tensor allgather(const Tensor& tensor, const std::string& name, const ProcessSet& process_set) {
   return allgather_async(tensor, name, process_set).wait();
 }

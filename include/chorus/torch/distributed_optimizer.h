@@ -7,7 +7,10 @@
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
 
+#include <memory>
+
 #include "chorus/torch/gradient_reducer.h"
+#include "chorus/torch/sharded_reducer.h"
 
 namespace chorus::torch {
 
@@ -37,11 +40,13 @@ class DistributedOptimizer {
   ::torch::optim::Optimizer& optimizer() { return optimizer_; }
   /// Gradient reductions started since the last synchronize(): lets a trainer (or a test)
   /// see that communication began while backward was still running.
-  int64_t reductions_started() const { return reducer_.reductions_started(); }
+  int64_t reductions_started() const;
 
  private:
   ::torch::optim::Optimizer& optimizer_;
-  GradientReducer reducer_;
+  // One of the two: each gradient its own reduction, or the gradients in buckets.
+  std::unique_ptr<GradientReducer> reducer_;
+  std::unique_ptr<ShardedReducer> buckets_;
   bool synchronized_ = false;
 };
 

@@ -49,6 +49,13 @@ struct DistributedOptimizerOptions {
   /// parameter whose first sparse gradient comes in a later step must get a gradient on
   /// every rank in that step (or the ranks' calls differ and the step stalls).
   bool sparse_as_dense = false;
+  /// Gradients in buckets (DistributedOptimizer only): 0 reduces each gradient (or group)
+  /// as its own collective, which the core fuses; a positive size keeps the gradients inside
+  /// persistent flat buckets of at most that many bytes, laid out in the order backward
+  /// produces them, each allreduced in place once its last gradient is accumulated, with no
+  /// pack and no unpack (param.grad() is a view into its bucket; ShardedReducer, stage 0).
+  /// Not with `groups` or sparse gradients kept sparse.
+  int64_t bucket_bytes = 0;
 };
 
 /// A named parameter list, as Module::named_parameters() gives it.

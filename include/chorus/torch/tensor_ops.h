@@ -134,6 +134,13 @@ TensorHandle sparse_allreduce_async(const ::torch::Tensor& tensor, const std::st
 TensorHandle grouped_allgather_async(const std::vector<::torch::Tensor>& tensors,
                                      const std::vector<std::string>& names = {},
                                      const ProcessSet& process_set = {});
+/// Allgather into a tensor the caller owns: `output` (contiguous, on input's device and
+/// dtype, with size-of-set times input's rows) receives every rank's `input` in rank order.
+/// `input` may be this rank's block inside `output` (a sharded optimizer gathers its updated
+/// shard in place). Every rank's input must have the same shape.
+TensorHandle allgather_into_async(const ::torch::Tensor& input, const ::torch::Tensor& output,
+                                  const std::string& name = {}, const ProcessSet& process_set = {});
+
 std::vector<::torch::Tensor> grouped_allgather(const std::vector<::torch::Tensor>& tensors,
                                                const std::vector<std::string>& names = {},
                                                const ProcessSet& process_set = {});

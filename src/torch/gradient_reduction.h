@@ -1,0 +1,15 @@
+#pragma once
+// The reduction of gradients that DistributedOptimizer's and ShardedOptimizer's options ask
+// for, checked: one place for both engines.
+
+#include "chorus/options.h"
+
+namespace chorus::torch {
+
+/// The allreduce of the gradients: `op` is kAverage or kSum; `predivide` divides each
+/// gradient before the sum and multiplies the average after it (kAverage only); `passes`
+/// (backward passes per step) is at least 1. Throws chorus::Error naming the bad value.
+AllreduceOptions gradient_reduction(ReduceOp op, double predivide, int passes,
+                                    ProcessSet process_set);
+
+}  // namespace chorus::torch
