@@ -52,6 +52,7 @@ struct ShardedReducer::State {
   std::vector<Param> params;
   std::vector<Run> buckets;
   std::vector<std::string> names;  // of params
+  std::size_t given = 0;           // parameters given, frozen ones included
   std::vector<Tensor> shards;
   int64_t started_count = 0;
 
@@ -233,6 +234,7 @@ ShardedReducer::ShardedReducer(NamedParameters parameters, std::vector<int> grou
   s.rank = process_set_rank(s.options.process_set);
   s.ranks = process_set_size(s.options.process_set);
   const int stage = s.options.stage;
+  s.given = parameters.size();
 
   std::vector<ParameterShape> shapes;
   std::vector<std::size_t> given;  // params[k] is parameters[given[k]]
@@ -386,6 +388,90 @@ double ShardedReducer::clip_grad_norm(double max_norm, double norm_type) {
     }
   }
   return total;
+}
+
+std::vector<Tensor> ShardedReducer::gather_to_parameters(
+    const std::vector<Tensor>& shard_values) const {
+  const State& s = *state_;
+  if (s.options.stage == 0) {
+    throw Error(failed_precondition("gather_to_parameters: stage 0 has no shards"));
+  }
+  if (shard_values.size() != s.buckets.size()) {
+    throw Error(invalid_argument("gather_to_parameters: " + std::to_string(shard_values.size()) +
+                                 " values for " + std::to_string(s.buckets.size()) + " buckets"));
+  }
+  ::torch::NoGradGuard no_grad;
+  std::vector<Tensor> out(s.given);
+  std::vector<std::pair<std::size_t, TensorHandle>> handles;
+  std::vector<Tensor> whole(s.buckets.size());
+  // Every rank gathers every bucket, with zeros where its value is undefined: whether a
+  // value is defined may differ across ranks only if their optimizers differ.
+  for (std::size_t k = 0; k < s.buckets.size(); ++k) {
+    const State::Run& b = s.buckets[k];
+    const int64_t n = b.layout.shard();
+    Tensor mine = shard_values[k].defined() ? shard_values[k].reshape({-1}).contiguous()
+                                            : ::torch::zeros({n}, b.shard.options());
+    if (mine.numel() != n) {
+      throw Error(invalid_argument("gather_to_parameters: bucket " + std::to_string(k) + " has " +
+                                   std::to_string(mine.numel()) + " elements where its shard has " +
+                                   std::to_string(n)));
+    }
+    whole[k] = ::torch::empty({b.layout.padded}, mine.options());
+    handles.emplace_back(
+        k, allgather_into_async(mine, whole[k],
+                                s.options.name_prefix + "consolidate." + std::to_string(k),
+                                s.options.process_set));
+  }
+  std::vector<std::optional<Error>> errors;
+  for (auto& [k, h] : handles) {
+    try {
+      h.wait();
+    } catch (const Error& e) {
+      errors.push_back(e);
+    }
+  }
+  throw_first(errors);
+  for (std::size_t k = 0; k < s.buckets.size(); ++k) {
+    if (!shard_values[k].defined()) continue;
+    for (std::size_t m = 0; m < s.buckets[k].members.size(); ++m) {
+      const ShardSlot& slot = s.buckets[k].slots[m];
+      const Tensor& param = s.params[s.buckets[k].members[m]].param;
+      out[slot.parameter] = whole[k].narrow(0, slot.offset, slot.numel).view(param.sizes()).clone();
+    }
+  }
+  return out;
+}
+
+std::vector<Tensor> ShardedReducer::shard_from_parameters(const std::vector<Tensor>& values) const {
+  const State& s = *state_;
+  if (s.options.stage == 0) {
+    throw Error(failed_precondition("shard_from_parameters: stage 0 has no shards"));
+  }
+  if (values.size() != s.given) {
+    throw Error(invalid_argument("shard_from_parameters: " + std::to_string(values.size()) +
+                                 " values for " + std::to_string(s.given) + " parameters"));
+  }
+  ::torch::NoGradGuard no_grad;
+  std::vector<Tensor> out;
+  for (const State::Run& b : s.buckets) {
+    Tensor whole;
+    for (const ShardSlot& slot : b.slots) {
+      const Tensor& v = values[slot.parameter];
+      if (!v.defined()) continue;
+      if (v.numel() != slot.numel) {
+        throw Error(invalid_argument(
+            "shard_from_parameters: parameter " + std::to_string(slot.parameter) + " has " +
+            std::to_string(slot.numel) + " elements, its value " + std::to_string(v.numel())));
+      }
+      if (!whole.defined()) {
+        whole = ::torch::zeros({b.layout.padded}, v.options().device(b.shard.device()));
+      }
+      whole.narrow(0, slot.offset, slot.numel).copy_(v.reshape({-1}));
+    }
+    const int64_t n = b.layout.shard();
+    out.push_back(whole.defined() ? whole.narrow(0, s.rank * n, n).clone() : Tensor());
+  }
+  return out;
 }
 
 int ShardedReducer::stage() const { return state_->options.stage; }

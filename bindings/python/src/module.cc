@@ -317,4 +317,52 @@ PYBIND11_MODULE(_ext, m) {
       .def("synchronize", &ct::GradientReducer::synchronize,
            py::call_guard<py::gil_scoped_release>())
       .def("reductions_started", &ct::GradientReducer::reductions_started);
+
+  // The engine of ShardedOptimizer and of DistributedOptimizer's gradient buckets (stage 0):
+  // the buckets, their hooks and collectives are C++; the wrapped optimizer steps in Python
+  // on the shards it returns.
+  using Reducer = ct::ShardedReducer;
+  py::class_<Reducer, std::unique_ptr<Reducer, DeleteWithoutGil>>(m, "ShardedReducer")
+      .def(py::init([](const std::vector<std::pair<std::string, torch::Tensor>>& params,
+                       const std::vector<int>& group_of, int stage, int64_t bucket_bytes, int op,
+                       double predivide, int passes, int compression, int set,
+                       const std::string& prefix) {
+             ct::ShardedOptions o;
+             o.stage = stage;
+             o.bucket_bytes = bucket_bytes;
+             o.op = to_op(op);
+             o.gradient_predivide_factor = predivide;
+             o.backward_passes_per_step = passes;
+             o.compression = to_compression(compression);
+             o.process_set = to_set(set);
+             o.name_prefix = prefix;
+             py::gil_scoped_release release;
+             return new Reducer(params, group_of, o);
+           }),
+           py::arg("params"), py::arg("group_of"), py::arg("stage"), py::arg("bucket_bytes"),
+           py::arg("op"), py::arg("gradient_predivide_factor"), py::arg("backward_passes_per_step"),
+           py::arg("compression"), py::arg("process_set"), py::arg("name_prefix"))
+      .def("synchronize", &Reducer::synchronize, py::call_guard<py::gil_scoped_release>())
+      .def("zero_grad", &Reducer::zero_grad)
+      .def("gather_parameters", &Reducer::gather_parameters,
+           py::call_guard<py::gil_scoped_release>())
+      .def("clip_grad_norm", &Reducer::clip_grad_norm, py::arg("max_norm"), py::arg("norm_type"),
+           py::call_guard<py::gil_scoped_release>())
+      .def("gather_to_parameters", &Reducer::gather_to_parameters,
+           py::call_guard<py::gil_scoped_release>())
+      .def("shard_from_parameters", &Reducer::shard_from_parameters)
+      .def("shards", &Reducer::shards)
+      .def("bucket_count", &Reducer::bucket_count)
+      .def("group_of_bucket", &Reducer::group_of_bucket)
+      .def("slots",
+           [](const Reducer& r, std::size_t bucket) {
+             std::vector<std::tuple<std::size_t, int64_t, int64_t>> out;
+             for (const ct::ShardSlot& s : r.slots(bucket)) {
+               out.emplace_back(s.parameter, s.offset, s.numel);
+             }
+             return out;
+           })
+      .def("shard_count", &Reducer::shard_count)
+      .def("reductions_started", &Reducer::reductions_started)
+      .def("gradient_bytes", &Reducer::gradient_bytes);
 }

@@ -85,6 +85,19 @@ class ShardedReducer {
   /// scaling. Collective. Call after synchronize().
   double clip_grad_norm(double max_norm, double norm_type = 2.0);
 
+  /// Checkpoints and resharding. `shard_values` has one tensor per bucket, shaped like
+  /// shards()[b] (an optimizer's momentum or moments of that shard; undefined for none);
+  /// returns, by allgathers over the set, one whole tensor per parameter given to the
+  /// constructor, shaped like it (undefined for frozen parameters and undefined values).
+  /// Collective.
+  std::vector<::torch::Tensor> gather_to_parameters(
+      const std::vector<::torch::Tensor>& shard_values) const;
+  /// The inverse, without communication: this rank's shard of every bucket cut from whole
+  /// per-parameter tensors (indexed as the constructor's parameters; padding and undefined
+  /// values are zeros).
+  std::vector<::torch::Tensor> shard_from_parameters(
+      const std::vector<::torch::Tensor>& values) const;
+
   int stage() const;
   /// This rank's shard of every bucket (stages 1 and 2): flat tensors sharing the
   /// parameters' storage, which the wrapped optimizer updates.

@@ -54,58 +54,75 @@ def _group_indices(groups, params):
     return out
 
 
+def _named_pairs(param_groups, named_parameters):
+    """(name, parameter) for every parameter of the optimizer's groups, in their order: the
+    names from ``named_parameters`` (checked), else names by position, the same on every
+    rank."""
+    params, seen = [], set()
+    for group in param_groups:
+        for p in group["params"]:
+            if id(p) not in seen:
+                seen.add(id(p))
+                params.append(p)
+    if named_parameters is None:
+        return [(f"allreduce.noname.{i}", p) for i, p in enumerate(params)]
+    named = list(named_parameters)
+    if any(not isinstance(x, tuple) or len(x) != 2 for x in named):
+        raise ValueError("named_parameters must be (name, tensor) pairs, e.g. "
+                         "model.named_parameters()")
+    names = [n for n, _ in named]
+    if len(set(names)) != len(names):
+        dup = sorted({n for n in names if names.count(n) > 1})
+        raise ValueError(f"named_parameters has duplicate names: {dup}")
+    name_of = {}
+    for n, p in named:
+        name_of.setdefault(id(p), n)
+    unnamed = [i for i, p in enumerate(params) if id(p) not in name_of]
+    if unnamed:
+        raise ValueError(f"named_parameters was given but {len(unnamed)} parameter(s) "
+                         f"of the optimizer are not in it (first: index {unnamed[0]})")
+    return [(name_of[id(p)], p) for p in params]
+
+
+def _checked_reduction(op, gradient_predivide_factor, compression, backward_passes_per_step,
+                       who):
+    """Checks the gradients' reduction that a wrapper is asked for; returns the
+    compression's code for the C++ engine."""
+    if op not in (Average, Sum):
+        if op == mpi_ops.Adasum:
+            raise NotSupportedError(f"{who}(op=hvd.Adasum) is not supported by Chorus; use "
+                                    "hvd.Average or hvd.Sum")
+        raise ValueError(f"{who} supports op=hvd.Average or hvd.Sum")
+    if gradient_predivide_factor != 1.0 and op != Average:
+        raise ValueError("gradient_predivide_factor needs op=hvd.Average")
+    code = getattr(compression, "wire_code", None)
+    if code is None:
+        raise NotSupportedError(
+            f"{who}(compression={getattr(compression, '__name__', compression)})"
+            ": Chorus reduces gradients in C++ and supports Compression.none, "
+            "Compression.fp16 and Compression.bf16 only")
+    if backward_passes_per_step < 1:
+        raise ValueError("backward_passes_per_step must be at least 1")
+    return code
+
+
 class _DistributedOptimizer(torch.optim.Optimizer):
     _chorus_distributed = True  # functions._make_state steps the wrapped optimizer instead
 
     def __init__(self, optimizer, named_parameters, compression, backward_passes_per_step, op,
-                 gradient_predivide_factor, groups, sparse_as_dense, process_set):
+                 gradient_predivide_factor, groups, sparse_as_dense, process_set, bucket_cap_mb):
         super(self.__class__, self).__init__(optimizer.param_groups)
         self.state = optimizer.state  # keep whatever state the wrapped optimizer had
 
-        params, seen = [], set()
-        for group in self.param_groups:
-            for p in group["params"]:
-                if id(p) not in seen:
-                    seen.add(id(p))
-                    params.append(p)
-        if named_parameters is not None:
-            named = list(named_parameters)
-            if any(not isinstance(x, tuple) or len(x) != 2 for x in named):
-                raise ValueError("named_parameters must be (name, tensor) pairs, e.g. "
-                                 "model.named_parameters()")
-            names = [n for n, _ in named]
-            if len(set(names)) != len(names):
-                dup = sorted({n for n in names if names.count(n) > 1})
-                raise ValueError(f"named_parameters has duplicate names: {dup}")
-            name_of = {}
-            for n, p in named:
-                name_of.setdefault(id(p), n)
-            unnamed = [i for i, p in enumerate(params) if id(p) not in name_of]
-            if unnamed:
-                raise ValueError(f"named_parameters was given but {len(unnamed)} parameter(s) "
-                                 f"of the optimizer are not in it (first: index {unnamed[0]})")
-            pairs = [(name_of[id(p)], p) for p in params]
-        else:
-            # The same on every rank: the optimizer's parameters in order.
-            pairs = [(f"allreduce.noname.{i}", p) for i, p in enumerate(params)]
+        pairs = _named_pairs(self.param_groups, named_parameters)
+        params = [p for _, p in pairs]
         # Horovod's attribute, read by scripts: parameter -> the name it is reduced under.
         self._parameter_names = {p: n for n, p in pairs}
-
-        if op not in (Average, Sum):
-            if op == mpi_ops.Adasum:
-                raise NotSupportedError("DistributedOptimizer(op=hvd.Adasum) is not supported "
-                                        "by Chorus; use hvd.Average or hvd.Sum")
-            raise ValueError("DistributedOptimizer supports op=hvd.Average or hvd.Sum")
-        if gradient_predivide_factor != 1.0 and op != Average:
-            raise ValueError("gradient_predivide_factor needs op=hvd.Average")
-        code = getattr(compression, "wire_code", None)
-        if code is None:
-            raise NotSupportedError(
-                f"DistributedOptimizer(compression={getattr(compression, '__name__', compression)})"
-                ": Chorus reduces gradients in C++ and supports Compression.none, "
-                "Compression.fp16 and Compression.bf16 only")
-        if backward_passes_per_step < 1:
-            raise ValueError("backward_passes_per_step must be at least 1")
+        code = _checked_reduction(op, gradient_predivide_factor, compression,
+                                  backward_passes_per_step, "DistributedOptimizer")
+        if bucket_cap_mb and (groups or sparse_as_dense):
+            raise ValueError("bucket_cap_mb lays out every gradient in buckets; groups and "
+                             "sparse_as_dense do not apply with it")
 
         self.backward_passes_per_step = backward_passes_per_step
         self.process_set = process_set
@@ -119,11 +136,27 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # A prefix per wrapper, so that several optimizers of one script never share a name.
         set_id = mpi_ops._set_id(process_set)
         prefix = f"grad.set{set_id}.{next(_optimizer_ids[set_id])}."
+        if bucket_cap_mb:
+            self._reducer = _ext.ShardedReducer(
+                pairs, [], stage=0, bucket_bytes=int(bucket_cap_mb * 2**20), op=op,
+                gradient_predivide_factor=float(gradient_predivide_factor),
+                backward_passes_per_step=int(backward_passes_per_step), compression=code,
+                process_set=set_id, name_prefix=prefix)
+            return
         self._reducer = _ext.GradientReducer(
             pairs, op=op, gradient_predivide_factor=float(gradient_predivide_factor),
             backward_passes_per_step=int(backward_passes_per_step), compression=code,
             process_set=set_id, name_prefix=prefix,
             groups=_group_indices(groups, params), sparse_as_dense=bool(sparse_as_dense))
+
+    def zero_grad(self, set_to_none=None):
+        # Gradients in buckets are zeroed in place, so that they stay views into the buckets.
+        if isinstance(self._reducer, _ext.ShardedReducer):
+            self._reducer.zero_grad()
+        elif set_to_none is None:
+            super(self.__class__, self).zero_grad()  # the wrapped optimizer's default
+        else:
+            super(self.__class__, self).zero_grad(set_to_none)
 
     def synchronize(self):
         """Waits until every gradient is reduced (starting the reductions of gradients that
@@ -168,7 +201,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
                          backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
                          num_groups=0, groups=None, sparse_as_dense=False,
-                         process_set=global_process_set):
+                         process_set=global_process_set, bucket_cap_mb=0):
     """Wraps ``optimizer`` so that step() applies gradients averaged (or summed) over the
     ranks of ``process_set``. Collective: every rank wraps the same parameters.
 
@@ -183,6 +216,11 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         with a sparse allreduce and stay sparse, from the first step on.
     process_set: the ranks whose gradients are averaged; on a rank outside it the wrapper
         steps on the rank's own gradients (as in Horovod).
+    bucket_cap_mb: Chorus's own (DDP's name); 0 reduces each gradient as its own collective,
+        fused by the runtime. A positive size keeps the gradients in persistent flat buckets
+        of at most that many MiB, each allreduced in place as soon as backward has produced
+        its last gradient, with no pack and no unpack: ``p.grad`` is a view into its bucket,
+        and zero_grad() zeroes the buckets in place. Not with groups or sparse_as_dense.
     """
     if num_groups and groups is None:
         warnings.warn("num_groups is deprecated: use groups=<int>", DeprecationWarning,
@@ -191,4 +229,4 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer, named_parameters, compression, backward_passes_per_step, op,
-               gradient_predivide_factor, groups, sparse_as_dense, process_set)
+               gradient_predivide_factor, groups, sparse_as_dense, process_set, bucket_cap_mb)

@@ -12,6 +12,7 @@ from chorus.common.elastic import ObjectState
 from chorus.torch.elastic.sampler import ElasticSampler
 from chorus.torch.functions import broadcast_object, broadcast_optimizer_state, broadcast_parameters
 from chorus.torch.mpi_ops import rank
+from chorus.torch.sharded import ShardedOptimizerBase
 
 # torch.load reads back any object a commit holds (ours, never a download); newer releases
 # only read tensors unless told.
@@ -73,6 +74,18 @@ class OptimizerStateHandler(StateHandler):
         broadcast_optimizer_state(self.value, root_rank=0)
 
 
+class ShardedOptimizerStateHandler(StateHandler):
+    """A ShardedOptimizer's state is kept consolidated, by parameter name, so that a job that
+    restarts on another number of ranks reshards it on restore. Saving is collective, as
+    every commit is."""
+
+    def _state_of(self, value):
+        return value.consolidated_state_dict()
+
+    def sync(self):
+        self.value.load_state_dict(broadcast_object(self._saved))
+
+
 class SamplerStateHandler(StateHandler):
     def sync(self):
         self.value.load_state_dict(broadcast_object(self.value.state_dict()))
@@ -80,6 +93,7 @@ class SamplerStateHandler(StateHandler):
 
 _handler_registry = [
     (torch.nn.Module, ModelStateHandler),
+    (ShardedOptimizerBase, ShardedOptimizerStateHandler),
     (torch.optim.Optimizer, OptimizerStateHandler),
     (ElasticSampler, SamplerStateHandler),
 ]
