@@ -67,6 +67,11 @@ State& State::add(const std::string& name, ::torch::optim::Optimizer& optimizer)
   return *this;
 }
 
+State& State::add(const std::string& name, ShardedOptimizer& optimizer) {
+  sharded_.emplace_back(name, &optimizer);
+  return *this;
+}
+
 State& State::add(const std::string& name, ElasticSampler& sampler) {
   samplers_.emplace_back(name, &sampler);
   return *this;
@@ -92,6 +97,11 @@ std::string State::serialize() const {
     OutputArchive a;
     optimizer->save(a);
     top.write("optimizer." + name, a);
+  }
+  for (const auto& [name, optimizer] : sharded_) {
+    OutputArchive a;
+    optimizer->save(a, /*consolidated=*/true);
+    top.write("sharded." + name, a);
   }
   for (const auto& [name, sampler] : samplers_) {
     top.write("sampler." + name, ::torch::tensor({sampler->epoch(), sampler->processed()}));
@@ -129,6 +139,11 @@ void State::load(const std::string& bytes) {
     top.read("optimizer." + name, a);
     load_optimizer(*optimizer, a);
   }
+  for (const auto& [name, optimizer] : sharded_) {
+    InputArchive a;
+    top.read("sharded." + name, a);
+    optimizer->load(a);
+  }
   for (const auto& [name, sampler] : samplers_) {
     Tensor t;
     top.read("sampler." + name, t);
@@ -159,7 +174,8 @@ void State::restore() {
 }
 
 void State::sync() {
-  std::string bytes = rank() == 0 ? serialize() : std::string();
+  // A sharded optimizer's state is gathered by every rank, so all of them serialize then.
+  std::string bytes = rank() == 0 || !sharded_.empty() ? serialize() : std::string();
   Tensor length = ::torch::tensor({static_cast<int64_t>(bytes.size())}, ::torch::kInt64);
   broadcast_(length, 0, "elastic.sync.length");
   bytes.resize(static_cast<std::size_t>(length.item<int64_t>()));

@@ -58,6 +58,11 @@ ShardedOptions sharding_stage(ShardedOptions options) {
 ShardedOptimizer::ShardedOptimizer(::torch::optim::Optimizer& optimizer,
                                    NamedParameters named_parameters, ShardedOptions options)
     : optimizer_(optimizer),
+      names_([&named_parameters] {
+        std::vector<std::string> names;
+        for (const auto& item : named_parameters) names.push_back(item.first);
+        return names;
+      }()),
       reducer_(named_parameters, groups_of(optimizer, named_parameters),
                sharding_stage(std::move(options))) {
   auto& groups = optimizer_.param_groups();

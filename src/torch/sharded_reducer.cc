@@ -125,6 +125,21 @@ struct ShardedReducer::State {
     b.submitted = true;
   }
 
+  // Stages 1 and 2: makes every parameter a view into its bucket again where the trainer
+  // replaced its storage (Module::load sets the tensors it reads in place of the old ones),
+  // its value copied into the bucket first (mu held).
+  void rebind_parameters() {
+    if (options.stage == 0) return;
+    ::torch::NoGradGuard no_grad;
+    for (Param& p : params) {
+      Tensor view =
+          buckets[p.bucket].params.narrow(0, p.offset, p.param.numel()).view(p.param.sizes());
+      if (p.param.data_ptr() == view.data_ptr()) continue;
+      view.copy_(p.param);
+      p.param.set_data(view);
+    }
+  }
+
   void mark_ready(std::size_t i) {
     Param& p = params[i];
     p.ready = true;
@@ -317,6 +332,7 @@ void ShardedReducer::zero_grad() {
 void ShardedReducer::synchronize() {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
+  s.rebind_parameters();
   for (auto& b : s.buckets) {
     if (b.started) continue;
     for (std::size_t i : b.members) {
@@ -487,6 +503,7 @@ int64_t ShardedReducer::padded_numel(std::size_t bucket) const {
   return state_->buckets.at(bucket).layout.padded;
 }
 int ShardedReducer::shard_rank() const { return state_->options.stage == 0 ? 0 : state_->rank; }
+ProcessSet ShardedReducer::process_set() const { return state_->options.process_set; }
 int ShardedReducer::shard_count() const { return state_->options.stage == 0 ? 1 : state_->ranks; }
 
 int64_t ShardedReducer::reductions_started() const {

@@ -4,8 +4,12 @@
 // the gradients at stage 2).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <functional>
+#include <sstream>
 #include <string>
 
 #include "chorus/torch.h"
@@ -270,7 +274,177 @@ TEST_P(Stage, DifferentModelsFailOnEveryRank) {
   }
 }
 
+// One path for the whole job: the ranks share their parent, mpirun's daemon.
+std::string job_path(const std::string& what) {
+  return (std::filesystem::temp_directory_path() /
+          ("chorus-sharded-" + std::to_string(getppid()) + "-" + what))
+      .string();
+}
+
+// Checkpoints of both kinds continue to the weights of the run that was not interrupted;
+// the consolidated one also loads into the other stage (another layout of the same shards).
+TEST_P(Stage, CheckpointsRoundTrip) {
+  const std::string path = job_path(tag("ckpt"));
+  OddNet net = seeded_net(8);
+  auto inner = adam(net);
+  ShardedOptions o = options(128);
+  o.name_prefix = "ckpt." + tag("a") + ".";
+  ShardedOptimizer opt(*inner, named_parameters(*net), o);
+  auto train = [](OddNet& n, ShardedOptimizer& s, int first) {
+    for (int step = first; step < first + 2; ++step) {
+      s.zero_grad();
+      loss_of(n, batch(300 + step)).backward();
+      s.step();
+    }
+  };
+  train(net, opt, 0);
+  save_checkpoint(path, *net, opt, 3);  // this rank's shard
+  save_checkpoint(path + ".whole", *net, opt, 3, /*consolidated=*/true);
+  train(net, opt, 2);
+  for (const bool whole : {false, true}) {
+    OddNet again = seeded_net(99);
+    auto again_inner = adam(again);
+    ShardedOptions a = options(whole ? int64_t{25} << 20 : 128);
+    a.stage = whole ? 3 - GetParam() : GetParam();
+    a.name_prefix = "ckpt." + tag(whole ? "whole" : "shard") + ".";
+    ShardedOptimizer resumed(*again_inner, named_parameters(*again), a);
+    EXPECT_EQ(load_checkpoint(whole ? path + ".whole" : path, *again, resumed), 3);
+    train(again, resumed, 2);
+    EXPECT_TRUE(same_bits(net, again)) << (whole ? "consolidated" : "shard");
+  }
+  throw_if_error(barrier().wait());
+  std::filesystem::remove(shard_path(path, rank(), size()));
+  if (rank() == 0) std::filesystem::remove(path + ".whole");
+}
+
+// A shard is refused by another rank, naming both.
+TEST_P(Stage, AShardRefusesAnotherRank) {
+  if (size() == 1) GTEST_SKIP() << "one rank has one shard";
+  OddNet net = seeded_net(8);
+  auto inner = sgd_momentum(net);
+  ShardedOptions o = options();
+  o.name_prefix = "refuse." + tag("a") + ".";
+  ShardedOptimizer opt(*inner, named_parameters(*net), o);
+  ::torch::serialize::OutputArchive out;
+  opt.save(out);
+  std::ostringstream bytes;
+  out.save_to(bytes);
+  Tensor data = ::torch::from_blob(bytes.str().data(), {static_cast<int64_t>(bytes.str().size())},
+                                   ::torch::kUInt8)
+                    .clone();
+  // Rank r loads rank r+1's shard.
+  Tensor lengths = allgather(::torch::tensor({data.numel()}), "refuse." + tag("len"));
+  Tensor all = allgather(data, "refuse." + tag("data"));
+  const int from = (rank() + 1) % size();
+  int64_t at = 0;
+  for (int r = 0; r < from; ++r) at += lengths[r].item<int64_t>();
+  Tensor theirs = all.narrow(0, at, lengths[from].item<int64_t>()).contiguous();
+  std::istringstream in(std::string(static_cast<const char*>(theirs.data_ptr()), theirs.numel()));
+  ::torch::serialize::InputArchive archive;
+  archive.load_from(in);
+  try {
+    opt.load(archive);
+    FAIL() << "a shard of another rank loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("shard " + std::to_string(from) + " of"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+// The elastic state commits a sharded optimizer and restores it.
+TEST_P(Stage, ElasticStateCommitsAndRestores) {
+  OddNet net = seeded_net(5), twin = seeded_net(5);
+  auto inner = adam(net);
+  auto twin_inner = adam(twin);
+  ShardedOptions o = options(128);
+  o.name_prefix = "elastic." + tag("a") + ".";
+  ShardedOptimizer opt(*inner, named_parameters(*net), o);
+  o.name_prefix = "elastic." + tag("b") + ".";
+  ShardedOptimizer twin_opt(*twin_inner, named_parameters(*twin), o);
+  elastic::State state;
+  state.add("model", *net).add("optimizer", opt);
+  auto step = [](OddNet& n, ShardedOptimizer& s, int k) {
+    s.zero_grad();
+    loss_of(n, batch(400 + k)).backward();
+    s.step();
+  };
+  step(net, opt, 0);
+  step(twin, twin_opt, 0);
+  state.commit();
+  step(net, opt, 1);  // lost: the state goes back to the commit
+  state.restore();
+  for (int k = 1; k < 3; ++k) {
+    step(net, opt, k + 10);
+    step(twin, twin_opt, k + 10);
+  }
+  EXPECT_TRUE(same_bits(net, twin));
+}
+
 INSTANTIATE_TEST_SUITE_P(ShardedOptimizer, Stage, ::testing::Values(1, 2));
+
+// A job restarted on another number of ranks: CHORUS_TEST_RESTART=save trains two steps
+// with Adam and writes a consolidated checkpoint at CHORUS_TEST_RESTART_PATH; =resume loads
+// it into a ShardedOptimizer at this count, and into a plain Adam under
+// DistributedOptimizer by hand (the state cut per parameter in the test), trains two more
+// steps with each and compares them bit for bit (tests/torch/sharded_restart.sh runs save at
+// 3 ranks, resume at 2).
+TEST(Restart, ReshardsOntoAnotherCount) {
+  const char* phase = std::getenv("CHORUS_TEST_RESTART");
+  const char* path = std::getenv("CHORUS_TEST_RESTART_PATH");
+  if (phase == nullptr || path == nullptr) GTEST_SKIP() << "run by sharded_restart.sh";
+  ShardedOptions o;
+  o.stage = 2;
+  o.bucket_bytes = 128;
+  o.name_prefix = "restart.";
+  auto train = [](OddNet& n, auto& opt, int first) {
+    for (int step = first; step < first + 2; ++step) {
+      opt.zero_grad();
+      loss_of(n, batch(500 + step)).backward();
+      opt.step();
+    }
+  };
+  if (std::string(phase) == "save") {
+    OddNet net = seeded_net(61);
+    auto inner = adam(net);
+    ShardedOptimizer opt(*inner, named_parameters(*net), o);
+    train(net, opt, 0);
+    save_checkpoint(path, *net, opt, 1, /*consolidated=*/true);
+    return;
+  }
+  OddNet net = seeded_net(62), by_hand = seeded_net(63);
+  auto inner = adam(net);
+  ShardedOptimizer opt(*inner, named_parameters(*net), o);
+  ASSERT_EQ(load_checkpoint(path, *net, opt), 1);
+  // By hand: the model from the file, Adam's state per parameter from the archive.
+  ::torch::serialize::InputArchive archive, model, state;
+  archive.load_from(path);
+  archive.read("model", model);
+  archive.read("optimizer", state);
+  by_hand->load(model);
+  ::torch::optim::Adam plain(by_hand->parameters(), ::torch::optim::AdamOptions(0.01));
+  auto params = named_parameters(*by_hand);
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    ::torch::serialize::InputArchive entry;
+    ASSERT_TRUE(state.try_read("parameter." + std::to_string(i), entry)) << params[i].first;
+    auto s = std::make_unique<::torch::optim::AdamParamState>();
+    c10::IValue step;
+    Tensor exp_avg, exp_avg_sq;
+    entry.read("step", step);
+    entry.read("exp_avg", exp_avg);
+    entry.read("exp_avg_sq", exp_avg_sq);
+    s->step(step.toInt());
+    s->exp_avg(exp_avg);
+    s->exp_avg_sq(exp_avg_sq);
+    plain.state()[c10::guts::to_string(params[i].second.unsafeGetTensorImpl())] = std::move(s);
+  }
+  DistributedOptimizerOptions d;
+  d.name_prefix = "restart.plain.";
+  DistributedOptimizer reference(plain, params, d);
+  train(net, opt, 2);
+  train(by_hand, reference, 2);
+  EXPECT_TRUE(same_bits(net, by_hand));
+}
 
 // DistributedOptimizer with its gradients in buckets: the same bits as without, and
 // param.grad() is a view into the bucket.

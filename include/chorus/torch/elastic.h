@@ -28,6 +28,8 @@
 #include <string>
 #include <vector>
 
+#include "chorus/torch/sharded_optimizer.h"
+
 namespace chorus::torch::elastic {
 
 /// The status a worker's main() returns when it stopped for added hosts; chorusrun then
@@ -76,6 +78,9 @@ class State {
  public:
   State& add(const std::string& name, ::torch::nn::Module& module);
   State& add(const std::string& name, ::torch::optim::Optimizer& optimizer);
+  /// Kept consolidated (ShardedOptimizer::save), so that a relaunch on another number of
+  /// ranks reshards it; a commit then gathers the state over the optimizer's set.
+  State& add(const std::string& name, ShardedOptimizer& optimizer);
   State& add(const std::string& name, ElasticSampler& sampler);
   State& add(const std::string& name, int64_t& value);
 
@@ -103,6 +108,7 @@ class State {
 
   std::vector<std::pair<std::string, ::torch::nn::Module*>> modules_;
   std::vector<std::pair<std::string, ::torch::optim::Optimizer*>> optimizers_;
+  std::vector<std::pair<std::string, ShardedOptimizer*>> sharded_;
   std::vector<std::pair<std::string, ElasticSampler*>> samplers_;
   std::vector<std::pair<std::string, int64_t*>> values_;
   std::vector<std::function<void()>> reset_callbacks_;

@@ -6,6 +6,11 @@
 /// the layout and the stages.
 
 #include <torch/optim/optimizer.h>
+#include <torch/serialize/input-archive.h>
+#include <torch/serialize/output-archive.h>
+
+#include <string>
+#include <vector>
 
 #include "chorus/torch/sharded_reducer.h"
 
@@ -36,12 +41,25 @@ class ShardedOptimizer {
   /// returns the norm before scaling. Collective; synchronizes first where needed.
   double clip_grad_norm(double max_norm, double norm_type = 2.0);
 
+  /// Writes the optimizer's state: this rank's shard (as Optimizer::save writes it, with the
+  /// rank and count it belongs to), or with `consolidated` the whole state by parameter
+  /// name, the same on every rank: each shard's element-wise state (momentum, moments)
+  /// gathered over the set and cut per parameter, other values (step counts) kept per
+  /// parameter, and every group's options. Collective when consolidated.
+  void save(::torch::serialize::OutputArchive& archive, bool consolidated = false);
+  /// Reads either kind: a shard only at its own rank and count (else it throws, naming
+  /// both); the consolidated state at any count, resharded. Not collective.
+  void load(::torch::serialize::InputArchive& archive);
+
   ::torch::optim::Optimizer& optimizer() { return optimizer_; }
   ShardedReducer& reducer() { return reducer_; }
   int64_t reductions_started() const { return reducer_.reductions_started(); }
 
  private:
+  void load_consolidated(::torch::serialize::InputArchive& archive);
+
   ::torch::optim::Optimizer& optimizer_;
+  std::vector<std::string> names_;  // of the parameters given
   ShardedReducer reducer_;
   bool synchronized_ = false;
 };

@@ -74,9 +74,10 @@ class ShardedReducer {
   /// make any param.grad() that was replaced a view again); stage 2 releases them.
   void zero_grad();
   /// Waits until every bucket is reduced (starting those whose gradients backward did not
-  /// all produce), then leaves: stage 0 the reduced gradients in param.grad(); stages 1 and
-  /// 2 this rank's shard of them in shards()[b].grad(). Throws chorus::Error on every rank if
-  /// a reduction failed.
+  /// all produce; at stages 1 and 2 a parameter whose storage the trainer replaced, as
+  /// Module::load does, is copied into its bucket and made a view of it again), then leaves: stage
+  /// 0 the reduced gradients in param.grad(); stages 1 and 2 this rank's shard of them in
+  /// shards()[b].grad(). Throws chorus::Error on every rank if a reduction failed.
   void synchronize();
   /// Stages 1 and 2: allgathers every bucket's updated shard into the parameters.
   void gather_parameters();
@@ -110,6 +111,7 @@ class ShardedReducer {
   /// This rank's position and the count of ranks the buckets are sharded over.
   int shard_rank() const;
   int shard_count() const;
+  ProcessSet process_set() const;
   /// Gradient reductions started since the last synchronize(), counted per parameter.
   int64_t reductions_started() const;
   /// Bytes this rank holds for gradients between steps (buckets or shards).

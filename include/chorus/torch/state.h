@@ -9,6 +9,7 @@
 #include <string>
 
 #include "chorus/options.h"
+#include "chorus/torch/sharded_optimizer.h"
 
 namespace chorus::torch {
 
@@ -32,5 +33,19 @@ void save_checkpoint(const std::string& path, ::torch::nn::Module& module,
 /// exist on this rank.
 std::optional<int64_t> load_checkpoint(const std::string& path, ::torch::nn::Module& module,
                                        ::torch::optim::Optimizer& optimizer);
+
+/// Checkpoints of a ShardedOptimizer. Each rank writes `path`.shard<r>-of-<P> (the model,
+/// its shard of the optimizer's state and `epoch`), which loads at the same number of ranks;
+/// with `consolidated`, rank 0 writes `path` instead, holding the whole state by parameter
+/// name, which loads on any number of ranks. Collective; every rank waits until the files
+/// are complete.
+void save_checkpoint(const std::string& path, ::torch::nn::Module& module,
+                     ShardedOptimizer& optimizer, int64_t epoch, bool consolidated = false);
+/// Reads `path` if it exists (a consolidated checkpoint, resharded), else this rank's shard
+/// file; std::nullopt, with nothing changed, when neither exists.
+std::optional<int64_t> load_checkpoint(const std::string& path, ::torch::nn::Module& module,
+                                       ShardedOptimizer& optimizer);
+/// The name of rank `rank`'s file among `count` of a sharded checkpoint at `path`.
+std::string shard_path(const std::string& path, int rank, int count);
 
 }  // namespace chorus::torch
