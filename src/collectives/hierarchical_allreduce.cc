@@ -1,6 +1,7 @@
 #include "collectives/hierarchical_allreduce.h"
 
 #include <algorithm>
+#include <cstring>
 #include <memory>
 #include <string>
 
@@ -53,7 +54,8 @@ std::vector<int64_t> hierarchical_blocks(int64_t count, int parts, int64_t align
 
 StatusOr<std::unique_ptr<HierarchicalBackend>> HierarchicalBackend::create(Backend* flat,
                                                                            Backend* local,
-                                                                           Backend* cross) {
+                                                                           Backend* cross,
+                                                                           bool host_memory) {
   if (!flat || !local || !cross) {
     return failed_precondition("hierarchical allreduce needs flat, local and cross backends");
   }
@@ -63,7 +65,8 @@ StatusOr<std::unique_ptr<HierarchicalBackend>> HierarchicalBackend::create(Backe
         " local ranks x " + std::to_string(cross->size()) +
         " hosts != " + std::to_string(flat->size()) + " ranks");
   }
-  return std::unique_ptr<HierarchicalBackend>(new HierarchicalBackend(flat, local, cross));
+  return std::unique_ptr<HierarchicalBackend>(
+      new HierarchicalBackend(flat, local, cross, host_memory));
 }
 
 // A sequence of calls on two groups: a step that fails leaves its own group out of step,
@@ -92,6 +95,24 @@ Status HierarchicalBackend::allreduce(const void* send, void* recv, int64_t coun
   for (std::size_t i = 0; i < blocks.size(); ++i) bytes[i] = blocks[i] * esz;
   const Status gathered = local_->allgatherv(shard, recv, bytes);
   return !cross.ok() ? cross : gathered;
+}
+
+Status HierarchicalBackend::reducescatter(const void* send, void* recv,
+                                          const std::vector<int64_t>& counts, DataType dtype,
+                                          ReduceOp op, kernels::Scale scale) {
+  if (!host_memory_) return not_served(Collective::kReducescatter);
+  const int64_t esz = static_cast<int64_t>(dtype_size(dtype));
+  int64_t total = 0, offset = 0;
+  for (std::size_t r = 0; r < counts.size(); ++r) {
+    if (static_cast<int>(r) == rank()) offset = total;
+    total += counts[r];
+  }
+  std::vector<char> whole(static_cast<std::size_t>(total * esz));
+  const Status s = allreduce(send, whole.data(), total, dtype, op, scale);
+  if (s.ok() && counts[rank()] > 0) {
+    std::memcpy(recv, whole.data() + offset * esz, static_cast<std::size_t>(counts[rank()] * esz));
+  }
+  return s;
 }
 
 }  // namespace chorus

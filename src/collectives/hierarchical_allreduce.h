@@ -68,13 +68,18 @@ class HierarchicalBackend final : public Backend {
  public:
   /// local->size() * cross->size() must equal flat->size() (a uniform layout); checked by
   /// create().
+  /// `host_memory`: the buffers are host memory, and the reduce-scatter goes through the
+  /// hierarchy too (below); on device memory only the allreduce does.
   static StatusOr<std::unique_ptr<HierarchicalBackend>> create(Backend* flat, Backend* local,
-                                                               Backend* cross);
+                                                               Backend* cross,
+                                                               bool host_memory = false);
 
   const char* name() const override { return "hierarchical"; }
   int rank() const override { return flat_->rank(); }
   int size() const override { return flat_->size(); }
-  bool serves(Collective c, DataType) const override { return c == Collective::kAllreduce; }
+  bool serves(Collective c, DataType) const override {
+    return c == Collective::kAllreduce || (host_memory_ && c == Collective::kReducescatter);
+  }
 
   /// Requires `recv` to hold `count` elements; send may equal recv. The local
   /// reduce-scatter writes this rank's shard at its place inside recv (in place when send
@@ -82,17 +87,25 @@ class HierarchicalBackend final : public Backend {
   /// the rest of recv around it.
   Status allreduce(const void* send, void* recv, int64_t count, DataType dtype, ReduceOp op,
                    kernels::Scale scale) override;
+  /// Host memory: the allreduce above into a buffer of the whole vector, of which this rank
+  /// keeps its block, so that every element gets the bits the allreduce gives it (a sharded
+  /// optimizer's reduce-scatter must agree with DistributedOptimizer's allreduce). It moves
+  /// what the allreduce moves, where the flat reduce-scatter would move less, and combine in
+  /// the flat order.
+  Status reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,
+                       DataType dtype, ReduceOp op, kernels::Scale scale) override;
 
  private:
   // Shards start on this boundary (bytes): whole cache lines and aligned vector loads.
   static constexpr int64_t kAlignBytes = 256;
 
-  HierarchicalBackend(Backend* flat, Backend* local, Backend* cross)
-      : flat_(flat), local_(local), cross_(cross) {}
+  HierarchicalBackend(Backend* flat, Backend* local, Backend* cross, bool host_memory)
+      : flat_(flat), local_(local), cross_(cross), host_memory_(host_memory) {}
 
   Backend* flat_;
   Backend* local_;
   Backend* cross_;
+  bool host_memory_;
 };
 
 }  // namespace chorus

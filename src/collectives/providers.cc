@@ -28,7 +28,7 @@ StatusOr<Offered> host_hierarchy(const ProviderSet& set, Backend* below) {
     return internal_error(set.label + ": the hierarchy has no local and cross groups");
   }
   StatusOr<std::unique_ptr<HierarchicalBackend>> h = HierarchicalBackend::create(
-      below, set.groups->local_host.get(), set.groups->cross_host.get());
+      below, set.groups->local_host.get(), set.groups->cross_host.get(), /*host_memory=*/true);
   if (!h.ok()) return h.status();
   out.backend = h->get();
   out.owned.push_back(std::move(h).value());

@@ -188,6 +188,37 @@ TEST(Order, Float32AndFloat16AloneHaveTheLayoutsBits) {
   }
 }
 
+// A reduce-scatter gives each element of its block the bits the allreduce gives it, in
+// every layout (the sharded optimizer's stage 2 relies on it).
+TEST(Order, ReducescatterHasTheAllreducesBits) {
+  const Order order = expected_order();
+  for (int64_t count : {int64_t{7}, int64_t{1001}, int64_t{70001}}) {
+    Tensor t(false, count, 500 + count);
+    std::vector<float> out;
+    ReducescatterOptions o;
+    o.op = ReduceOp::kSum;
+    o.allocate = [&out](const std::vector<int64_t>& shape) -> StatusOr<TensorRef> {
+      out.resize(static_cast<std::size_t>(shape.at(0)));
+      return TensorRef{out.data(), DataType::kFloat32, shape, Device::cpu()};
+    };
+    const std::string name = "order.scatter." + std::to_string(count);
+    ASSERT_TRUE(reducescatter(name, t.ref(), o).wait().ok()) << name;
+    const int64_t base = count / size(), extra = count % size();
+    const int64_t first = rank() * base + std::min<int64_t>(rank(), extra);
+    ASSERT_EQ(static_cast<int64_t>(out.size()), base + (rank() < extra ? 1 : 0)) << name;
+    int64_t wrong = 0;
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      const float want =
+          expected_sum(order, column(first + static_cast<int64_t>(i), t.salt, false), false);
+      if (std::memcmp(&want, &out[i], sizeof want) != 0 && wrong++ < 3) {
+        ADD_FAILURE() << name << " rank " << rank() << " element " << first + i << ": " << out[i]
+                      << ", expected " << want << " (" << order_name(order) << ")";
+      }
+    }
+    EXPECT_EQ(wrong, 0) << name;
+  }
+}
+
 TEST(Order, FusedGivesTheBitsOfAlone) {
   const Order order = expected_order();
   constexpr int kTensors = 120;

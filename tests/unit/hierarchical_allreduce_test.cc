@@ -43,7 +43,8 @@ void run_world(
       MeetingBackend f(&flat, g, "flat", &log);
       MeetingBackend l(local[h].get(), k, "local", &log);
       MeetingBackend c(cross[k].get(), h, "cross", &log);
-      StatusOr<std::unique_ptr<HierarchicalBackend>> hb = HierarchicalBackend::create(&f, &l, &c);
+      StatusOr<std::unique_ptr<HierarchicalBackend>> hb =
+          HierarchicalBackend::create(&f, &l, &c, /*host_memory=*/true);
       ASSERT_TRUE(hb.ok()) << hb.status().to_string();
       body(g, **hb, log);
     });
@@ -101,6 +102,30 @@ TEST(HierarchicalBlocks, SplitsEvenlyOnAlignedBoundaries) {
   EXPECT_EQ(hierarchical_blocks(10, 3, 1), (std::vector<int64_t>{4, 3, 3}));
   EXPECT_EQ(hierarchical_blocks(100, 3, 16), (std::vector<int64_t>{48, 32, 20}));
   EXPECT_EQ(hierarchical_blocks(1, 3, 64), (std::vector<int64_t>{1, 0, 0}));
+}
+
+// A reduce-scatter of host memory gives every element the bits of the hierarchical
+// allreduce (node first, then across nodes), whatever the blocks: a sharded optimizer's
+// reduce-scatter must agree with the allreduce of DistributedOptimizer.
+TEST(HierarchicalReducescatter, KeepsTheAllreducesBits) {
+  for (auto [hosts, per_host] : {std::pair{2, 2}, std::pair{3, 2}, std::pair{2, 3}}) {
+    const int n = hosts * per_host;
+    const int64_t count = 1001;  // blocks that neither the hosts nor the ranks divide
+    const kernels::Scale scale{1, 0.5};
+    const std::vector<float> want = node_then_cross(hosts, per_host, count, scale);
+    std::vector<int64_t> counts(n, count / n);
+    counts[0] += count % n;
+    run_world(hosts, per_host, [&](int g, HierarchicalBackend& hb, std::vector<std::string>&) {
+      EXPECT_TRUE(hb.serves(Collective::kReducescatter, DataType::kFloat32));
+      std::vector<float> in = input_of(g, count), out(counts[g]);
+      ASSERT_TRUE(
+          hb.reducescatter(in.data(), out.data(), counts, DataType::kFloat32, ReduceOp::kSum, scale)
+              .ok());
+      const int64_t at = std::accumulate(counts.begin(), counts.begin() + g, int64_t{0});
+      EXPECT_EQ(0, std::memcmp(out.data(), want.data() + at, out.size() * sizeof(float)))
+          << hosts << "x" << per_host << " rank " << g;
+    });
+  }
 }
 
 TEST(HierarchicalAllreduce, RefusesANonUniformLayout) {
@@ -166,10 +191,13 @@ TEST_P(HierarchicalWorld, OutOfPlaceAndServesAllreduceAlone) {
                 .ok());
         EXPECT_EQ(0, std::memcmp(out.data(), want.data(), count * sizeof(float)));
         EXPECT_EQ(in, input_of(g, count)) << "the input must not change";
-        // The set's BackendChoice gives every other collective to the flat backend.
+        // The set's BackendChoice gives every other collective to the flat backend (on
+        // host memory, the reduce-scatter stays: it must keep the allreduce's bits).
         for (int c = 0; c < kNumCollectives; ++c) {
           const auto collective = static_cast<Collective>(c);
-          EXPECT_EQ(hb.serves(collective, DataType::kFloat32), collective == Collective::kAllreduce)
+          EXPECT_EQ(
+              hb.serves(collective, DataType::kFloat32),
+              collective == Collective::kAllreduce || collective == Collective::kReducescatter)
               << collective_name(collective);
         }
         log.clear();
