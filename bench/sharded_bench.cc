@@ -44,8 +44,7 @@ bool parse(int argc, char** argv, Args* a) {
       return false;
     }
   }
-  return a->mode == "plain" || a->mode == "buckets" || a->mode == "stage1" ||
-         a->mode == "stage2";
+  return a->mode == "plain" || a->mode == "buckets" || a->mode == "stage1" || a->mode == "stage2";
 }
 
 int64_t tensor_bytes(const torch::Tensor& t) {
@@ -72,8 +71,8 @@ int main(int argc, char** argv) {
   }
   chorus::init();
   const int rank = chorus::rank(), size = chorus::size();
-  const int threads = std::max(1, static_cast<int>(std::thread::hardware_concurrency()) /
-                                      std::max(1, chorus::local_size()));
+  const int threads = std::max(
+      1, static_cast<int>(std::thread::hardware_concurrency()) / std::max(1, chorus::local_size()));
   torch::set_num_threads(threads);
   torch::manual_seed(1);
   torch::nn::Sequential model(torch::nn::Linear(1024, args.width), torch::nn::ReLU(),
@@ -138,8 +137,8 @@ int main(int argc, char** argv) {
     std::printf(
         "RESULT impl=cpp mode=%s np=%d width=%lld params=%lld step_ms=%.2f state_mb=%.2f "
         "grad_mb=%.2f peak_rss_mb=%.0f threads=%d\n",
-        args.mode.c_str(), size, static_cast<long long>(args.width),
-        static_cast<long long>(params), worst[0].item<double>(), worst[1].item<double>() / 1048576,
+        args.mode.c_str(), size, static_cast<long long>(args.width), static_cast<long long>(params),
+        worst[0].item<double>(), worst[1].item<double>() / 1048576,
         worst[2].item<double>() / 1048576, worst[3].item<double>(), threads);
   }
   plain.reset();

@@ -39,7 +39,7 @@ struct ShardedReducer::State {
     Tensor wire;    // what travels: grads (compressed) or the packed gradients (stage 2)
     std::size_t ready = 0;
     bool started = false;
-    bool submitted = false;
+    bool submitted = false;  // its collective is in flight, not harvested yet
     TensorHandle handle;
     std::optional<Error> refused;
   };
@@ -55,6 +55,7 @@ struct ShardedReducer::State {
   std::size_t given = 0;           // parameters given, frozen ones included
   std::vector<Tensor> shards;
   int64_t started_count = 0;
+  std::vector<std::size_t> in_flight;  // stage 2: buckets reduce-scattering, oldest first
 
   Tensor grad_view(const Run& b, const Param& p) const {
     return b.grads.narrow(0, p.offset, p.param.numel()).view(p.param.sizes());
@@ -102,7 +103,9 @@ struct ShardedReducer::State {
       b.wire = compressed ? b.grads.to(wire_type(b.grads)) : b.grads;
       b.handle = allreduce_async_(b.wire, b.name, allreduce);
     } else {
-      b.wire = ::torch::empty({b.layout.padded}, b.params.options().dtype(wire_type(b.params)));
+      const auto type = wire_type(b.params);
+      release_completed();
+      b.wire = ::torch::empty({b.layout.padded}, b.params.options().dtype(type));
       b.wire.narrow(0, b.layout.numel, b.layout.padded - b.layout.numel).zero_();
       for (std::size_t i : b.members) {
         Param& p = params[i];
@@ -121,6 +124,7 @@ struct ShardedReducer::State {
       scatter.postscale = allreduce.postscale;
       scatter.process_set = allreduce.process_set;
       b.handle = reducescatter_async(b.wire, b.name, scatter);
+      in_flight.push_back(static_cast<std::size_t>(&b - buckets.data()));
     }
     b.submitted = true;
   }
@@ -160,31 +164,47 @@ struct ShardedReducer::State {
     if (--p.passes_left == 0) mark_ready(i);
   }
 
-  // Waits for b and leaves its result where synchronize() says; returns the failure, if any.
-  std::optional<Error> finish(Run& b) {
-    std::optional<Error> error = b.refused;
-    if (b.submitted) {
-      ::torch::NoGradGuard no_grad;
-      try {
-        Tensor out = b.handle.wait();
-        if (options.stage < 2) {
-          if (!b.wire.is_same(b.grads)) b.grads.copy_(b.wire);
-          if (options.stage == 1) {
-            b.shard.mutable_grad() = b.grads.narrow(0, rank * b.layout.shard(), b.layout.shard());
-          }
-        } else {
-          b.shard.mutable_grad() =
-              out.scalar_type() == b.params.scalar_type() ? out : out.to(b.params.scalar_type());
-        }
-      } catch (const Error& e) {
-        if (!error) error = e;
-      }
-    }
-    b.ready = 0;
-    b.started = false;
+  // Waits for b's collective and leaves its result where synchronize() says, releasing what
+  // travelled (mu held); a failure is kept in b.refused. Runs once per step.
+  void harvest(Run& b) {
+    if (!b.submitted) return;
     b.submitted = false;
+    ::torch::NoGradGuard no_grad;
+    try {
+      Tensor out = b.handle.wait();
+      if (options.stage < 2) {
+        if (!b.wire.is_same(b.grads)) b.grads.copy_(b.wire);
+        if (options.stage == 1) {
+          b.shard.mutable_grad() = b.grads.narrow(0, rank * b.layout.shard(), b.layout.shard());
+        }
+      } else {
+        b.shard.mutable_grad() =
+            out.scalar_type() == b.params.scalar_type() ? out : out.to(b.params.scalar_type());
+      }
+    } catch (const Error& e) {
+      if (!b.refused) b.refused = e;
+    }
     b.handle = TensorHandle();
     b.wire = Tensor();
+  }
+
+  // Stage 2, before another bucket is packed (mu held): the buckets whose reduce-scatter
+  // completed give back their packed buffers. Never a wait here: ranks start buckets in
+  // orders of their own (a parameter unused on one rank starts at its synchronize()), so a
+  // rank waiting inside backward for one could wait for a peer that waits for it.
+  void release_completed() {
+    for (std::size_t k : in_flight) {
+      if (buckets[k].submitted && buckets[k].handle.poll()) harvest(buckets[k]);
+    }
+    std::erase_if(in_flight, [this](std::size_t k) { return !buckets[k].submitted; });
+  }
+
+  // Waits for b, then readies it for the next step; returns its failure, if any.
+  std::optional<Error> finish(Run& b) {
+    harvest(b);
+    std::optional<Error> error = b.refused;
+    b.ready = 0;
+    b.started = false;
     b.refused.reset();
     for (std::size_t i : b.members) {
       params[i].ready = false;
@@ -341,6 +361,7 @@ void ShardedReducer::synchronize() {
   }
   std::vector<std::optional<Error>> errors;
   for (auto& b : s.buckets) errors.push_back(s.finish(b));
+  s.in_flight.clear();
   s.started_count = 0;
   throw_first(errors);
 }

@@ -24,7 +24,13 @@
 /// Construction is collective over the process set and fails on every rank, naming the
 /// parameter, when the ranks' parameter lists differ. Frozen parameters (requires_grad false)
 /// are left out. A parameter without a gradient in a step counts as zero, as in
-/// GradientReducer. Sparse gradients are refused (use DistributedOptimizer without buckets).
+/// GradientReducer. A sparse gradient is reduced dense and stays dense (for sparse
+/// reductions use DistributedOptimizer without buckets).
+///
+/// Stage 2 gives back what travelled as soon as it can: before a bucket is packed, the
+/// buckets whose reduce-scatter completed release their packed buffers (it never waits for
+/// one inside backward, where ranks that start buckets in different orders would wait for
+/// each other).
 
 #include <torch/types.h>
 
