@@ -5,14 +5,17 @@
 # over the hosts), at 2 hosts x 2 with CHORUS_SHARED_MEMORY=0 (each host's ranks by MPI
 # messages, in the tree over the host's ranks, then the tree over the hosts), and the flat tree at 2 hosts x 2 with CHORUS_HIERARCHICAL_ALLREDUCE=0, at
 # 3 hosts x 1 and at 2 + 1 ranks; fused and alone alike. Then every collective on exact data
-# (tests/mpi/collectives_test.cc) at 2 hosts x 2 and 3 hosts x 2, where the hierarchy runs.
+# (tests/mpi/collectives_test.cc) at 2 hosts x 2 and 3 hosts x 2, where the hierarchy runs,
+# and, given SHARDED_TEST (tests/torch/sharded_test.cc), ShardedOptimizer against
+# DistributedOptimizer bit for bit at 2 hosts x 2, where both reduce in the hierarchy's order.
 #
-#   netns_hierarchy.sh ORDER_TEST COLLECTIVES_TEST
+#   netns_hierarchy.sh ORDER_TEST COLLECTIVES_TEST [SHARDED_TEST]
 #
 # Each run is under a hard timeout; exit 77 (skipped) only when namespaces cannot be made.
 set -u
 order_test=$1
 collectives_test=$2
+sharded_test=${3:-}
 SKIP=77
 skip() { echo "netns_hierarchy.sh: SKIPPED: $*"; exit $SKIP; }
 fail() { echo "netns_hierarchy.sh: FAIL: $*"; exit 1; }
@@ -74,4 +77,5 @@ run order_3x1 h1:1,h2:1,h3:1 "" "$tree" "$order_test"
 run order_2+1 h1:2,h2:1 "" "$tree" "$order_test"
 run collectives_2x2 h1:2,h2:2 "" "" "$collectives_test"
 run collectives_3x2 h1:2,h2:2,h3:2 "" "" "$collectives_test"
+[ -n "$sharded_test" ] && run sharded_2x2 h1:2,h2:2 "" "" "$sharded_test"
 echo "netns_hierarchy.sh: ok in $(( $(date +%s) - start )) s"

@@ -274,10 +274,13 @@ TEST_P(Stage, DifferentModelsFailOnEveryRank) {
   }
 }
 
-// One path for the whole job: the ranks share their parent, mpirun's daemon.
+// One path for the whole job: rank 0's parent (mpirun's daemon on its host) names it, for
+// ranks on other hosts too (fake hosts share the file system).
 std::string job_path(const std::string& what) {
+  Tensor id = ::torch::tensor({static_cast<int64_t>(getppid())});
+  broadcast_(id, 0, "job_path." + what);
   return (std::filesystem::temp_directory_path() /
-          ("chorus-sharded-" + std::to_string(getppid()) + "-" + what))
+          ("chorus-sharded-" + std::to_string(id.item<int64_t>()) + "-" + what))
       .string();
 }
 
