@@ -105,6 +105,14 @@ struct ShardedReducer::State {
     } else {
       const auto type = wire_type(b.params);
       release_completed();
+      if (Tensor alone = unpacked(b, type); alone.defined()) {
+        // A bucket of one parameter that needs no padding or cast travels from the
+        // gradient itself: no packed copy.
+        params[b.members.front()].param.mutable_grad() = Tensor();
+        b.wire = alone;
+        submit_scatter(b);
+        return;
+      }
       b.wire = ::torch::empty({b.layout.padded}, b.params.options().dtype(type));
       b.wire.narrow(0, b.layout.numel, b.layout.padded - b.layout.numel).zero_();
       for (std::size_t i : b.members) {
@@ -118,14 +126,33 @@ struct ShardedReducer::State {
         }
         p.param.mutable_grad() = Tensor();  // this rank keeps only its shard of the sum
       }
-      ReducescatterOptions scatter;
-      scatter.op = allreduce.op;
-      scatter.prescale = allreduce.prescale;
-      scatter.postscale = allreduce.postscale;
-      scatter.process_set = allreduce.process_set;
-      b.handle = reducescatter_async(b.wire, b.name, scatter);
-      in_flight.push_back(static_cast<std::size_t>(&b - buckets.data()));
+      submit_scatter(b);
+      return;
     }
+    b.submitted = true;
+  }
+
+  // Stage 2: the gradient of b's one parameter as a flat tensor, when it can travel as it is
+  // (dense, contiguous, the wire's dtype, the bucket's length without padding); else none.
+  Tensor unpacked(const Run& b, ::torch::ScalarType type) const {
+    if (b.members.size() != 1 || b.layout.numel != b.layout.padded) return Tensor();
+    const Tensor grad = params[b.members.front()].param.grad();
+    if (!grad.defined() || grad.is_sparse() || !grad.is_contiguous() ||
+        grad.scalar_type() != type) {
+      return Tensor();
+    }
+    return grad.reshape({-1});
+  }
+
+  // Stage 2: reduce-scatters b.wire; b.wire lives until the result is harvested.
+  void submit_scatter(Run& b) {
+    ReducescatterOptions scatter;
+    scatter.op = allreduce.op;
+    scatter.prescale = allreduce.prescale;
+    scatter.postscale = allreduce.postscale;
+    scatter.process_set = allreduce.process_set;
+    b.handle = reducescatter_async(b.wire, b.name, scatter);
+    in_flight.push_back(static_cast<std::size_t>(&b - buckets.data()));
     b.submitted = true;
   }
 

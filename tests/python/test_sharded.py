@@ -218,3 +218,43 @@ def test_different_models_fail_on_every_rank():
     with pytest.raises(hvd.ArgumentError, match="weight"):
         hvd.ShardedOptimizer(torch.optim.SGD(net.parameters(), lr=0.1),
                              named_parameters=net.named_parameters())
+
+
+def test_broadcast_parameters_after_wrapping():
+    """Parameters that are views into the buckets take a broadcast in place: ranks that start
+    from different weights train as one after broadcast_parameters."""
+    reference, sharded = model(11), model(100 + hvd.rank())
+    opt = hvd.ShardedOptimizer(OPTIMIZERS["adam"](sharded.parameters()),
+                               named_parameters=sharded.named_parameters())
+    hvd.broadcast_parameters(sharded.state_dict(), root_rank=0)
+    reference.load_state_dict(hvd.broadcast_object(sharded.state_dict(), root_rank=0))
+    plain = hvd.DistributedOptimizer(OPTIMIZERS["adam"](reference.parameters()),
+                                     named_parameters=reference.named_parameters())
+    train(reference, plain, 2)
+    train(sharded, opt, 2)
+    assert_same_bits(reference, sharded)
+
+
+@pytest.mark.parametrize("stage", [1, 2])
+def test_process_set(stage):
+    if hvd.size() < 3:
+        pytest.skip("needs a rank outside the set")
+    pair = hvd.add_process_set([0, 1])
+    try:
+        if hvd.rank() < 2:
+            reference, sharded = model(4), model(4)
+            plain = hvd.DistributedOptimizer(OPTIMIZERS["adamw"](reference.parameters()),
+                                             named_parameters=reference.named_parameters(),
+                                             process_set=pair)
+            opt = hvd.ShardedOptimizer(OPTIMIZERS["adamw"](sharded.parameters()),
+                                       named_parameters=sharded.named_parameters(),
+                                       stage=stage, process_set=pair)
+            train(reference, plain, STEPS)
+            train(sharded, opt, STEPS)
+            assert_same_bits(reference, sharded)
+        else:
+            net = model(4)
+            with pytest.raises(ValueError, match="not in the process set"):
+                hvd.ShardedOptimizer(OPTIMIZERS["sgd"](net.parameters()), process_set=pair)
+    finally:
+        hvd.remove_process_set(pair)
