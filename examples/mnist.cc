@@ -20,18 +20,8 @@ namespace {
 constexpr char kUsage[] =
     "usage: mnist [--epochs N] [--batch-size N] [--lr X] [--data-dir DIR] [--cache-dir DIR]\n"
     "             [--checkpoint PATH] [--resume] [--limit N] [--min-accuracy PCT] [--seed N]\n"
-    "  --epochs N          epochs to reach, counting those of a resumed checkpoint (default 2)\n"
-    "  --batch-size N      images per rank per step (default 64)\n"
-    "  --lr X              Adam's learning rate for one rank, multiplied by the number of\n"
-    "                      ranks (default 0.001)\n"
-    "  --data-dir DIR      the four Fashion-MNIST .gz files\n"
-    "                      (default /usr/share/datasets/fashion-mnist)\n"
-    "  --cache-dir DIR     where they are unpacked (default ~/.cache/chorus/fashion-mnist)\n"
     "  --checkpoint PATH   written by rank 0 after every epoch (default mnist-checkpoint.pt)\n"
     "  --resume            start from the checkpoint when it exists\n"
-    "  --limit N           train on the first N training images only (default: all 60000)\n"
-    "  --min-accuracy PCT  exit with status 1 if the final test accuracy is below PCT\n"
-    "  --seed N            seed of the initialization and of the shuffles (default 1)\n"
     "  --slow-rank R       rank R computes --slow-ms longer each step: a slow rank to find with\n"
     "  --slow-ms MS        CHORUS_TIMELINE and chorus-trace (docs/observability.md; default 0)\n";
 

@@ -4,12 +4,30 @@
 
 namespace examples {
 
+namespace {
+
+// The flags every Fashion-MNIST example takes, printed after its own usage.
+constexpr char kCommonFlags[] =
+    "  --epochs N          epochs to reach, counting those of a resumed checkpoint (default 2)\n"
+    "  --batch-size N      images per rank per step (default 64)\n"
+    "  --lr X              Adam's learning rate for one rank, multiplied by the number of\n"
+    "                      ranks (default 0.001)\n"
+    "  --data-dir DIR      the four Fashion-MNIST .gz files\n"
+    "                      (default /usr/share/datasets/fashion-mnist)\n"
+    "  --cache-dir DIR     where they are unpacked (default ~/.cache/chorus/fashion-mnist)\n"
+    "  --limit N           train on the first N training images only (default: all 60000)\n"
+    "  --min-accuracy PCT  exit with status 1 if the final test accuracy is below PCT\n"
+    "  --seed N            seed of the initialization and of the shuffles (default 1)\n";
+
+}  // namespace
+
 MnistFlags parse_mnist_flags(int argc, char** argv, const char* usage) {
   MnistFlags f;
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     if (flag == "--help" || flag == "-h") {
       std::fputs(usage, stdout);
+      std::fputs(kCommonFlags, stdout);
       std::exit(0);
     }
     if (flag == "--resume") {

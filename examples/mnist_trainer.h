@@ -34,7 +34,8 @@ struct MnistFlags {
   int stage = 2;  // sharded_mnist only
 };
 
-/// The flags of `usage` (which lists those the program takes); --help prints it and exits.
+/// The flags of `usage` (the program's usage line and its own flags; --help prints it, then
+/// the flags every example takes, and exits).
 MnistFlags parse_mnist_flags(int argc, char** argv, const char* usage);
 
 /// The rank's share of the test set, evaluated; returns {correct, count}, summed over ranks.

@@ -19,19 +19,9 @@ constexpr char kUsage[] =
     "                     [--data-dir DIR] [--cache-dir DIR] [--checkpoint PATH] [--resume]\n"
     "                     [--limit N] [--min-accuracy PCT] [--seed N]\n"
     "  --stage 1|2         1: Adam's state sharded; 2: the gradients too (default 2)\n"
-    "  --epochs N          epochs to reach, counting those of a resumed checkpoint (default 2)\n"
-    "  --batch-size N      images per rank per step (default 64)\n"
-    "  --lr X              Adam's learning rate for one rank, multiplied by the number of\n"
-    "                      ranks (default 0.001)\n"
-    "  --data-dir DIR      the four Fashion-MNIST .gz files\n"
-    "                      (default /usr/share/datasets/fashion-mnist)\n"
-    "  --cache-dir DIR     where they are unpacked (default ~/.cache/chorus/fashion-mnist)\n"
     "  --checkpoint PATH   the consolidated checkpoint, written after every epoch\n"
     "                      (default mnist-checkpoint.pt)\n"
-    "  --resume            start from the checkpoint when it exists, on any number of ranks\n"
-    "  --limit N           train on the first N training images only (default: all 60000)\n"
-    "  --min-accuracy PCT  exit with status 1 if the final test accuracy is below PCT\n"
-    "  --seed N            seed of the initialization and of the shuffles (default 1)\n";
+    "  --resume            start from the checkpoint when it exists, on any number of ranks\n";
 
 int train(const examples::MnistFlags& flags) {
   const bool root = chorus::rank() == 0;

@@ -89,6 +89,21 @@ def test(model, loader, sampler, args):
     return 100 * accuracy
 
 
+def loaders(args):
+    """This rank's training and test loaders, and their samplers."""
+    train_set = fashion_data.normalized(args.data_dir, train=True, limit=args.limit)
+    test_set = fashion_data.normalized(args.data_dir, train=False)
+    train_sampler = torch.utils.data.distributed.DistributedSampler(
+        train_set, num_replicas=hvd.size(), rank=hvd.rank())
+    test_sampler = torch.utils.data.distributed.DistributedSampler(
+        test_set, num_replicas=hvd.size(), rank=hvd.rank(), shuffle=False)
+    train_loader = torch.utils.data.DataLoader(train_set, batch_size=args.batch_size,
+                                               sampler=train_sampler)
+    test_loader = torch.utils.data.DataLoader(test_set, batch_size=args.test_batch_size,
+                                              sampler=test_sampler)
+    return train_loader, train_sampler, test_loader, test_sampler
+
+
 def main():
     args = parser.parse_args()
     args.cuda = not args.no_cuda and torch.cuda.is_available()
@@ -100,16 +115,7 @@ def main():
         torch.cuda.manual_seed(args.seed)
     torch.set_num_threads(1)  # one thread per rank: ranks share the host's cores
 
-    train_set = fashion_data.normalized(args.data_dir, train=True, limit=args.limit)
-    test_set = fashion_data.normalized(args.data_dir, train=False)
-    train_sampler = torch.utils.data.distributed.DistributedSampler(
-        train_set, num_replicas=hvd.size(), rank=hvd.rank())
-    test_sampler = torch.utils.data.distributed.DistributedSampler(
-        test_set, num_replicas=hvd.size(), rank=hvd.rank(), shuffle=False)
-    train_loader = torch.utils.data.DataLoader(train_set, batch_size=args.batch_size,
-                                               sampler=train_sampler)
-    test_loader = torch.utils.data.DataLoader(test_set, batch_size=args.test_batch_size,
-                                              sampler=test_sampler)
+    train_loader, train_sampler, test_loader, test_sampler = loaders(args)
 
     model = Net()
     # Adasum needs no learning-rate scaling; averaging does (the global batch grows).

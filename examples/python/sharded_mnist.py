@@ -13,12 +13,11 @@ import sys
 
 import torch
 import torch.optim as optim
-import torch.utils.data.distributed
 
 import chorus.torch as hvd
 
 import fashion_data
-from mnist import Net, test, train
+from mnist import Net, loaders, test, train
 
 parser = argparse.ArgumentParser(description="Sharded data-parallel Fashion-MNIST training")
 parser.add_argument("--stage", type=int, default=2, choices=(1, 2))
@@ -40,16 +39,7 @@ def main():
     torch.manual_seed(args.seed)
     torch.set_num_threads(1)  # one thread per rank: ranks share the host's cores
 
-    train_set = fashion_data.normalized(args.data_dir, train=True, limit=args.limit)
-    test_set = fashion_data.normalized(args.data_dir, train=False)
-    train_sampler = torch.utils.data.distributed.DistributedSampler(
-        train_set, num_replicas=hvd.size(), rank=hvd.rank())
-    test_sampler = torch.utils.data.distributed.DistributedSampler(
-        test_set, num_replicas=hvd.size(), rank=hvd.rank(), shuffle=False)
-    train_loader = torch.utils.data.DataLoader(train_set, batch_size=args.batch_size,
-                                               sampler=train_sampler)
-    test_loader = torch.utils.data.DataLoader(test_set, batch_size=args.test_batch_size,
-                                              sampler=test_sampler)
+    train_loader, train_sampler, test_loader, test_sampler = loaders(args)
 
     model = Net()
     hvd.broadcast_parameters(model.state_dict(), root_rank=0)

@@ -9,6 +9,7 @@
 #include <optional>
 
 #include "chorus/torch/tensor_ops.h"
+#include "torch/accumulated_hook.h"
 #include "torch/gradient_reduction.h"
 #include "torch/parameter_layout.h"
 
@@ -144,14 +145,9 @@ struct GradientReducer::State {
   void on_accumulated(std::size_t i) {
     std::lock_guard<std::mutex> lock(mu);
     Param& p = params[i];
-    if (p.ready) {
-      throw Error(failed_precondition(
-          "gradient of '" + p.name + "' computed " +
-          std::to_string(options.backward_passes_per_step + 1) +
-          " times before step() or synchronize(); backward_passes_per_step is " +
-          std::to_string(options.backward_passes_per_step)));
+    if (last_pass(p.ready, &p.passes_left, p.name, options.backward_passes_per_step)) {
+      mark_ready(i);
     }
-    if (--p.passes_left == 0) mark_ready(i);
   }
 
   // Waits for g and leaves its results in the gradients; returns the failure, if any.
@@ -197,24 +193,6 @@ struct GradientReducer::State {
 };
 
 namespace {
-
-// Runs after the autograd engine accumulated a parameter's gradient.
-class AccumulatedHook : public ::torch::autograd::FunctionPostHook {
- public:
-  AccumulatedHook(std::weak_ptr<GradientReducer::State> state, std::size_t index)
-      : state_(std::move(state)), index_(index) {}
-
-  ::torch::autograd::variable_list operator()(
-      const ::torch::autograd::variable_list& outputs,
-      const ::torch::autograd::variable_list& /*inputs*/) override {
-    if (auto state = state_.lock()) state->on_accumulated(index_);
-    return outputs;
-  }
-
- private:
-  std::weak_ptr<GradientReducer::State> state_;
-  std::size_t index_;
-};
 
 // For each given parameter, the group it belongs to in `groups` (or none), checked.
 std::vector<std::optional<std::size_t>> group_of(
@@ -276,7 +254,7 @@ GradientReducer::GradientReducer(NamedParameters parameters, DistributedOptimize
   }
   for (std::size_t i = 0; i < s.params.size(); ++i) {
     s.params[i].accumulator->add_post_hook(
-        std::make_unique<AccumulatedHook>(std::weak_ptr<State>(state_), i));
+        std::make_unique<AccumulatedHook<State>>(std::weak_ptr<State>(state_), i));
   }
 }
 

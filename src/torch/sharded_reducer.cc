@@ -11,6 +11,7 @@
 #include <optional>
 
 #include "chorus/torch/tensor_ops.h"
+#include "torch/accumulated_hook.h"
 #include "torch/gradient_reduction.h"
 #include "torch/parameter_layout.h"
 #include "torch/shard_layout.h"
@@ -181,14 +182,9 @@ struct ShardedReducer::State {
   void on_accumulated(std::size_t i) {
     std::lock_guard<std::mutex> lock(mu);
     Param& p = params[i];
-    if (p.ready) {
-      throw Error(failed_precondition(
-          "gradient of '" + names[i] + "' computed " +
-          std::to_string(options.backward_passes_per_step + 1) +
-          " times before step() or synchronize(); backward_passes_per_step is " +
-          std::to_string(options.backward_passes_per_step)));
+    if (last_pass(p.ready, &p.passes_left, names[i], options.backward_passes_per_step)) {
+      mark_ready(i);
     }
-    if (--p.passes_left == 0) mark_ready(i);
   }
 
   // Waits for b's collective and leaves its result where synchronize() says, releasing what
@@ -242,23 +238,6 @@ struct ShardedReducer::State {
 };
 
 namespace {
-
-class AccumulatedHook : public ::torch::autograd::FunctionPostHook {
- public:
-  AccumulatedHook(std::weak_ptr<ShardedReducer::State> state, std::size_t index)
-      : state_(std::move(state)), index_(index) {}
-
-  ::torch::autograd::variable_list operator()(
-      const ::torch::autograd::variable_list& outputs,
-      const ::torch::autograd::variable_list& /*inputs*/) override {
-    if (auto state = state_.lock()) state->on_accumulated(index_);
-    return outputs;
-  }
-
- private:
-  std::weak_ptr<ShardedReducer::State> state_;
-  std::size_t index_;
-};
 
 std::string kind_of(const Tensor& t) {
   return std::string(c10::toString(t.scalar_type())) + " on " + t.device().str();
@@ -347,7 +326,7 @@ ShardedReducer::ShardedReducer(NamedParameters parameters, std::vector<int> grou
     State::Param& p = s.params[i];
     p.param.mutable_grad() = stage < 2 ? s.grad_view(s.buckets[p.bucket], p) : Tensor();
     p.accumulator->add_post_hook(
-        std::make_unique<AccumulatedHook>(std::weak_ptr<State>(state_), i));
+        std::make_unique<AccumulatedHook<State>>(std::weak_ptr<State>(state_), i));
   }
 }
 
