@@ -12,6 +12,7 @@
 #include <sstream>
 #include <string>
 
+#include "chorus/elastic.h"
 #include "chorus/torch.h"
 
 namespace {
@@ -421,44 +422,36 @@ TEST_P(Stage, ABucketOfOneUnpaddedParameter) {
 
 INSTANTIATE_TEST_SUITE_P(ShardedOptimizer, Stage, ::testing::Values(1, 2));
 
-// A job restarted on another number of ranks: CHORUS_TEST_RESTART=save trains two steps
-// with Adam and writes a consolidated checkpoint at CHORUS_TEST_RESTART_PATH; =resume loads
-// it into a ShardedOptimizer at this count, and into a plain Adam under
-// DistributedOptimizer by hand (the state cut per parameter in the test), trains two more
-// steps with each and compares them bit for bit (tests/torch/sharded_restart.sh runs save at
-// 3 ranks, resume at 2).
-TEST(Restart, ReshardsOntoAnotherCount) {
-  const char* phase = std::getenv("CHORUS_TEST_RESTART");
-  const char* path = std::getenv("CHORUS_TEST_RESTART_PATH");
-  if (phase == nullptr || path == nullptr) GTEST_SKIP() << "run by sharded_restart.sh";
+// A job restarted on another number of ranks (tests/torch/sharded_restart.sh runs each pair
+// of phases at 3 ranks, then 2). CHORUS_TEST_RESTART=save trains two steps with Adam and
+// writes a consolidated checkpoint at CHORUS_TEST_RESTART_PATH; =resume loads it into a
+// ShardedOptimizer at this count. =commit does the same steps, then commits them through the
+// elastic state (CHORUS_ELASTIC_JOB and CHORUS_ELASTIC_DIR given); =relaunch resumes that
+// commit through elastic::run, as a relaunched worker does. Each resume also loads the state
+// into a plain Adam under DistributedOptimizer by hand (Adam's state cut per parameter in the
+// test), trains two more steps with each and compares them bit for bit.
+ShardedOptions restart_options() {
   ShardedOptions o;
   o.stage = 2;
   o.bucket_bytes = 128;
   o.name_prefix = "restart.";
-  auto train = [](OddNet& n, auto& opt, int first) {
-    for (int step = first; step < first + 2; ++step) {
-      opt.zero_grad();
-      loss_of(n, batch(500 + step)).backward();
-      opt.step();
-    }
-  };
-  if (std::string(phase) == "save") {
-    OddNet net = seeded_net(61);
-    auto inner = adam(net);
-    ShardedOptimizer opt(*inner, named_parameters(*net), o);
-    train(net, opt, 0);
-    save_checkpoint(path, *net, opt, 1, /*consolidated=*/true);
-    return;
+  return o;
+}
+
+template <class Optimizer>
+void train_two_steps(OddNet& net, Optimizer& optimizer, int first) {
+  for (int step = first; step < first + 2; ++step) {
+    optimizer.zero_grad();
+    loss_of(net, batch(500 + step)).backward();
+    optimizer.step();
   }
-  OddNet net = seeded_net(62), by_hand = seeded_net(63);
-  auto inner = adam(net);
-  ShardedOptimizer opt(*inner, named_parameters(*net), o);
-  ASSERT_EQ(load_checkpoint(path, *net, opt), 1);
-  // By hand: the model from the file, Adam's state per parameter from the archive.
-  ::torch::serialize::InputArchive archive, model, state;
-  archive.load_from(path);
-  archive.read("model", model);
-  archive.read("optimizer", state);
+}
+
+// Trains `by_hand` from the saved model and consolidated state with a plain Adam under
+// DistributedOptimizer, two steps, and compares it with `net`.
+void expect_by_hand(::torch::serialize::InputArchive& model,
+                    ::torch::serialize::InputArchive& state, OddNet& net) {
+  OddNet by_hand = seeded_net(63);
   by_hand->load(model);
   ::torch::optim::Adam plain(by_hand->parameters(), ::torch::optim::AdamOptions(0.01));
   auto params = named_parameters(*by_hand);
@@ -479,9 +472,52 @@ TEST(Restart, ReshardsOntoAnotherCount) {
   DistributedOptimizerOptions d;
   d.name_prefix = "restart.plain.";
   DistributedOptimizer reference(plain, params, d);
-  train(net, opt, 2);
-  train(by_hand, reference, 2);
+  train_two_steps(by_hand, reference, 2);
   EXPECT_TRUE(same_bits(net, by_hand));
+}
+
+TEST(Restart, ReshardsOntoAnotherCount) {
+  const char* phase_name = std::getenv("CHORUS_TEST_RESTART");
+  const char* path = std::getenv("CHORUS_TEST_RESTART_PATH");
+  if (phase_name == nullptr || path == nullptr) GTEST_SKIP() << "run by sharded_restart.sh";
+  const std::string phase = phase_name;
+  OddNet net = seeded_net(phase == "save" || phase == "commit" ? 61 : 62);
+  auto inner = adam(net);
+  ShardedOptimizer opt(*inner, named_parameters(*net), restart_options());
+  if (phase == "save" || phase == "commit") {
+    train_two_steps(net, opt, 0);
+    if (phase == "save") {
+      save_checkpoint(path, *net, opt, 1, /*consolidated=*/true);
+    } else {
+      elastic::State state;
+      state.add("model", *net).add("optimizer", opt);
+      state.commit();
+    }
+    return;
+  }
+  ::torch::serialize::InputArchive archive, model, state;
+  if (phase == "resume") {
+    ASSERT_EQ(load_checkpoint(path, *net, opt), 1);
+    archive.load_from(path);
+    archive.read("model", model);
+    archive.read("optimizer", state);
+    train_two_steps(net, opt, 2);
+  } else {
+    ASSERT_EQ(phase, "relaunch");
+    // The newest commit, read before run() ends the job (and removes its commits).
+    StatusOr<std::string> dir = ::chorus::elastic::commit_dir();
+    ASSERT_TRUE(dir.ok() && !dir->empty()) << "CHORUS_ELASTIC_JOB is not set";
+    auto newest = ::chorus::elastic::newest_commit(*dir);
+    ASSERT_TRUE(newest.ok() && newest->has_value()) << "no commit in " << *dir;
+    std::istringstream bytes((*newest)->bytes);
+    archive.load_from(bytes);
+    archive.read("module.model", model);
+    archive.read("sharded.optimizer", state);
+    elastic::State s;
+    s.add("model", *net).add("optimizer", opt);
+    ASSERT_EQ(elastic::run(s, [&](elastic::State&) { train_two_steps(net, opt, 2); }), 0);
+  }
+  expect_by_hand(model, state, net);
 }
 
 // DistributedOptimizer with its gradients in buckets: the same bits as without, and
