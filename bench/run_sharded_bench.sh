@@ -15,6 +15,7 @@
 #
 #   bench/run_sharded_bench.sh [--build DIR] [--np "2 4"] [--rounds N] [--steps N]
 #                              [--width N] [--cap MB --widths "2048 3072 ..."]
+#                              [--modes "cpp:stage2 py:zero ..."]
 #
 # The --cap runs get MALLOC_MMAP_THRESHOLD_=131072, so that freed tensors go back to the
 # system at once and the limit meets the live memory, not what the allocator kept.
@@ -28,6 +29,7 @@ steps=20
 width=2048
 cap=""
 widths="2048 3072 4096 5120 6144"
+modes="cpp:plain cpp:buckets cpp:stage1 cpp:stage2 py:plain py:buckets py:stage1 py:stage2 py:ddp py:zero"
 while [[ $# -gt 0 ]]; do
   case $1 in
     --build) build=$2; shift 2 ;;
@@ -37,6 +39,7 @@ while [[ $# -gt 0 ]]; do
     --width) width=$2; shift 2 ;;
     --cap) cap=$2; shift 2 ;;
     --widths) widths=$2; shift 2 ;;
+    --modes) modes=$2; shift 2 ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
@@ -49,7 +52,6 @@ fi
 export PYTHONPATH=$build/python${PYTHONPATH:+:$PYTHONPATH} CHORUS_LOG_LEVEL=warn
 results=$(mktemp)
 trap 'rm -f "$results"' EXIT
-modes="cpp:plain cpp:buckets cpp:stage1 cpp:stage2 py:plain py:buckets py:stage1 py:stage2 py:ddp py:zero"
 
 # run IMPL:MODE NP WIDTH [CAP_KB]: one run; its RESULT line on stdout (nothing if it failed).
 run() {
