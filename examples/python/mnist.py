@@ -136,8 +136,14 @@ def main():
     for epoch in range(1, args.epochs + 1):
         train(epoch, model, optimizer, train_loader, train_sampler, args)
         accuracy = test(model, test_loader, test_sampler, args)
+    return finish(accuracy, args, f"{hvd.size()} ranks")
+
+
+def finish(accuracy, args, how):
+    """Prints the final accuracy, shuts Chorus down, and returns the exit status: 1 below
+    --min-accuracy."""
     if hvd.rank() == 0:
-        print(f"final test accuracy: {accuracy:.2f}% ({hvd.size()} ranks)", flush=True)
+        print(f"final test accuracy: {accuracy:.2f}% ({how})", flush=True)
     hvd.shutdown()
     if accuracy < args.min_accuracy:
         print(f"accuracy {accuracy:.2f}% is below the floor {args.min_accuracy}%",

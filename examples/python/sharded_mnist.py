@@ -17,7 +17,7 @@ import torch.optim as optim
 import chorus.torch as hvd
 
 import fashion_data
-from mnist import Net, loaders, test, train
+from mnist import Net, finish, loaders, test, train
 
 parser = argparse.ArgumentParser(description="Sharded data-parallel Fashion-MNIST training")
 parser.add_argument("--stage", type=int, default=2, choices=(1, 2))
@@ -64,15 +64,7 @@ def main():
         if hvd.rank() == 0:
             torch.save({"model": model.state_dict(), "optimizer": state, "epoch": epoch},
                        args.checkpoint)
-    if hvd.rank() == 0:
-        print(f"final test accuracy: {accuracy:.2f}% ({hvd.size()} ranks, stage {args.stage})",
-              flush=True)
-    hvd.shutdown()
-    if accuracy < args.min_accuracy:
-        print(f"accuracy {accuracy:.2f}% is below the floor {args.min_accuracy}%",
-              file=sys.stderr)
-        return 1
-    return 0
+    return finish(accuracy, args, f"{hvd.size()} ranks, stage {args.stage}")
 
 
 if __name__ == "__main__":
