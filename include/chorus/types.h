@@ -37,8 +37,11 @@ enum class ReduceOp : uint8_t {
   kMin = 2,
   kMax = 3,
   kProduct = 4,
+  /// Adaptive summation (Maleki et al.): orthogonal gradients add, parallel ones average.
+  /// Allreduce of floating-point tensors only; the same bits on every rank at any size.
+  kAdasum = 5,
 };
-inline constexpr int kNumReduceOps = 5;
+inline constexpr int kNumReduceOps = 6;
 CHORUS_API const char* reduce_op_name(ReduceOp op);
 
 /// Where a tensor's memory lives. index is -1 for the host.

@@ -288,6 +288,18 @@ StatusOr<char*> GpuContext::staging(std::size_t bytes) {
   return grow(&staging_, &staging_bytes_, bytes);
 }
 
+Status GpuContext::copy_and_wait(void* dst, const void* src, std::size_t bytes,
+                                 const std::string& during) {
+  if (bytes > 0) {
+    if (cudaError_t rc =
+            cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, static_cast<cudaStream_t>(stream_));
+        rc != cudaSuccess) {
+      return fail(cuda_detail::cuda_status(rc, "cudaMemcpyAsync", __FILE__, __LINE__));
+    }
+  }
+  return synchronize(during);
+}
+
 Status GpuContext::synchronize(const std::string& during) {
   if (Status s = record(done_); !s.ok()) return s;
   return wait(done_, during);

@@ -135,6 +135,9 @@ class GpuContext final : private GpuMaker {
   StatusOr<char*> zeros(std::size_t bytes);
   /// Scratch device memory, grown to the largest need.
   StatusOr<char*> staging(std::size_t bytes);
+  /// Copies `bytes` bytes from `src` to `dst`, either of them host memory, on the stream
+  /// after the work queued so far, and waits for it (synchronize()).
+  Status copy_and_wait(void* dst, const void* src, std::size_t bytes, const std::string& during);
   /// Waits until the stream's work is done, sleeping between polls (no spinning) and
   /// polling NCCL's asynchronous errors, which become the returned Status. Past the
   /// setup's timeout it aborts the NCCL communicators and fails. A failure here leaves the

@@ -295,9 +295,19 @@ Status Executor::run_fused_allreduce(TensorMemory& m, const std::vector<Job>& ba
       failing.emplace(chosen, injected_failure_);
   }
   Backend& be = failing ? *failing : chosen;
-  Status s =
-      be.allreduce(buffer, buffer, static_cast<int64_t>(total / esz), first.dtype,
-                   wire_op(first.reduce_op), m.scales_on_unpack() ? kernels::Scale{} : result);
+  const kernels::Scale scale = m.scales_on_unpack() ? kernels::Scale{} : result;
+  Status s;
+  if (first.reduce_op == ReduceOp::kAdasum) {
+    std::vector<AdasumTensor> tensors(batch.size());
+    for (std::size_t i = 0; i < batch.size(); ++i) {
+      tensors[i] = {static_cast<int64_t>(layout.offsets[i] / esz),
+                    num_elements(batch[i].response->shape)};
+    }
+    s = m.adasum(buffer, buffer, tensors, first.dtype, scale);
+  } else {
+    s = be.allreduce(buffer, buffer, static_cast<int64_t>(total / esz), first.dtype,
+                     wire_op(first.reduce_op), scale);
+  }
   for (const Job& j : batch) keep(injected_part(j.response->name));
   const Clock::time_point t2 = m.timed_on_host() ? Clock::now() : t0;
   if (s.ok() && local.ok()) {

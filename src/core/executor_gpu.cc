@@ -18,6 +18,7 @@
 
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <deque>
 
 #include "base/logging.h"
@@ -29,7 +30,8 @@ namespace {
 
 class CudaMemory final : public TensorMemory, public DeferredBatches {
  public:
-  explicit CudaMemory(std::unique_ptr<GpuContext> g) : g_(std::move(g)) {}
+  // `host`: the set's host backends, which carry Adasum's steps.
+  CudaMemory(std::unique_ptr<GpuContext> g, Backend& host) : g_(std::move(g)), host_(host) {}
   // Nothing is in flight here: Executor::execute settles every round before it returns.
   ~CudaMemory() override {
     for (void* e : events_) cudaEventDestroy(static_cast<cudaEvent_t>(e));
@@ -43,6 +45,19 @@ class CudaMemory final : public TensorMemory, public DeferredBatches {
   Status copy(const std::vector<gpu::CopyItem>& items, DataType dtype,
               kernels::Scale scale) override {
     return g_->copy(items, dtype, scale);
+  }
+  // Staged through host memory, whose failures are kept until the set's calls are made.
+  Status adasum(const void* send, void* recv, const std::vector<AdasumTensor>& tensors,
+                DataType dtype, kernels::Scale scale) override {
+    int64_t extent = 0;
+    for (const AdasumTensor& t : tensors) extent = std::max(extent, t.offset + t.count);
+    const std::size_t bytes = static_cast<std::size_t>(extent) * dtype_size(dtype);
+    char* staged = staged_.get(bytes + 1);
+    const Status in = g_->copy_and_wait(staged, send, bytes, "staging Adasum's input");
+    const Status s = adasum_.allreduce(host_, staged, staged, tensors, dtype, scale);
+    if (!in.ok()) return in;
+    if (!s.ok()) return s;
+    return g_->copy_and_wait(recv, staged, bytes, "staging Adasum's result");
   }
   Status zero(void* dst, std::size_t bytes) override { return g_->zero(dst, bytes); }
   StatusOr<char*> zeros(std::size_t bytes) override { return g_->zeros(bytes); }
@@ -150,6 +165,9 @@ class CudaMemory final : public TensorMemory, public DeferredBatches {
   }
 
   std::unique_ptr<GpuContext> g_;
+  Backend& host_;
+  Adasum adasum_;
+  HostBuffer staged_;  // Adasum's buffers on the host
   std::deque<InFlight> in_flight_;
   std::vector<void*> events_;  // cudaEvent_t, free for the next batch
 };
@@ -171,7 +189,7 @@ StatusOr<TensorMemory*> Executor::device_memory(const std::vector<Job>& batch) {
   StatusOr<std::unique_ptr<GpuContext>> g = GpuContext::create(gpu_setup_, index, inputs);
   if (!g.ok()) return g.status();
   log().debug("{}: GPU context on cuda:{} ({})", gpu_setup_.label, index, (*g)->description());
-  device_ = std::make_unique<CudaMemory>(std::move(g).value());
+  device_ = std::make_unique<CudaMemory>(std::move(g).value(), host_.backends());
   return device_.get();
 }
 

@@ -26,6 +26,10 @@ class HostMemory final : public TensorMemory {
   Status wait_allocated(const TensorRef&) override { return {}; }
   Status copy(const std::vector<gpu::CopyItem>& items, DataType dtype,
               kernels::Scale scale) override;
+  Status adasum(const void* send, void* recv, const std::vector<AdasumTensor>& tensors,
+                DataType dtype, kernels::Scale scale) override {
+    return adasum_.allreduce(backends_, send, recv, tensors, dtype, scale);
+  }
   Status zero(void* dst, std::size_t bytes) override;
   StatusOr<char*> zeros(std::size_t bytes) override;
   StatusOr<char*> scratch(std::size_t bytes) override { return scratch_.get(bytes); }
@@ -38,6 +42,7 @@ class HostMemory final : public TensorMemory {
 
  private:
   BackendChoice backends_;
+  Adasum adasum_;
   FusionBuffer fusion_;
   HostBuffer zeros_;    // a joined rank's contribution
   HostBuffer scratch_;  // prescaled inputs, fused grouped members, outputs that failed

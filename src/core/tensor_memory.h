@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "chorus/status.h"
+#include "collectives/adasum.h"
 #include "collectives/backend.h"
 #include "core/entry.h"
 #include "kernels/cuda_fusion.h"
@@ -69,6 +70,10 @@ class TensorMemory {
                       kernels::Scale scale) = 0;
   /// Zeros `bytes` bytes at `dst`.
   virtual Status zero(void* dst, std::size_t bytes) = 0;
+  /// recv = scale(Adasum of `send` over the set), tensor by tensor (collectives/adasum.h),
+  /// on the set's host backends: a device's buffers are staged through host memory.
+  virtual Status adasum(const void* send, void* recv, const std::vector<AdasumTensor>& tensors,
+                        DataType dtype, kernels::Scale scale) = 0;
   /// `bytes` zeros (a joined rank's contribution), until the next call.
   virtual StatusOr<char*> zeros(std::size_t bytes) = 0;
   /// Scratch of `bytes` bytes, until the next call.

@@ -108,7 +108,8 @@ ncclRedOp_t nccl_op(ReduceOp op) {
     case ReduceOp::kMax: return ncclMax;
     case ReduceOp::kProduct: return ncclProd;
     case ReduceOp::kSum:
-    case ReduceOp::kAverage: return ncclSum;
+    case ReduceOp::kAverage:
+    case ReduceOp::kAdasum: return ncclSum;  // Adasum never reaches a backend (adasum.h)
   }
   return ncclSum;
 }

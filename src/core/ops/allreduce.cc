@@ -15,10 +15,12 @@ Batching batching(const Response&) { return Batching::kFused; }
 void call(OpRun& x, const void* in, void* out) {
   const Response& r = x.r;
   x.began();
-  if (x.s.ok()) {
-    x.s = x.backend.allreduce(in, out, num_elements(r.shape), r.dtype, wire_op(r.reduce_op),
-                              result_scale(r, x.backend.size()));
-  }
+  if (!x.s.ok()) return;
+  const int64_t count = num_elements(r.shape);
+  const kernels::Scale scale = result_scale(r, x.backend.size());
+  x.s = r.reduce_op == ReduceOp::kAdasum
+            ? x.memory.adasum(in, out, {{0, count}}, r.dtype, scale)
+            : x.backend.allreduce(in, out, count, r.dtype, wire_op(r.reduce_op), scale);
 }
 
 // A rank that joined (no entry) contributes zeros, which no prescale changes.
@@ -62,7 +64,8 @@ Status fill_reduction(Entry& e, const TensorRef& input, const TensorRef& output,
   const std::string& name = e.request.name;
   for (Status s : {check_tensor(op, name, "input", input), check_tensor(op, name, "output", output),
                    check_scale(op, name, "prescale", options.prescale),
-                   check_scale(op, name, "postscale", options.postscale)}) {
+                   check_scale(op, name, "postscale", options.postscale),
+                   check_reduce_op(op, name, options.op, input.dtype)}) {
     if (!s.ok()) return s;
   }
   if (input.dtype != output.dtype || input.shape != output.shape || input.device != output.device) {

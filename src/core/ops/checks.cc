@@ -60,6 +60,21 @@ Status check_scale(OpType op, const std::string& name, const char* which, double
   return {};
 }
 
+Status check_reduce_op(OpType op, const std::string& name, ReduceOp reduce, DataType dtype) {
+  if (reduce != ReduceOp::kAdasum) return {};
+  if (op != OpType::kAllreduce) {
+    return invalid_argument(what(op, name) + "op Adasum is an allreduce; " + op_type_name(op) +
+                            " takes sum, average, min, max or product");
+  }
+  const bool floating = dtype == DataType::kFloat16 || dtype == DataType::kBFloat16 ||
+                        dtype == DataType::kFloat32 || dtype == DataType::kFloat64;
+  if (!floating) {
+    return invalid_argument(what(op, name) + "op Adasum combines floating-point tensors, got " +
+                            dtype_name(dtype));
+  }
+  return {};
+}
+
 void describe_tensor(Request& q, const TensorRef& t) {
   q.dtype = t.dtype;
   q.shape = t.shape;

@@ -21,6 +21,9 @@ Status check_tensor(OpType op, const std::string& name, const char* role, const 
 Status check_rows(OpType op, const std::string& name, const TensorRef& input);
 /// A finite scale factor; `which`: "prescale" or "postscale".
 Status check_scale(OpType op, const std::string& name, const char* which, double v);
+/// A reduce op the collective runs on `dtype`: Adasum is an allreduce of floating-point
+/// tensors only.
+Status check_reduce_op(OpType op, const std::string& name, ReduceOp reduce, DataType dtype);
 /// The request's dtype, shape and device from `t`.
 void describe_tensor(Request& q, const TensorRef& t);
 

@@ -108,7 +108,8 @@ Status fill_reducescatter(Entry& e, const TensorRef& input, ReduceOp reduce_op, 
   const OpType op = OpType::kReducescatter;
   const std::string& name = e.request.name;
   for (Status s : {check_rows(op, name, input), check_scale(op, name, "prescale", prescale),
-                   check_scale(op, name, "postscale", postscale)}) {
+                   check_scale(op, name, "postscale", postscale),
+                   check_reduce_op(op, name, reduce_op, input.dtype)}) {
     if (!s.ok()) return s;
   }
   Request& q = e.request;
