@@ -213,6 +213,8 @@ bool Executor::runs_without_mpi(
     const std::vector<std::shared_ptr<const Response>>& responses) const {
   for (const auto& r : responses) {
     if (!r->device.is_cpu()) return false;
+    // Adasum moves its blocks with the set's alltoall and allgather (collectives/adasum.h).
+    if (r->status.ok() && r->reduce_op == ReduceOp::kAdasum) return false;
     if (r->status.ok() &&
         !(op_descriptor(r->op).collective == Collective::kAllreduce &&
           host_.backends().pick(Collective::kAllreduce, r->dtype).allreduce_without_mpi())) {

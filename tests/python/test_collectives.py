@@ -294,5 +294,3 @@ def test_mismatched_shapes_raise_on_every_rank():
 def test_bad_arguments_raise_locally():
     with pytest.raises(HorovodInternalError, match="does not support"):
         hvd.allreduce(torch.ones(2, dtype=torch.bool))
-    with pytest.raises(hvd.NotSupportedError, match="Adasum"):
-        hvd.allreduce(torch.ones(2), op=hvd.Adasum)

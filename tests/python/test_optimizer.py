@@ -168,8 +168,8 @@ def test_argument_errors():
     with pytest.raises(ValueError, match="not in it"):
         hvd.DistributedOptimizer(sgd(model.parameters()),
                                  named_parameters=list(model.named_parameters())[:1])
-    with pytest.raises(hvd.NotSupportedError, match="Adasum"):
-        hvd.DistributedOptimizer(sgd(model.parameters()), op=hvd.Adasum)
+    with pytest.raises(ValueError, match="Average or hvd.Sum"):
+        hvd.DistributedOptimizer(sgd(model.parameters()), op=hvd.Max)
 
 
 def test_broadcast_parameters_state_dict_and_named_list():

@@ -46,7 +46,8 @@ from chorus.torch.runtime import (  # noqa: F401
     mark_step, mpi_built, mpi_enabled, mpi_threads_supported, nccl_built, poll, rank, remove_process_set,
     rocm_built, shutdown, size, start_timeline, stop_timeline, synchronize)
 
-# Reduction ops. The values are the core's ReduceOp numbering; Adasum has no implementation.
+# Reduction ops. The values are the core's ReduceOp numbering. Adasum (floating-point
+# allreduces only) gives every rank the same bits at any number of ranks.
 Sum = 0
 Average = 1
 Min = 2
@@ -54,7 +55,8 @@ Max = 3
 Product = 4
 Adasum = 5
 
-_OP_NAMES = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "Product"}
+_OP_NAMES = {Sum: "Sum", Average: "Average", Min: "Min", Max: "Max", Product: "Product",
+             Adasum: "Adasum"}
 
 
 def _grad_name(name, suffix="grad"):
@@ -75,9 +77,6 @@ def _resolve_op(op, average):
         op = Average if average else Sum
     if op is None:
         op = Average
-    if op == Adasum:
-        raise NotSupportedError("op=hvd.Adasum is not supported by Chorus; use hvd.Average "
-                                "or hvd.Sum")
     if op not in _OP_NAMES:
         raise ValueError(f"unknown reduction op {op!r}")
     return op

@@ -22,7 +22,7 @@ import warnings
 import torch
 
 from chorus.common.exceptions import NotSupportedError
-from chorus.torch import mpi_ops
+from chorus.torch import adasum, mpi_ops
 from chorus._loader import ext as _ext
 from chorus.torch.compression import Compression
 from chorus.torch.mpi_ops import Average, Sum, global_process_set
@@ -89,10 +89,8 @@ def _checked_reduction(op, gradient_predivide_factor, compression, backward_pass
     """Checks the gradients' reduction that a wrapper is asked for; returns the
     compression's code for the C++ engine."""
     if op not in (Average, Sum):
-        if op == mpi_ops.Adasum:
-            raise NotSupportedError(f"{who}(op=hvd.Adasum) is not supported by Chorus; use "
-                                    "hvd.Average or hvd.Sum")
-        raise ValueError(f"{who} supports op=hvd.Average or hvd.Sum")
+        raise ValueError(f"{who} supports op=hvd.Average or hvd.Sum" +
+                         (" (and DistributedOptimizer hvd.Adasum)" if op == mpi_ops.Adasum else ""))
     if gradient_predivide_factor != 1.0 and op != Average:
         raise ValueError("gradient_predivide_factor needs op=hvd.Average")
     code = getattr(compression, "wire_code", None)
@@ -208,7 +206,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     named_parameters: (name, parameter) pairs, e.g. ``model.named_parameters()``; names the
         reductions (recommended). compression: Compression.none/fp16/bf16.
     backward_passes_per_step: gradients accumulate locally over that many backward passes
-        and are reduced on the last one. op: hvd.Average or hvd.Sum.
+        and are reduced on the last one. op: hvd.Average, hvd.Sum, or hvd.Adasum, which
+        reduces each local step's change to the parameters instead of the gradients (see
+        chorus.torch.adasum; not with gradient_predivide_factor, groups or bucket_cap_mb).
     gradient_predivide_factor: with Average, divide by this before the sum and by
         size/factor after. groups: a number of groups or lists of parameters, each reduced
         as one grouped allreduce (num_groups is the deprecated spelling of an int).
@@ -226,6 +226,17 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         warnings.warn("num_groups is deprecated: use groups=<int>", DeprecationWarning,
                       stacklevel=2)
         groups = num_groups
+    if op == mpi_ops.Adasum:
+        if gradient_predivide_factor != 1.0:
+            raise ValueError("gradient_predivide_factor needs op=hvd.Average")
+        if groups or bucket_cap_mb:
+            raise ValueError("op=hvd.Adasum reduces each parameter's delta at step(); groups "
+                             "and bucket_cap_mb do not apply with it")
+        if backward_passes_per_step < 1:
+            raise ValueError("backward_passes_per_step must be at least 1")
+        param_groups = optimizer.param_groups
+        return adasum.make(optimizer, _named_pairs(param_groups, named_parameters),
+                           compression, backward_passes_per_step, process_set)
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer, named_parameters, compression, backward_passes_per_step, op,
