@@ -19,8 +19,11 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: mnist [--epochs N] [--batch-size N] [--lr X] [--data-dir DIR] [--cache-dir DIR]\n"
-    "             [--checkpoint PATH] [--resume] [--limit N] [--min-accuracy PCT] [--seed N]\n"
+    "             [--checkpoint PATH] [--resume] [--adasum] [--limit N] [--min-accuracy PCT]\n"
+    "             [--seed N]\n"
     "  --checkpoint PATH   written by rank 0 after every epoch (default mnist-checkpoint.pt)\n"
+    "  --adasum            combine the ranks' Adam steps with Adasum instead of averaging the\n"
+    "                      gradients (the learning rate is then not scaled by the rank count)\n"
     "  --resume            start from the checkpoint when it exists\n"
     "  --slow-rank R       rank R computes --slow-ms longer each step: a slow rank to find with\n"
     "  --slow-ms MS        CHORUS_TIMELINE and chorus-trace (docs/observability.md; default 0)\n";
@@ -30,8 +33,11 @@ int train(const examples::MnistFlags& flags) {
   const std::string data = examples::prepare_mnist(flags);
   torch::manual_seed(flags.seed);
   examples::Cnn model;
-  torch::optim::Adam adam(model->parameters(),
-                          torch::optim::AdamOptions(flags.lr * chorus::size()));
+  // Averaged gradients make the global batch size() times larger, so the step grows with
+  // it; Adasum's combined step stays about one rank's where the ranks agree.
+  torch::optim::Adam adam(
+      model->parameters(),
+      torch::optim::AdamOptions(flags.adasum ? flags.lr : flags.lr * chorus::size()));
   int first_epoch = 1;
   if (flags.resume) {
     if (auto epoch = chorus::torch::load_checkpoint(flags.checkpoint, *model, adam)) {
@@ -45,7 +51,10 @@ int train(const examples::MnistFlags& flags) {
   // Every rank starts from rank 0's weights and optimizer state.
   chorus::torch::broadcast_parameters(*model, 0);
   chorus::torch::broadcast_optimizer_state(adam, 0);
-  chorus::torch::DistributedOptimizer optimizer(adam, chorus::torch::named_parameters(*model));
+  chorus::torch::DistributedOptimizerOptions options;
+  if (flags.adasum) options.op = chorus::ReduceOp::kAdasum;
+  chorus::torch::DistributedOptimizer optimizer(adam, chorus::torch::named_parameters(*model),
+                                                options);
   return examples::train_epochs(flags, data, model, optimizer, first_epoch, [&](int epoch) {
     chorus::torch::save_checkpoint(flags.checkpoint, *model, adam, epoch);
   });

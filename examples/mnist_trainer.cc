@@ -34,6 +34,10 @@ MnistFlags parse_mnist_flags(int argc, char** argv, const char* usage) {
       f.resume = true;
       continue;
     }
+    if (flag == "--adasum" && std::string(usage).find("--adasum") != std::string::npos) {
+      f.adasum = true;
+      continue;
+    }
     if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value\n" + usage);
     const std::string value = argv[++i];
     try {

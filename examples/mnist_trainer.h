@@ -26,6 +26,7 @@ struct MnistFlags {
   std::string cache_dir = default_cache_dir();
   std::string checkpoint = "mnist-checkpoint.pt";
   bool resume = false;
+  bool adasum = false;  // mnist only
   int64_t limit = 0;
   double min_accuracy = 0.0;
   uint64_t seed = 1;

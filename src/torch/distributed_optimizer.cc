@@ -1,6 +1,7 @@
 #include "chorus/torch/distributed_optimizer.h"
 
 #include "chorus/chorus.h"
+#include "torch/adasum_delta.h"
 
 namespace chorus::torch {
 
@@ -38,7 +39,9 @@ DistributedOptimizer::DistributedOptimizer(::torch::optim::Optimizer& optimizer,
                                            NamedParameters named_parameters,
                                            DistributedOptimizerOptions options)
     : optimizer_(optimizer) {
-  if (options.bucket_bytes > 0) {
+  if (options.op == ReduceOp::kAdasum) {
+    delta_ = std::make_unique<AdasumDelta>(named_parameters, options);
+  } else if (options.bucket_bytes > 0) {
     buckets_ = std::make_unique<ShardedReducer>(std::move(named_parameters), std::vector<int>{},
                                                 as_buckets(options));
   } else {
@@ -46,8 +49,12 @@ DistributedOptimizer::DistributedOptimizer(::torch::optim::Optimizer& optimizer,
   }
 }
 
+DistributedOptimizer::~DistributedOptimizer() = default;
+DistributedOptimizer::DistributedOptimizer(DistributedOptimizer&&) noexcept = default;
+
 void DistributedOptimizer::synchronize() {
   synchronized_ = true;
+  if (delta_) return;  // the gradients stay local: step() reduces the delta
   if (buckets_) {
     buckets_->synchronize();
   } else {
@@ -58,7 +65,11 @@ void DistributedOptimizer::synchronize() {
 void DistributedOptimizer::step() {
   if (!synchronized_) synchronize();
   synchronized_ = false;
-  optimizer_.step();
+  if (delta_) {
+    delta_->step([this] { optimizer_.step(); });
+  } else {
+    optimizer_.step();
+  }
   chorus::mark_step();  // the step's end on this rank's timeline, for chorus-trace summary
 }
 
@@ -72,6 +83,7 @@ void DistributedOptimizer::zero_grad() {
 }
 
 int64_t DistributedOptimizer::reductions_started() const {
+  if (delta_) return 0;
   return buckets_ ? buckets_->reductions_started() : reducer_->reductions_started();
 }
 

@@ -120,13 +120,7 @@ struct GradientReducer::State {
     if (g.grads.empty()) return;
     std::vector<Tensor>* wire = &g.grads;
     if (options.compression != Compression::kNone) {
-      const auto type =
-          options.compression == Compression::kFloat16 ? ::torch::kFloat16 : ::torch::kBFloat16;
-      for (const Tensor& grad : g.grads) {
-        const bool wide =
-            grad.scalar_type() == ::torch::kFloat32 || grad.scalar_type() == ::torch::kFloat64;
-        g.wires.push_back(wide ? grad.to(type) : grad);
-      }
+      for (const Tensor& grad : g.grads) g.wires.push_back(on_the_wire(grad, options.compression));
       wire = &g.wires;
     }
     g.handle = wire->size() == 1 ? allreduce_async_(wire->front(), names.front(), allreduce)

@@ -31,4 +31,10 @@ AllreduceOptions gradient_reduction(ReduceOp op, double predivide, int passes,
   return a;
 }
 
+::torch::Tensor on_the_wire(const ::torch::Tensor& t, Compression compression) {
+  const bool wide = t.scalar_type() == ::torch::kFloat32 || t.scalar_type() == ::torch::kFloat64;
+  if (compression == Compression::kNone || !wide) return t;
+  return t.to(compression == Compression::kFloat16 ? ::torch::kFloat16 : ::torch::kBFloat16);
+}
+
 }  // namespace chorus::torch

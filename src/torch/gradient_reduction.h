@@ -2,7 +2,10 @@
 // The reduction of gradients that DistributedOptimizer's and ShardedOptimizer's options ask
 // for, checked: one place for both engines.
 
+#include <torch/types.h>
+
 #include "chorus/options.h"
+#include "chorus/torch/gradient_reducer.h"
 
 namespace chorus::torch {
 
@@ -11,5 +14,9 @@ namespace chorus::torch {
 /// (backward passes per step) is at least 1. Throws chorus::Error naming the bad value.
 AllreduceOptions gradient_reduction(ReduceOp op, double predivide, int passes,
                                     ProcessSet process_set);
+
+/// `t` as it travels under `compression`: float32 and float64 rounded to the 16-bit type
+/// asked for, anything else as it is.
+::torch::Tensor on_the_wire(const ::torch::Tensor& t, Compression compression);
 
 }  // namespace chorus::torch

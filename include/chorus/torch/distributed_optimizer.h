@@ -14,6 +14,8 @@
 
 namespace chorus::torch {
 
+class AdasumDelta;
+
 /// Parameters of `module`, recursively, with their dotted names ("conv1.weight", ...).
 NamedParameters named_parameters(const ::torch::nn::Module& module);
 
@@ -25,10 +27,17 @@ NamedParameters named_parameters(const ::torch::nn::Module& module);
 /// as soon as it is accumulated), then step(), which waits for the reductions and runs the
 /// wrapped optimizer. To work on the reduced gradients before the update (clipping), call
 /// synchronize() first: step() then does not synchronize again.
+///
+/// With options.op kAdasum the gradients stay local: step() runs the wrapped optimizer on
+/// this rank's gradients and reduces the change it made to each parameter with Adasum, which
+/// every rank then applies (Horovod's Adasum optimizer; docs/torch.md). The learning rate is
+/// not scaled by the number of ranks. synchronize() then has nothing to do.
 class DistributedOptimizer {
  public:
   DistributedOptimizer(::torch::optim::Optimizer& optimizer, NamedParameters named_parameters,
                        DistributedOptimizerOptions options = {});
+  ~DistributedOptimizer();
+  DistributedOptimizer(DistributedOptimizer&&) noexcept;
 
   /// See GradientReducer::synchronize().
   void synchronize();
@@ -44,9 +53,11 @@ class DistributedOptimizer {
 
  private:
   ::torch::optim::Optimizer& optimizer_;
-  // One of the two: each gradient its own reduction, or the gradients in buckets.
+  // One of the three: each gradient its own reduction, the gradients in buckets, or the
+  // local step's delta reduced with Adasum.
   std::unique_ptr<GradientReducer> reducer_;
   std::unique_ptr<ShardedReducer> buckets_;
+  std::unique_ptr<AdasumDelta> delta_;
   bool synchronized_ = false;
 };
 

@@ -22,7 +22,9 @@ namespace chorus::torch {
 enum class Compression { kNone, kFloat16, kBFloat16 };
 
 struct DistributedOptimizerOptions {
-  /// kAverage (the mean over ranks) or kSum.
+  /// kAverage (the mean over ranks) or kSum; DistributedOptimizer also takes kAdasum, which
+  /// reduces each local step's delta instead of the gradients (not with
+  /// gradient_predivide_factor, groups or bucket_bytes).
   ReduceOp op = ReduceOp::kAverage;
   /// With kAverage: gradients are divided by this factor before the sum and by
   /// size / factor after it, which keeps large sums of low-precision values in range.
