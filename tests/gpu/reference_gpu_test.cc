@@ -108,6 +108,39 @@ TEST(GpuReference, AverageWithScaleFactorsMatchesTheHost) {
   }
 }
 
+// Adasum stages CUDA tensors through the host (collectives/adasum.h): the device path gives
+// the host path's bits, fused (one group) and alone, with a postscale the unpack applies.
+TEST(GpuReference, AdasumMatchesTheHostFusedAndAlone) {
+  CHORUS_REQUIRE_GPU();
+  for (DataType t :
+       {DataType::kFloat16, DataType::kBFloat16, DataType::kFloat32, DataType::kFloat64}) {
+    SCOPED_TRACE(dtype_name(t));
+    AllreduceOptions o{ReduceOp::kAdasum, 1.0, 0.5};
+    std::vector<Buffer> host;
+    std::vector<std::unique_ptr<OnGpu>> gpu;
+    std::vector<TensorRef> host_refs, gpu_refs;
+    std::vector<std::string> host_names, gpu_names;
+    for (int k = 0; k < 3; ++k) {
+      host.push_back(make_buffer(t, {7 + 50 * k}, rank(), k));
+      gpu.push_back(std::make_unique<OnGpu>(host.back()));
+      gpu_refs.push_back(gpu.back()->ref());
+      gpu_names.push_back(tag("adasum.fused", t, true) + std::to_string(k));
+      host_names.push_back(tag("adasum.fused", t, false) + std::to_string(k));
+    }
+    for (Buffer& b : host) host_refs.push_back(b.ref());
+    ASSERT_TRUE(grouped_allreduce(gpu_names, gpu_refs, gpu_refs, o).wait().ok());
+    ASSERT_TRUE(grouped_allreduce(host_names, host_refs, host_refs, o).wait().ok());
+    for (int k = 0; k < 3; ++k) {
+      EXPECT_EQ(bytes_of(gpu_refs[k]), bytes_of(host_refs[k])) << "fused tensor " << k;
+      Buffer alone = make_buffer(t, {7 + 50 * k}, rank(), k);
+      OnGpu alone_gpu(alone);
+      const std::string name = tag("adasum.alone", t, true) + std::to_string(k);
+      ASSERT_TRUE(allreduce(name, alone_gpu.ref(), alone_gpu.ref(), o).wait().ok());
+      EXPECT_EQ(bytes_of(alone_gpu.ref()), bytes_of(host_refs[k])) << "tensor " << k << " alone";
+    }
+  }
+}
+
 TEST(GpuReference, BroadcastFromEveryRoot) {
   CHORUS_REQUIRE_GPU();
   for (int root = 0; root < size(); ++root) {
