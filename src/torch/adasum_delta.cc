@@ -16,10 +16,11 @@ AdasumDelta::AdasumDelta(const NamedParameters& parameters,
   if (options.gradient_predivide_factor != 1.0) {
     throw Error(invalid_argument("gradient_predivide_factor applies only to op average"));
   }
-  if (!options.groups.empty() || options.bucket_bytes > 0) {
+  if (!options.groups.empty() || options.bucket_bytes > 0 ||
+      options.powersgd.matrix_approximation_rank > 0) {
     throw Error(invalid_argument(
-        "DistributedOptimizer: op adasum reduces each parameter's delta at step(); groups and "
-        "bucket_bytes do not apply with it"));
+        "DistributedOptimizer: op adasum reduces each parameter's delta at step(); groups, "
+        "bucket_bytes and PowerSGD do not apply with it"));
   }
   if (options.backward_passes_per_step < 1) {
     throw Error(invalid_argument("backward_passes_per_step must be at least 1, got " +

@@ -2,6 +2,7 @@
 
 #include "chorus/chorus.h"
 #include "torch/adasum_delta.h"
+#include "torch/optimizer_archive.h"
 
 namespace chorus::torch {
 
@@ -16,6 +17,11 @@ NamedParameters named_parameters(const ::torch::nn::Module& module) {
 namespace {
 
 ShardedOptions as_buckets(const DistributedOptimizerOptions& o) {
+  if (o.powersgd.matrix_approximation_rank > 0) {
+    throw Error(invalid_argument(
+        "DistributedOptimizer: PowerSGD compresses each gradient on its own; bucket_bytes "
+        "does not apply with it"));
+  }
   if (!o.groups.empty() || o.sparse_as_dense) {
     throw Error(invalid_argument(
         "DistributedOptimizer: bucket_bytes lays out every gradient in buckets; groups and "
@@ -80,6 +86,38 @@ void DistributedOptimizer::zero_grad() {
   } else {
     optimizer_.zero_grad();
   }
+}
+
+GradientReducer::PowerSgdState DistributedOptimizer::powersgd_state() const {
+  return reducer_ ? reducer_->powersgd_state() : GradientReducer::PowerSgdState{};
+}
+
+void DistributedOptimizer::save(::torch::serialize::OutputArchive& archive) const {
+  ::torch::serialize::OutputArchive wrapped;
+  optimizer_.save(wrapped);
+  archive.write("optimizer", wrapped);
+  const GradientReducer::PowerSgdState powersgd = powersgd_state();
+  archive.write("powersgd.iteration", ::torch::tensor(powersgd.iteration));
+  for (const auto& [name, q] : powersgd.qs) archive.write("powersgd." + name, q);
+}
+
+void DistributedOptimizer::load(::torch::serialize::InputArchive& archive) {
+  ::torch::serialize::InputArchive wrapped;
+  archive.read("optimizer", wrapped);
+  load_optimizer(optimizer_, wrapped);
+  if (!reducer_) return;
+  ::torch::Tensor iteration;
+  archive.read("powersgd.iteration", iteration);
+  GradientReducer::PowerSgdState powersgd;
+  powersgd.iteration = iteration.item<int64_t>();
+  const std::string prefix = "powersgd.";
+  for (const std::string& key : archive.keys()) {
+    if (key.rfind(prefix, 0) != 0 || key == "powersgd.iteration") continue;
+    ::torch::Tensor q;
+    archive.read(key, q);
+    powersgd.qs.emplace_back(key.substr(prefix.size()), q);
+  }
+  reducer_->load_powersgd_state(powersgd);
 }
 
 int64_t DistributedOptimizer::reductions_started() const {

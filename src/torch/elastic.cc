@@ -72,6 +72,11 @@ State& State::add(const std::string& name, ShardedOptimizer& optimizer) {
   return *this;
 }
 
+State& State::add(const std::string& name, DistributedOptimizer& optimizer) {
+  distributed_.emplace_back(name, &optimizer);
+  return *this;
+}
+
 State& State::add(const std::string& name, ElasticSampler& sampler) {
   samplers_.emplace_back(name, &sampler);
   return *this;
@@ -102,6 +107,11 @@ std::string State::serialize() const {
     OutputArchive a;
     optimizer->save(a, /*consolidated=*/true);
     top.write("sharded." + name, a);
+  }
+  for (const auto& [name, optimizer] : distributed_) {
+    OutputArchive a;
+    optimizer->save(a);
+    top.write("distributed." + name, a);
   }
   for (const auto& [name, sampler] : samplers_) {
     top.write("sampler." + name, ::torch::tensor({sampler->epoch(), sampler->processed()}));
@@ -142,6 +152,11 @@ void State::load(const std::string& bytes) {
   for (const auto& [name, optimizer] : sharded_) {
     InputArchive a;
     top.read("sharded." + name, a);
+    optimizer->load(a);
+  }
+  for (const auto& [name, optimizer] : distributed_) {
+    InputArchive a;
+    top.read("distributed." + name, a);
     optimizer->load(a);
   }
   for (const auto& [name, sampler] : samplers_) {

@@ -12,6 +12,7 @@
 #include "torch/accumulated_hook.h"
 #include "torch/gradient_reduction.h"
 #include "torch/parameter_layout.h"
+#include "torch/powersgd.h"
 
 namespace chorus::torch {
 
@@ -47,6 +48,7 @@ struct GradientReducer::State {
   mutable std::mutex mu;
   std::vector<Param> params;
   std::vector<Group> groups;
+  std::unique_ptr<PowerSgd> powersgd;  // with options.powersgd
   int64_t started_count = 0;
   bool layouts_agreed = false;
 
@@ -114,6 +116,7 @@ struct GradientReducer::State {
         g.sparse.emplace_back(i, sparse_allreduce_async(grad, params[i].name, sparse));
         continue;
       }
+      if (powersgd && powersgd->begin(i, grad)) continue;  // P's allreduce started
       g.grads.push_back(grad);
       names.push_back(params[i].name);
     }
@@ -246,6 +249,22 @@ GradientReducer::GradientReducer(NamedParameters parameters, DistributedOptimize
     s.groups[p.group].members.push_back(s.params.size());
     s.params.push_back(std::move(p));
   }
+  if (s.options.powersgd.matrix_approximation_rank > 0) {
+    if (s.options.op != ReduceOp::kAverage || s.options.gradient_predivide_factor != 1.0 ||
+        s.options.compression != Compression::kNone || !s.options.groups.empty()) {
+      throw Error(
+          invalid_argument("PowerSGD averages full-precision gradients one by one: op average, no "
+                           "gradient_predivide_factor, no fp16/bf16 compression, no groups"));
+    }
+    std::vector<Tensor> tensors;
+    std::vector<std::string> names;
+    for (const State::Param& p : s.params) {
+      tensors.push_back(p.param);
+      names.push_back(p.name);
+    }
+    s.powersgd =
+        std::make_unique<PowerSgd>(s.options.powersgd, tensors, names, s.options.process_set);
+  }
   for (std::size_t i = 0; i < s.params.size(); ++i) {
     s.params[i].accumulator->add_post_hook(
         std::make_unique<AccumulatedHook<State>>(std::weak_ptr<State>(state_), i));
@@ -277,8 +296,23 @@ void GradientReducer::synchronize() {
     std::optional<Error> error = s.finish(g);
     if (error && !first_error) first_error = error;
   }
+  if (s.powersgd) {
+    std::optional<Error> error = s.powersgd->finish();
+    if (error && !first_error) first_error = error;
+  }
   s.started_count = 0;
   if (first_error) throw *first_error;
+}
+
+GradientReducer::PowerSgdState GradientReducer::powersgd_state() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (!state_->powersgd) return {};
+  return {state_->powersgd->iteration(), state_->powersgd->state()};
+}
+
+void GradientReducer::load_powersgd_state(const PowerSgdState& state) {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  if (state_->powersgd) state_->powersgd->load(state.iteration, state.qs);
 }
 
 int64_t GradientReducer::reductions_started() const {

@@ -6,6 +6,7 @@
 
 #include <torch/nn/module.h>
 #include <torch/optim/optimizer.h>
+#include <torch/serialize/archive.h>
 
 #include <memory>
 
@@ -47,6 +48,12 @@ class DistributedOptimizer {
   void zero_grad();
 
   ::torch::optim::Optimizer& optimizer() { return optimizer_; }
+  /// The wrapped optimizer's state and, with PowerSGD, its step count and Qs
+  /// (GradientReducer::powersgd_state); elastic::State keeps a DistributedOptimizer so.
+  void save(::torch::serialize::OutputArchive& archive) const;
+  void load(::torch::serialize::InputArchive& archive);
+  /// See GradientReducer::powersgd_state(); empty without PowerSGD.
+  GradientReducer::PowerSgdState powersgd_state() const;
   /// Gradient reductions started since the last synchronize(): lets a trainer (or a test)
   /// see that communication began while backward was still running.
   int64_t reductions_started() const;

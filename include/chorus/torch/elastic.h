@@ -28,6 +28,7 @@
 #include <string>
 #include <vector>
 
+#include "chorus/torch/distributed_optimizer.h"
 #include "chorus/torch/sharded_optimizer.h"
 
 namespace chorus::torch::elastic {
@@ -81,6 +82,9 @@ class State {
   /// Kept consolidated (ShardedOptimizer::save), so that a relaunch on another number of
   /// ranks reshards it; a commit then gathers the state over the optimizer's set.
   State& add(const std::string& name, ShardedOptimizer& optimizer);
+  /// The wrapped optimizer and, with PowerSGD, its step count and warm-started Qs
+  /// (DistributedOptimizer::save); each rank's error feedback restarts from zero.
+  State& add(const std::string& name, DistributedOptimizer& optimizer);
   State& add(const std::string& name, ElasticSampler& sampler);
   State& add(const std::string& name, int64_t& value);
 
@@ -109,6 +113,7 @@ class State {
   std::vector<std::pair<std::string, ::torch::nn::Module*>> modules_;
   std::vector<std::pair<std::string, ::torch::optim::Optimizer*>> optimizers_;
   std::vector<std::pair<std::string, ShardedOptimizer*>> sharded_;
+  std::vector<std::pair<std::string, DistributedOptimizer*>> distributed_;
   std::vector<std::pair<std::string, ElasticSampler*>> samplers_;
   std::vector<std::pair<std::string, int64_t*>> values_;
   std::vector<std::function<void()>> reset_callbacks_;

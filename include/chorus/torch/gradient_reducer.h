@@ -21,6 +21,29 @@ namespace chorus::torch {
 /// widened back after (float32 and float64 gradients only; others go as they are).
 enum class Compression { kNone, kFloat16, kBFloat16 };
 
+/// PowerSGD (Vogels et al., NeurIPS 2019), as torch's DDP hook powerSGD_hook defines it: each
+/// matrix-shaped gradient M (a parameter of two dimensions or more, seen as its first
+/// dimension by the rest) is averaged as a rank-r product P Q^T. Per step: M += the error this
+/// rank's approximation left last step; P = M Q, summed over the ranks and orthogonalized
+/// (Gram-Schmidt); Q = M^T P, averaged over the ranks; M = P Q^T; the new error is M's value
+/// before minus after. Q starts random (the same on every rank) and, with warm_start, carries
+/// over from step to step (orthogonalized first). Vectors, integer and 16-bit tensors, and
+/// matrices too small to gain min_compression_rate are averaged as usual.
+struct PowerSgdOptions {
+  /// r; 0 turns PowerSGD off.
+  int matrix_approximation_rank = 0;
+  /// Steps averaged uncompressed first (counted in synchronize() calls).
+  int64_t start_iter = 1000;
+  /// A matrix n x m is compressed only if (n + m) r * min_compression_rate < n m.
+  double min_compression_rate = 2.0;
+  bool error_feedback = true;
+  bool warm_start = true;
+  /// Added to each column's norm before dividing by it (0: none).
+  double orthogonalization_epsilon = 0.0;
+  /// Seeds the random Q, with the step and the parameter: the same on every rank.
+  uint64_t seed = 0;
+};
+
 struct DistributedOptimizerOptions {
   /// kAverage (the mean over ranks) or kSum; DistributedOptimizer also takes kAdasum, which
   /// reduces each local step's delta instead of the gradients (not with
@@ -58,6 +81,9 @@ struct DistributedOptimizerOptions {
   /// pack and no unpack (param.grad() is a view into its bucket; ShardedReducer, stage 0).
   /// Not with `groups` or sparse gradients kept sparse.
   int64_t bucket_bytes = 0;
+  /// Low-rank compression of the matrix-shaped gradients (op kAverage, no compression to
+  /// 16 bits, no groups, no buckets): see PowerSgdOptions.
+  PowerSgdOptions powersgd;
 };
 
 /// A named parameter list, as Module::named_parameters() gives it.
@@ -88,6 +114,18 @@ class GradientReducer {
   void synchronize();
   /// Gradient reductions started since the last synchronize(), counted per parameter.
   int64_t reductions_started() const;
+
+  /// PowerSGD's state, for checkpoints: the steps synchronize() completed and each compressed
+  /// matrix's Q (the same on every rank), named "<reduction name>.q". Each rank's error
+  /// feedback is its own and is not kept: after load_powersgd_state() it restarts from zero.
+  /// Empty without PowerSGD.
+  struct PowerSgdState {
+    int64_t iteration = 0;
+    std::vector<std::pair<std::string, ::torch::Tensor>> qs;
+  };
+  PowerSgdState powersgd_state() const;
+  /// Throws chorus::Error for a Q whose shape does not fit its parameter.
+  void load_powersgd_state(const PowerSgdState& state);
 
   struct State;
 
