@@ -291,6 +291,24 @@ PYBIND11_MODULE(_ext, m) {
   m.def("elastic_remove_commits",
         [](const std::string& dir) { throw_if_error(chorus::elastic::remove_commits(dir)); });
 
+  // PowerSGD's settings (chorus.torch.PowerSGD builds them with torch's names).
+  py::class_<ct::PowerSgdOptions>(m, "PowerSgdOptions")
+      .def(py::init([](int rank, int64_t start_iter, double min_rate, bool error_feedback,
+                       bool warm_start, double epsilon, uint64_t seed) {
+             ct::PowerSgdOptions o;
+             o.matrix_approximation_rank = rank;
+             o.start_iter = start_iter;
+             o.min_compression_rate = min_rate;
+             o.error_feedback = error_feedback;
+             o.warm_start = warm_start;
+             o.orthogonalization_epsilon = epsilon;
+             o.seed = seed;
+             return o;
+           }),
+           py::arg("matrix_approximation_rank"), py::arg("start_iter"),
+           py::arg("min_compression_rate"), py::arg("error_feedback"), py::arg("warm_start"),
+           py::arg("orthogonalization_epsilon"), py::arg("seed"));
+
   // The engine of the Python DistributedOptimizer: C++ hooks on every parameter's gradient
   // accumulator start its allreduce during backward, without entering Python.
   py::class_<ct::GradientReducer, std::unique_ptr<ct::GradientReducer, DeleteWithoutGil>>(
@@ -298,8 +316,10 @@ PYBIND11_MODULE(_ext, m) {
       .def(py::init([](const std::vector<std::pair<std::string, torch::Tensor>>& params, int op,
                        double predivide, int passes, int compression, int set,
                        const std::string& prefix,
-                       const std::vector<std::vector<std::size_t>>& groups, bool sparse_as_dense) {
+                       const std::vector<std::vector<std::size_t>>& groups, bool sparse_as_dense,
+                       const ct::PowerSgdOptions& powersgd) {
              ct::DistributedOptimizerOptions o;
+             o.powersgd = powersgd;
              o.op = to_op(op);
              o.gradient_predivide_factor = predivide;
              o.backward_passes_per_step = passes;
@@ -313,9 +333,24 @@ PYBIND11_MODULE(_ext, m) {
            }),
            py::arg("params"), py::arg("op"), py::arg("gradient_predivide_factor"),
            py::arg("backward_passes_per_step"), py::arg("compression"), py::arg("process_set"),
-           py::arg("name_prefix"), py::arg("groups"), py::arg("sparse_as_dense"))
+           py::arg("name_prefix"), py::arg("groups"), py::arg("sparse_as_dense"),
+           py::arg("powersgd") = ct::PowerSgdOptions())
       .def("synchronize", &ct::GradientReducer::synchronize,
            py::call_guard<py::gil_scoped_release>())
+      // PowerSGD's step count and Qs, as copies: (iteration, [(name, q), ...]).
+      .def("powersgd_state",
+           [](const ct::GradientReducer& r) {
+             ct::GradientReducer::PowerSgdState s = r.powersgd_state();
+             for (auto& [name, q] : s.qs) q = q.clone();
+             return std::make_pair(s.iteration, s.qs);
+           })
+      .def(
+          "load_powersgd_state",
+          [](ct::GradientReducer& r, int64_t iteration,
+             const std::vector<std::pair<std::string, torch::Tensor>>& qs) {
+            r.load_powersgd_state({iteration, qs});
+          },
+          py::arg("iteration"), py::arg("qs"))
       .def("reductions_started", &ct::GradientReducer::reductions_started);
 
   // The engine of ShardedOptimizer and of DistributedOptimizer's gradient buckets (stage 0):

@@ -26,7 +26,7 @@ from chorus.torch.mpi_ops import (  # noqa: F401
     sparse_allreduce_async, start_timeline, stop_timeline, synchronize)
 from chorus.torch.functions import (allgather_object, broadcast_object,  # noqa: F401
                                     broadcast_optimizer_state, broadcast_parameters)
-from chorus.torch.optimizer import DistributedOptimizer  # noqa: F401
+from chorus.torch.optimizer import DistributedOptimizer, PowerSGD  # noqa: F401
 from chorus.torch.sharded import ShardedOptimizer  # noqa: F401
 from chorus.torch.sync_batch_norm import SyncBatchNorm  # noqa: F401
 from chorus.torch import distributed, elastic  # noqa: F401

@@ -54,6 +54,28 @@ def _group_indices(groups, params):
     return out
 
 
+class PowerSGD:
+    """PowerSGD low-rank compression of the gradients (Vogels et al., 2019) for
+    DistributedOptimizer(powersgd=...), with the names and defaults of torch's
+    ``PowerSGDState``: each matrix-shaped gradient is averaged as a rank
+    ``matrix_approximation_rank`` product P Q^T, with error feedback and warm-started Q, after
+    ``start_powerSGD_iter`` uncompressed steps; vectors and matrices too small to gain
+    ``min_compression_rate`` are averaged as usual. The work is C++ (docs/torch.md)."""
+
+    def __init__(self, matrix_approximation_rank=1, start_powerSGD_iter=1000,
+                 min_compression_rate=2, use_error_feedback=True, warm_start=True,
+                 orthogonalization_epsilon=0, random_seed=0):
+        if int(matrix_approximation_rank) < 1:
+            raise ValueError("matrix_approximation_rank must be at least 1")
+        if int(start_powerSGD_iter) < 0:
+            raise ValueError("start_powerSGD_iter must not be negative")
+        self.options = _ext.PowerSgdOptions(
+            matrix_approximation_rank=int(matrix_approximation_rank),
+            start_iter=int(start_powerSGD_iter), min_compression_rate=float(min_compression_rate),
+            error_feedback=bool(use_error_feedback), warm_start=bool(warm_start),
+            orthogonalization_epsilon=float(orthogonalization_epsilon), seed=int(random_seed))
+
+
 def _named_pairs(param_groups, named_parameters):
     """(name, parameter) for every parameter of the optimizer's groups, in their order: the
     names from ``named_parameters`` (checked), else names by position, the same on every
@@ -108,7 +130,8 @@ class _DistributedOptimizer(torch.optim.Optimizer):
     _chorus_distributed = True  # functions._make_state steps the wrapped optimizer instead
 
     def __init__(self, optimizer, named_parameters, compression, backward_passes_per_step, op,
-                 gradient_predivide_factor, groups, sparse_as_dense, process_set, bucket_cap_mb):
+                 gradient_predivide_factor, groups, sparse_as_dense, process_set, bucket_cap_mb,
+                 powersgd):
         super(self.__class__, self).__init__(optimizer.param_groups)
         self.state = optimizer.state  # keep whatever state the wrapped optimizer had
 
@@ -121,6 +144,11 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         if bucket_cap_mb and (groups or sparse_as_dense):
             raise ValueError("bucket_cap_mb lays out every gradient in buckets; groups and "
                              "sparse_as_dense do not apply with it")
+        if powersgd is not None and not isinstance(powersgd, PowerSGD):
+            raise ValueError("powersgd takes hvd.PowerSGD(...)")
+        if powersgd is not None and bucket_cap_mb:
+            raise ValueError("PowerSGD compresses each gradient on its own; bucket_cap_mb does "
+                             "not apply with it")
 
         self.backward_passes_per_step = backward_passes_per_step
         self.process_set = process_set
@@ -145,7 +173,25 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             pairs, op=op, gradient_predivide_factor=float(gradient_predivide_factor),
             backward_passes_per_step=int(backward_passes_per_step), compression=code,
             process_set=set_id, name_prefix=prefix,
-            groups=_group_indices(groups, params), sparse_as_dense=bool(sparse_as_dense))
+            groups=_group_indices(groups, params), sparse_as_dense=bool(sparse_as_dense),
+            powersgd=powersgd.options if powersgd is not None else _ext.PowerSgdOptions(
+                matrix_approximation_rank=0, start_iter=0, min_compression_rate=2.0,
+                error_feedback=True, warm_start=True, orthogonalization_epsilon=0.0, seed=0))
+        self._powersgd = powersgd is not None
+
+    def powersgd_state(self):
+        """PowerSGD's state for a checkpoint: ``{"iteration": steps, "qs": {name: Q}}`` (the
+        warm-started Qs, the same on every rank), or None without PowerSGD. Each rank's error
+        feedback is its own and is not kept: it restarts from zero after
+        load_powersgd_state(). TorchState keeps it with the optimizer."""
+        if not getattr(self, "_powersgd", False):
+            return None
+        iteration, qs = self._reducer.powersgd_state()
+        return {"iteration": iteration, "qs": dict(qs)}
+
+    def load_powersgd_state(self, state):
+        if getattr(self, "_powersgd", False) and state is not None:
+            self._reducer.load_powersgd_state(int(state["iteration"]), list(state["qs"].items()))
 
     def zero_grad(self, set_to_none=None):
         # Gradients in buckets are zeroed in place, so that they stay views into the buckets.
@@ -199,7 +245,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
 def DistributedOptimizer(optimizer, named_parameters=None, compression=Compression.none,
                          backward_passes_per_step=1, op=Average, gradient_predivide_factor=1.0,
                          num_groups=0, groups=None, sparse_as_dense=False,
-                         process_set=global_process_set, bucket_cap_mb=0):
+                         process_set=global_process_set, bucket_cap_mb=0, powersgd=None):
     """Wraps ``optimizer`` so that step() applies gradients averaged (or summed) over the
     ranks of ``process_set``. Collective: every rank wraps the same parameters.
 
@@ -221,6 +267,8 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
         of at most that many MiB, each allreduced in place as soon as backward has produced
         its last gradient, with no pack and no unpack: ``p.grad`` is a view into its bucket,
         and zero_grad() zeroes the buckets in place. Not with groups or sparse_as_dense.
+    powersgd: Chorus's, ``hvd.PowerSGD(...)``: low-rank compression of the matrix-shaped
+        gradients (op Average, no compression to 16 bits, no groups, no bucket_cap_mb).
     """
     if num_groups and groups is None:
         warnings.warn("num_groups is deprecated: use groups=<int>", DeprecationWarning,
@@ -229,9 +277,9 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     if op == mpi_ops.Adasum:
         if gradient_predivide_factor != 1.0:
             raise ValueError("gradient_predivide_factor needs op=hvd.Average")
-        if groups or bucket_cap_mb:
-            raise ValueError("op=hvd.Adasum reduces each parameter's delta at step(); groups "
-                             "and bucket_cap_mb do not apply with it")
+        if groups or bucket_cap_mb or powersgd is not None:
+            raise ValueError("op=hvd.Adasum reduces each parameter's delta at step(); groups, "
+                             "bucket_cap_mb and powersgd do not apply with it")
         if backward_passes_per_step < 1:
             raise ValueError("backward_passes_per_step must be at least 1")
         param_groups = optimizer.param_groups
@@ -240,4 +288,5 @@ def DistributedOptimizer(optimizer, named_parameters=None, compression=Compressi
     cls = type(optimizer.__class__.__name__, (optimizer.__class__,),
                dict(_DistributedOptimizer.__dict__))
     return cls(optimizer, named_parameters, compression, backward_passes_per_step, op,
-               gradient_predivide_factor, groups, sparse_as_dense, process_set, bucket_cap_mb)
+               gradient_predivide_factor, groups, sparse_as_dense, process_set, bucket_cap_mb,
+               powersgd)

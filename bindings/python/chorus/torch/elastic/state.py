@@ -70,8 +70,22 @@ class ModelStateHandler(StateHandler):
 
 
 class OptimizerStateHandler(StateHandler):
+    """An optimizer's state_dict and, for a DistributedOptimizer with PowerSGD, PowerSGD's step
+    count and warm Qs (each rank's error feedback restarts from zero on restore)."""
+
+    def _state_of(self, value):
+        powersgd = getattr(value, "powersgd_state", None)
+        return {"optimizer": value.state_dict(), "powersgd": powersgd() if powersgd else None}
+
+    def restore(self):
+        self.value.load_state_dict(self._saved["optimizer"])
+        if self._saved["powersgd"] is not None:
+            self.value.load_powersgd_state(self._saved["powersgd"])
+
     def sync(self):
         broadcast_optimizer_state(self.value, root_rank=0)
+        if getattr(self.value, "powersgd_state", None) and self.value.powersgd_state():
+            self.value.load_powersgd_state(broadcast_object(self.value.powersgd_state()))
 
 
 class ShardedOptimizerStateHandler(StateHandler):
