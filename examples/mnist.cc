@@ -19,11 +19,14 @@ namespace {
 
 constexpr char kUsage[] =
     "usage: mnist [--epochs N] [--batch-size N] [--lr X] [--data-dir DIR] [--cache-dir DIR]\n"
-    "             [--checkpoint PATH] [--resume] [--adasum] [--limit N] [--min-accuracy PCT]\n"
-    "             [--seed N]\n"
+    "             [--checkpoint PATH] [--resume] [--adasum] [--fp16] [--powersgd R]\n"
+    "             [--powersgd-start N] [--limit N] [--min-accuracy PCT] [--seed N]\n"
     "  --checkpoint PATH   written by rank 0 after every epoch (default mnist-checkpoint.pt)\n"
     "  --adasum            combine the ranks' Adam steps with Adasum instead of averaging the\n"
     "                      gradients (the learning rate is then not scaled by the rank count)\n"
+    "  --fp16              gradients travel as float16\n"
+    "  --powersgd R        gradients of matrix-shaped parameters travel as rank-R PowerSGD\n"
+    "                      factors, after --powersgd-start uncompressed steps (default 100)\n"
     "  --resume            start from the checkpoint when it exists\n"
     "  --slow-rank R       rank R computes --slow-ms longer each step: a slow rank to find with\n"
     "  --slow-ms MS        CHORUS_TIMELINE and chorus-trace (docs/observability.md; default 0)\n";
@@ -53,6 +56,9 @@ int train(const examples::MnistFlags& flags) {
   chorus::torch::broadcast_optimizer_state(adam, 0);
   chorus::torch::DistributedOptimizerOptions options;
   if (flags.adasum) options.op = chorus::ReduceOp::kAdasum;
+  if (flags.fp16) options.compression = chorus::torch::Compression::kFloat16;
+  options.powersgd.matrix_approximation_rank = flags.powersgd;
+  options.powersgd.start_iter = flags.powersgd_start;
   chorus::torch::DistributedOptimizer optimizer(adam, chorus::torch::named_parameters(*model),
                                                 options);
   return examples::train_epochs(flags, data, model, optimizer, first_epoch, [&](int epoch) {

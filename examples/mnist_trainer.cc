@@ -34,8 +34,13 @@ MnistFlags parse_mnist_flags(int argc, char** argv, const char* usage) {
       f.resume = true;
       continue;
     }
-    if (flag == "--adasum" && std::string(usage).find("--adasum") != std::string::npos) {
+    const bool mine = std::string(usage).find(flag) != std::string::npos;  // the program's own
+    if (flag == "--adasum" && mine) {
       f.adasum = true;
+      continue;
+    }
+    if (flag == "--fp16" && mine) {
+      f.fp16 = true;
       continue;
     }
     if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value\n" + usage);
@@ -63,8 +68,12 @@ MnistFlags parse_mnist_flags(int argc, char** argv, const char* usage) {
         f.slow_rank = std::stoi(value);
       else if (flag == "--slow-ms")
         f.slow_ms = std::stoi(value);
-      else if (flag == "--stage" && std::string(usage).find("--stage") != std::string::npos)
+      else if (flag == "--stage" && mine)
         f.stage = std::stoi(value);
+      else if (flag == "--powersgd" && mine)
+        f.powersgd = std::stoi(value);
+      else if (flag == "--powersgd-start" && mine)
+        f.powersgd_start = std::stoll(value);
       else
         throw std::invalid_argument("unknown flag " + flag + "\n" + usage);
     } catch (const std::logic_error& e) {

@@ -27,6 +27,9 @@ struct MnistFlags {
   std::string checkpoint = "mnist-checkpoint.pt";
   bool resume = false;
   bool adasum = false;  // mnist only
+  bool fp16 = false;    // mnist only
+  int powersgd = 0;     // mnist only: PowerSGD's rank (0: off)
+  int64_t powersgd_start = 100;
   int64_t limit = 0;
   double min_accuracy = 0.0;
   uint64_t seed = 1;

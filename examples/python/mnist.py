@@ -31,6 +31,11 @@ parser.add_argument("--log-interval", type=int, default=20, help="batches betwee
 parser.add_argument("--fp16-allreduce", action="store_true", default=False)
 parser.add_argument("--use-adasum", action="store_true", default=False)
 parser.add_argument("--gradient-predivide-factor", type=float, default=1.0)
+parser.add_argument("--powersgd", type=int, default=0, metavar="R",
+                    help="Chorus's: gradients of matrix-shaped parameters travel as rank-R "
+                         "PowerSGD factors (0: off)")
+parser.add_argument("--powersgd-start", type=int, default=100,
+                    help="steps averaged uncompressed before PowerSGD starts")
 fashion_data.add_arguments(parser)
 
 
@@ -130,7 +135,9 @@ def main():
     optimizer = hvd.DistributedOptimizer(
         optimizer, named_parameters=model.named_parameters(), compression=compression,
         op=hvd.Adasum if args.use_adasum else hvd.Average,
-        gradient_predivide_factor=args.gradient_predivide_factor)
+        gradient_predivide_factor=args.gradient_predivide_factor,
+        powersgd=hvd.PowerSGD(matrix_approximation_rank=args.powersgd,
+                              start_powerSGD_iter=args.powersgd_start) if args.powersgd else None)
 
     accuracy = 0.0
     for epoch in range(1, args.epochs + 1):

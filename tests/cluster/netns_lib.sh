@@ -6,7 +6,11 @@
 # through plm_rsh_agent, a small script standing in for ssh, with the caller's environment.
 #
 #   netns_up N     creates hosts h1..hN, exports mpirun's variables, and removes everything
-#                  at exit (trap); exits 77 where namespaces cannot be made here.
+#                  at exit (trap); exits 77 where namespaces cannot be made here. With
+#                  NETNS_RATE set (tc's form: 1gbit, 100mbit), each host's link is limited to
+#                  that rate in both directions (a token bucket on either end of its veth), as
+#                  an Ethernet cluster's links are.
+#   netns_tx_bytes the bytes every host has sent over its link so far, summed.
 #
 # Sets: netns_tag (names of what it made, after this shell's pid), netns_state (a scratch
 # folder, removed at exit), netns_subnet (the bridge's /24, first three octets). Callers
@@ -47,6 +51,16 @@ netns_remove_leftovers() {
   done
 }
 
+netns_tx_bytes() {
+  local h ns total=0 sent
+  for h in "${netns_hosts[@]}"; do
+    ns="$netns_tag-$h"
+    sent=$(ip -n "$ns" -s link show eth0 | awk '/TX:/ {getline; print $1; exit}')
+    total=$((total + sent))
+  done
+  echo "$total"
+}
+
 netns_up() {
   local n=$1 i h ns third
   [ "$(id -u)" = 0 ] || skip "needs root to create network namespaces (running as uid $(id -u))"
@@ -79,6 +93,12 @@ netns_up() {
     ip link set "veth$$$h" master "$netns_bridge" up || fail "bridge port for $h"
     ip -n "$ns" addr add "$netns_subnet.$i/24" dev eth0 || fail "address of $h"
     ip -n "$ns" link set eth0 up && ip -n "$ns" link set lo up || fail "links of $h"
+    if [ -n "${NETNS_RATE:-}" ]; then
+      command -v tc >/dev/null || fail "tc not found: install iproute2 (scripts/install-deps.sh)"
+      tc -n "$ns" qdisc add dev eth0 root tbf rate "$NETNS_RATE" burst 256kb latency 50ms &&
+        tc qdisc add dev "veth$$$h" root tbf rate "$NETNS_RATE" burst 256kb latency 50ms ||
+        fail "limiting $h's link to $NETNS_RATE"
+    fi
     echo "$h $ns $netns_subnet.$i" >>"$netns_state/hosts"
   done
   if ! ip netns exec "$netns_tag-h1" unshare --uts /bin/sh -c 'hostname h1 && test "$(hostname)" = h1' \
