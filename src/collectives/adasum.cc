@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 namespace chorus {
 namespace {
@@ -16,42 +17,65 @@ int add_merges(int lo, int hi, std::vector<std::vector<AdasumMerge>>* levels) {
   return height;
 }
 
+// `n` elements of `dtype` at `in`, widened into `out`; the dtype is switched on once.
 template <class W>
-W load(const char* p, DataType dtype) {
-  uint16_t bits;
+void widen(const char* in, W* out, int64_t n, DataType dtype) {
   switch (dtype) {
-    case DataType::kFloat16: std::memcpy(&bits, p, 2); return kernels::half_to_float(bits);
-    case DataType::kBFloat16: std::memcpy(&bits, p, 2); return kernels::bfloat16_to_float(bits);
-    case DataType::kFloat32: {
-      float v;
-      std::memcpy(&v, p, 4);
-      return static_cast<W>(v);
-    }
-    default: {
-      double v;
-      std::memcpy(&v, p, 8);
-      return static_cast<W>(v);
-    }
+    case DataType::kFloat16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, in + 2 * i, 2);
+        out[i] = kernels::half_to_float(h);
+      }
+      return;
+    case DataType::kBFloat16:
+      for (int64_t i = 0; i < n; ++i) {
+        uint16_t h;
+        std::memcpy(&h, in + 2 * i, 2);
+        out[i] = kernels::bfloat16_to_float(h);
+      }
+      return;
+    case DataType::kFloat32:
+      if constexpr (std::is_same_v<W, float>) {
+        std::memcpy(out, in, static_cast<std::size_t>(n) * 4);
+      }
+      return;
+    default:
+      if constexpr (std::is_same_v<W, double>) {
+        std::memcpy(out, in, static_cast<std::size_t>(n) * 8);
+      }
+      return;
   }
 }
 
-void store(char* p, DataType dtype, double v) {
-  uint16_t bits;
+// `n` elements of `in` times `factor`, stored as `dtype` at `out` (rounded once from float64).
+template <class W>
+void narrow(const W* in, char* out, int64_t n, DataType dtype, double factor) {
   switch (dtype) {
     case DataType::kFloat16:
-      bits = kernels::float_to_half(static_cast<float>(v));
-      std::memcpy(p, &bits, 2);
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = kernels::float_to_half(static_cast<float>(in[i] * factor));
+        std::memcpy(out + 2 * i, &h, 2);
+      }
       return;
     case DataType::kBFloat16:
-      bits = kernels::float_to_bfloat16(static_cast<float>(v));
-      std::memcpy(p, &bits, 2);
+      for (int64_t i = 0; i < n; ++i) {
+        const uint16_t h = kernels::float_to_bfloat16(static_cast<float>(in[i] * factor));
+        std::memcpy(out + 2 * i, &h, 2);
+      }
       return;
-    case DataType::kFloat32: {
-      const float f = static_cast<float>(v);
-      std::memcpy(p, &f, 4);
+    case DataType::kFloat32:
+      for (int64_t i = 0; i < n; ++i) {
+        const float f = static_cast<float>(static_cast<double>(in[i]) * factor);
+        std::memcpy(out + 4 * i, &f, 4);
+      }
       return;
-    }
-    default: std::memcpy(p, &v, 8); return;
+    default:
+      for (int64_t i = 0; i < n; ++i) {
+        const double d = static_cast<double>(in[i]) * factor;
+        std::memcpy(out + 8 * i, &d, 8);
+      }
+      return;
   }
 }
 
@@ -125,7 +149,7 @@ Status Adasum::run(Backend& set, const void* send, void* recv,
 
   // 2. The tree, from the leaves up; rank s's share sits at work + s * n.
   W* work = reinterpret_cast<W*>(work_.get(static_cast<std::size_t>(n * size) * sizeof(W) + 1));
-  for (int64_t i = 0; i < n * size; ++i) work[i] = load<W>(in + i * esz, dtype);
+  widen(in, work, n * size, dtype);
   for (const std::vector<AdasumMerge>& level : adasum_tree(size)) {
     sums_.assign(level.size() * nt * 3, 0.0);
     for (std::size_t m = 0; m < level.size(); ++m) {
@@ -165,8 +189,7 @@ Status Adasum::run(Backend& set, const void* send, void* recv,
 
   // 3. The root (at rank 0's place) to every rank.
   char* root = out;
-  for (int64_t i = 0; i < n; ++i)
-    store(root + i * esz, dtype, static_cast<double>(work[i]) * factor);
+  narrow(work, root, n, dtype, factor);
   std::vector<int64_t> bytes(static_cast<std::size_t>(size));
   int64_t offset = 0;
   for (int q = 0; q < size; ++q) {
