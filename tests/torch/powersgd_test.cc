@@ -8,11 +8,13 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <cstdlib>
 #include <map>
 #include <sstream>
 #include <string>
 #include <vector>
 
+#include "chorus/elastic.h"
 #include "chorus/torch.h"
 
 namespace chorus::torch {
@@ -178,6 +180,50 @@ TEST(PowerSgd, StateRestoredIntoAFreshOptimizerCarriesQAndRestartsTheErrors) {
     resumed.q[name.substr(0, name.size() - 2)] = qv.to(::torch::kFloat64);
   }
   for (int step = 4; step < 6; ++step) resumed.step(step, /*reference_knows_q=*/true);
+}
+
+// A job restarted on another number of ranks (tests/torch/restart.sh runs the phases at 3
+// ranks, then 2): CHORUS_TEST_RESTART=commit trains four steps (two compressed) and commits
+// them through the elastic state; =relaunch resumes that commit through elastic::run, as a
+// relaunched worker does: the step count and the Qs are the committed ones, and the next
+// steps follow the algorithm from those Qs with every rank's error restarted from zero.
+TEST(Restart, ResumesTheStepCountAndTheQs) {
+  const char* phase_name = std::getenv("CHORUS_TEST_RESTART");
+  if (phase_name == nullptr) GTEST_SKIP() << "run by restart.sh";
+  const std::string phase = phase_name;
+  Trainer t;
+  if (phase == "commit") {
+    for (int step = 0; step < 4; ++step) t.step(step, step >= 3);
+    elastic::State state;
+    state.add("model", *t.model).add("optimizer", *t.opt);
+    state.commit();
+    return;
+  }
+  ASSERT_EQ(phase, "relaunch");
+  StatusOr<std::string> dir = ::chorus::elastic::commit_dir();
+  ASSERT_TRUE(dir.ok() && !dir->empty()) << "CHORUS_ELASTIC_JOB is not set";
+  auto newest = ::chorus::elastic::newest_commit(*dir);
+  ASSERT_TRUE(newest.ok() && newest->has_value()) << "no commit in " << *dir;
+  std::istringstream bytes((*newest)->bytes);
+  ::torch::serialize::InputArchive archive, optimizer;
+  archive.load_from(bytes);
+  archive.read("distributed.optimizer", optimizer);
+  elastic::State state;
+  state.add("model", *t.model).add("optimizer", *t.opt);
+  ASSERT_EQ(elastic::run(state,
+                         [&](elastic::State&) {
+                           const auto resumed = t.opt->powersgd_state();
+                           EXPECT_EQ(resumed.iteration, 4);
+                           ASSERT_EQ(resumed.qs.size(), 2u);
+                           for (const auto& [name, q] : resumed.qs) {
+                             Tensor committed;
+                             optimizer.read("powersgd." + name, committed);
+                             EXPECT_TRUE(q.equal(committed)) << name;
+                             t.q[name.substr(0, name.size() - 2)] = q.to(::torch::kFloat64);
+                           }
+                           for (int step = 4; step < 6; ++step) t.step(step, true);
+                         }),
+            0);
 }
 
 TEST(PowerSgd, RefusesWhatItCannotHonour) {

@@ -422,7 +422,7 @@ TEST_P(Stage, ABucketOfOneUnpaddedParameter) {
 
 INSTANTIATE_TEST_SUITE_P(ShardedOptimizer, Stage, ::testing::Values(1, 2));
 
-// A job restarted on another number of ranks (tests/torch/sharded_restart.sh runs each pair
+// A job restarted on another number of ranks (tests/torch/restart.sh runs each pair
 // of phases at 3 ranks, then 2). CHORUS_TEST_RESTART=save trains two steps with Adam and
 // writes a consolidated checkpoint at CHORUS_TEST_RESTART_PATH; =resume loads it into a
 // ShardedOptimizer at this count. =commit does the same steps, then commits them through the
@@ -479,7 +479,7 @@ void expect_by_hand(::torch::serialize::InputArchive& model,
 TEST(Restart, ReshardsOntoAnotherCount) {
   const char* phase_name = std::getenv("CHORUS_TEST_RESTART");
   const char* path = std::getenv("CHORUS_TEST_RESTART_PATH");
-  if (phase_name == nullptr || path == nullptr) GTEST_SKIP() << "run by sharded_restart.sh";
+  if (phase_name == nullptr || path == nullptr) GTEST_SKIP() << "run by restart.sh";
   const std::string phase = phase_name;
   OddNet net = seeded_net(phase == "save" || phase == "commit" ? 61 : 62);
   auto inner = adam(net);
