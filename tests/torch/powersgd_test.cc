@@ -16,6 +16,7 @@
 
 #include "chorus/elastic.h"
 #include "chorus/torch.h"
+#include "newest_commit.h"
 
 namespace chorus::torch {
 namespace {
@@ -200,13 +201,9 @@ TEST(Restart, ResumesTheStepCountAndTheQs) {
     return;
   }
   ASSERT_EQ(phase, "relaunch");
-  StatusOr<std::string> dir = ::chorus::elastic::commit_dir();
-  ASSERT_TRUE(dir.ok() && !dir->empty()) << "CHORUS_ELASTIC_JOB is not set";
-  auto newest = ::chorus::elastic::newest_commit(*dir);
-  ASSERT_TRUE(newest.ok() && newest->has_value()) << "no commit in " << *dir;
-  std::istringstream bytes((*newest)->bytes);
   ::torch::serialize::InputArchive archive, optimizer;
-  archive.load_from(bytes);
+  read_newest_commit(archive);
+  if (HasFatalFailure()) return;
   archive.read("distributed.optimizer", optimizer);
   elastic::State state;
   state.add("model", *t.model).add("optimizer", *t.opt);

@@ -14,6 +14,7 @@
 
 #include "chorus/elastic.h"
 #include "chorus/torch.h"
+#include "newest_commit.h"
 
 namespace {
 
@@ -504,13 +505,8 @@ TEST(Restart, ReshardsOntoAnotherCount) {
     train_two_steps(net, opt, 2);
   } else {
     ASSERT_EQ(phase, "relaunch");
-    // The newest commit, read before run() ends the job (and removes its commits).
-    StatusOr<std::string> dir = ::chorus::elastic::commit_dir();
-    ASSERT_TRUE(dir.ok() && !dir->empty()) << "CHORUS_ELASTIC_JOB is not set";
-    auto newest = ::chorus::elastic::newest_commit(*dir);
-    ASSERT_TRUE(newest.ok() && newest->has_value()) << "no commit in " << *dir;
-    std::istringstream bytes((*newest)->bytes);
-    archive.load_from(bytes);
+    read_newest_commit(archive);
+    if (HasFatalFailure()) return;
     archive.read("module.model", model);
     archive.read("sharded.optimizer", state);
     elastic::State s;
