@@ -157,6 +157,7 @@ class _DistributedOptimizer(torch.optim.Optimizer):
         # A rank outside the process set steps on its own gradients, as in Horovod: no hooks,
         # no reductions.
         self._reducer = None
+        self._powersgd = powersgd is not None
         if process_set.included() is False:
             return
         # A prefix per wrapper, so that several optimizers of one script never share a name.
@@ -174,23 +175,22 @@ class _DistributedOptimizer(torch.optim.Optimizer):
             backward_passes_per_step=int(backward_passes_per_step), compression=code,
             process_set=set_id, name_prefix=prefix,
             groups=_group_indices(groups, params), sparse_as_dense=bool(sparse_as_dense),
-            powersgd=powersgd.options if powersgd is not None else _ext.PowerSgdOptions(
-                matrix_approximation_rank=0, start_iter=0, min_compression_rate=2.0,
-                error_feedback=True, warm_start=True, orthogonalization_epsilon=0.0, seed=0))
-        self._powersgd = powersgd is not None
+            **({"powersgd": powersgd.options} if powersgd is not None else {}))
 
     def powersgd_state(self):
         """PowerSGD's state for a checkpoint: ``{"iteration": steps, "qs": {name: Q}}`` (the
         warm-started Qs, the same on every rank), or None without PowerSGD. Each rank's error
         feedback is its own and is not kept: it restarts from zero after
         load_powersgd_state(). TorchState keeps it with the optimizer."""
-        if not getattr(self, "_powersgd", False):
+        if not self._powersgd:
             return None
+        if self._reducer is None:  # a rank outside the set: nothing compressed here
+            return {"iteration": 0, "qs": {}}
         iteration, qs = self._reducer.powersgd_state()
         return {"iteration": iteration, "qs": dict(qs)}
 
     def load_powersgd_state(self, state):
-        if getattr(self, "_powersgd", False) and state is not None:
+        if self._reducer is not None and self._powersgd and state is not None:
             self._reducer.load_powersgd_state(int(state["iteration"]), list(state["qs"].items()))
 
     def zero_grad(self, set_to_none=None):
