@@ -22,6 +22,17 @@ def orthogonalize(m):
     return m
 
 
+def qs_by_parameter(model, state):
+    """PowerSGD's Qs by parameter name: the state names them after the reductions,
+    "<the wrapper's prefix><name>.q"."""
+    out = {}
+    for name, _ in model.named_parameters():
+        for key, q in state["qs"].items():
+            if key.endswith("." + name + ".q"):
+                out[name] = q.double()
+    return out
+
+
 def make(rank=1):
     torch.manual_seed(11)  # the same model on every rank
     model = nn.Sequential(nn.Linear(12, 10), nn.Tanh(), nn.Linear(10, 3))
@@ -72,8 +83,7 @@ class Reference:
             self.errors[name] = [mr - approx for mr in m]
             every = hvd.allgather(p.grad.unsqueeze(0), name=f"bits.{step}.{name}")
             assert all(torch.equal(every[r], p.grad) for r in range(n))
-        state = self.opt.powersgd_state()
-        self.q = {k[len("grad.set0.0."):-2]: v.double() for k, v in state["qs"].items()}
+        self.q = qs_by_parameter(self.model, self.opt.powersgd_state())
         with self.opt.skip_synchronize():
             self.opt.step()
 
@@ -103,7 +113,7 @@ def test_state_survives_commit_and_restore():
     assert all(torch.equal(restored["qs"][k], committed["qs"][k]) for k in committed["qs"])
     # The errors restarted from zero, the Qs carry on.
     ref.errors = {}
-    ref.q = {k[len("grad.set0.0."):-2]: v.double() for k, v in restored["qs"].items()}
+    ref.q = qs_by_parameter(model, restored)
     ref.step(3, knows_q=True)
 
 
