@@ -79,8 +79,11 @@ void narrow(const W* in, char* out, int64_t n, DataType dtype, double factor) {
   }
 }
 
-// The coefficient of a vector whose squared norm is `norm2`, against the other's dot product.
-double coefficient(double dot, double norm2) { return norm2 > 0 ? 1.0 - dot / (2.0 * norm2) : 1.0; }
+// The coefficient of a vector whose squared norm is `norm2` and that covers the share
+// `weight` of the merge's ranks, against the other's dot product.
+double coefficient(double dot, double norm2, double weight) {
+  return norm2 > 0 ? 1.0 - weight * dot / norm2 : 1.0;
+}
 
 }  // namespace
 
@@ -176,8 +179,10 @@ Status Adasum::run(Backend& set, const void* send, void* recv,
     for (std::size_t m = 0; m < level.size(); ++m) {
       for (std::size_t t = 0; t < nt; ++t) {
         const double* s = &sums_[(m * nt + t) * 3];
-        const double ca = coefficient(s[0], s[1]);
-        const double cb = coefficient(s[0], s[2]);
+        const AdasumMerge& g = level[m];
+        const double wa = static_cast<double>(g.mid - g.left) / (g.end - g.left);
+        const double ca = coefficient(s[0], s[1], wa);
+        const double cb = coefficient(s[0], s[2], 1.0 - wa);
         W* a = work + level[m].left * n + mine[t];
         const W* b = work + level[m].mid * n + mine[t];
         for (int64_t i = 0; i < blocks[t][me]; ++i) {

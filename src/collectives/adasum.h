@@ -11,7 +11,15 @@
 // Any number of ranks: the set's P ranks combine along one binary tree fixed by P. A run of
 // ranks splits into its first ceil(n/2) ranks and the rest, each half is combined, then the
 // two results are. At a power of two that pairs 0+1 and 2+3, then (0+1)+(2+3), as Horovod
-// does; at P = 3, (0+1)+2; at P = 5, ((0+1)+2)+(3+4).
+// does; at P = 3, (0+1)+2; at P = 5, ((0+1)+2)+(3+4). Where the two halves cover different
+// numbers of ranks, n_a and n_b, each side's coefficient weighs the dot product by the share
+// of the ranks it covers, w_a = n_a / (n_a + n_b) and w_b = n_b / (n_a + n_b):
+//
+//   (1 - w_a a.b / |a|^2) a + (1 - w_b a.b / |b|^2) b
+//
+// which is the formula above when n_a = n_b, and keeps Adasum's two defining cases at every
+// P: orthogonal gradients add, and parallel ones, of any lengths, average over all P ranks
+// (unweighted, rank 2 of three would count as much as ranks 0 and 1 together).
 //
 // How it runs, on the set's host backends, moving as many bytes as a ring allreduce:
 //  1. Each tensor is cut into P blocks (even_blocks); one alltoall gives rank q block q of

@@ -14,20 +14,23 @@ namespace {
 
 using ::torch::Tensor;
 
-// The paper's combination and the tree Chorus documents (ranks [lo, hi) split into the first
-// ceil(n/2) and the rest), in float64.
-Tensor combine(const Tensor& a, const Tensor& b) {
+// The paper's combination, each side's dot product weighed by the share of the ranks it
+// covers, and the tree Chorus documents (ranks [lo, hi) split into the first ceil(n/2) and the
+// rest), in float64.
+Tensor combine(const Tensor& a, const Tensor& b, double wa, double wb) {
   const double ab = a.dot(b).item<double>(), aa = a.dot(a).item<double>(),
                bb = b.dot(b).item<double>();
-  const double ca = aa == 0 ? 1 : 1 - ab / (2 * aa);
-  const double cb = bb == 0 ? 1 : 1 - ab / (2 * bb);
+  const double ca = aa == 0 ? 1 : 1 - wa * ab / aa;
+  const double cb = bb == 0 ? 1 : 1 - wb * ab / bb;
   return ca * a + cb * b;
 }
 
 Tensor adasum(const std::vector<Tensor>& by_rank, int lo, int hi) {
   if (hi - lo == 1) return by_rank[lo];
   const int mid = lo + (hi - lo + 1) / 2;
-  return combine(adasum(by_rank, lo, mid), adasum(by_rank, mid, hi));
+  const double n = hi - lo;
+  return combine(adasum(by_rank, lo, mid), adasum(by_rank, mid, hi), (mid - lo) / n,
+                 (hi - mid) / n);
 }
 
 ::torch::nn::Sequential seeded_model() {
