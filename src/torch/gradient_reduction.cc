@@ -31,10 +31,15 @@ AllreduceOptions gradient_reduction(ReduceOp op, double predivide, int passes,
   return a;
 }
 
+::torch::ScalarType wire_type(::torch::ScalarType type, Compression compression) {
+  const bool wide = type == ::torch::kFloat32 || type == ::torch::kFloat64;
+  if (compression == Compression::kNone || !wide) return type;
+  return compression == Compression::kFloat16 ? ::torch::kFloat16 : ::torch::kBFloat16;
+}
+
 ::torch::Tensor on_the_wire(const ::torch::Tensor& t, Compression compression) {
-  const bool wide = t.scalar_type() == ::torch::kFloat32 || t.scalar_type() == ::torch::kFloat64;
-  if (compression == Compression::kNone || !wide) return t;
-  return t.to(compression == Compression::kFloat16 ? ::torch::kFloat16 : ::torch::kBFloat16);
+  const ::torch::ScalarType type = wire_type(t.scalar_type(), compression);
+  return type == t.scalar_type() ? t : t.to(type);
 }
 
 }  // namespace chorus::torch

@@ -15,8 +15,10 @@ namespace chorus::torch {
 AllreduceOptions gradient_reduction(ReduceOp op, double predivide, int passes,
                                     ProcessSet process_set);
 
-/// `t` as it travels under `compression`: float32 and float64 rounded to the 16-bit type
-/// asked for, anything else as it is.
+/// The dtype a tensor of `type` travels in under `compression`: float32 and float64 as the
+/// 16-bit type asked for, anything else as it is.
+::torch::ScalarType wire_type(::torch::ScalarType type, Compression compression);
+/// `t` converted to its wire_type().
 ::torch::Tensor on_the_wire(const ::torch::Tensor& t, Compression compression);
 
 }  // namespace chorus::torch

@@ -64,10 +64,7 @@ struct ShardedReducer::State {
 
   // The dtype gradients of `like` travel in.
   ::torch::ScalarType wire_type(const Tensor& like) const {
-    const bool wide =
-        like.scalar_type() == ::torch::kFloat32 || like.scalar_type() == ::torch::kFloat64;
-    if (!wide || options.compression == Compression::kNone) return like.scalar_type();
-    return options.compression == Compression::kFloat16 ? ::torch::kFloat16 : ::torch::kBFloat16;
+    return chorus::torch::wire_type(like.scalar_type(), options.compression);
   }
 
   // Starts b's reduction (mu held). Runs in an autograd hook, so a submit that throws is
