@@ -39,6 +39,8 @@ struct Options {
   std::optional<std::string> host_algorithm;      ///< CHORUS_HOST_ALGORITHM
   std::optional<bool> shared_memory;              ///< CHORUS_SHARED_MEMORY
   std::optional<std::string> controller;          ///< CHORUS_CONTROLLER
+  std::optional<bool> autotune;                   ///< CHORUS_AUTOTUNE
+  std::optional<std::string> autotune_log;        ///< CHORUS_AUTOTUNE_LOG
   /// The store a job without MPI meets in (chorus/rendezvous.h); unset: made from torchrun's
   /// variables where the controller is Gloo.
   std::shared_ptr<Rendezvous> rendezvous;

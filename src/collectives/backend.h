@@ -23,6 +23,7 @@
 
 #include "chorus/status.h"
 #include "chorus/types.h"
+#include "collectives/cost_model.h"
 #include "kernels/reduce_kernels.h"
 
 namespace chorus {
@@ -63,6 +64,12 @@ class Backend {
   /// True if allreduce makes no MPI, NCCL or CUDA call (it reduces through shared memory),
   /// so that a thread other than the background thread may run it.
   virtual bool allreduce_without_mpi() const { return false; }
+  /// Reductions from now on move data by `algorithm` (kAuto: chosen per call by the cost
+  /// model), where the backend reduces by messages (collectives/host_reduce.h); the others
+  /// have no such choice and ignore it. Every algorithm combines in the same order, so the
+  /// choice never changes a result. Called between collectives, by the thread that runs them;
+  /// every member of the set must make the same call before the same collective.
+  virtual void set_host_algorithm(HostAlgorithm algorithm) { (void)algorithm; }
 
   /// recv = scale(send_0 op send_1 op ... op send_{n-1}), combined in rank order for every
   /// element (the same bits whatever the buffer's size or offset). send may equal recv.

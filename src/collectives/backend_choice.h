@@ -65,6 +65,10 @@ class BackendChoice final : public Backend {
   int rank() const override { return own().rank(); }
   int size() const override { return own().size(); }
   bool allreduce_without_mpi() const override { return false; }
+  /// Every backend offered takes it.
+  void set_host_algorithm(HostAlgorithm algorithm) override {
+    for (Offer& o : offers_) o.backend->set_host_algorithm(algorithm);
+  }
   Status allreduce(const void* send, void* recv, int64_t count, DataType dtype, ReduceOp op,
                    kernels::Scale scale) override {
     return pick(Collective::kAllreduce, dtype).allreduce(send, recv, count, dtype, op, scale);

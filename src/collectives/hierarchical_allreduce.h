@@ -94,6 +94,11 @@ class HierarchicalBackend final : public Backend {
   /// the flat order.
   Status reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,
                        DataType dtype, ReduceOp op, kernels::Scale scale) override;
+  /// The levels that reduce by messages take it: the flat fallback and the cross-host one.
+  void set_host_algorithm(HostAlgorithm algorithm) override {
+    flat_->set_host_algorithm(algorithm);
+    cross_->set_host_algorithm(algorithm);
+  }
 
  private:
   // Shards start on this boundary (bytes): whole cache lines and aligned vector loads.

@@ -45,6 +45,8 @@ class HostReduce {
   /// Backend::reducescatter.
   Status reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,
                        DataType dtype, ReduceOp op, kernels::Scale scale);
+  /// Backend::set_host_algorithm.
+  void set_algorithm(HostAlgorithm algorithm) { algorithm_ = algorithm; }
 
  private:
   // Chunk of the pipelined reduce-scatter.

@@ -99,7 +99,7 @@ SettingRow number(const char* var, const char* horovod, const char* accepted, bo
 
 // A word from a fixed set, read through the vocabulary that the layer owning its meaning
 // declares (base/words.h), from the variable and from Options alike; the accepted form is
-// the vocabulary's list.
+// the vocabulary's list. `Option` null where only the environment sets it.
 template <class T, T Config::*Field, std::optional<std::string> Options::*Option,
           const auto& Vocabulary>
 SettingRow word(const char* var, bool agreed) {
@@ -120,7 +120,10 @@ SettingRow word(const char* var, bool agreed) {
             return Word::set(name, raw, c);
           },
           [](const std::string& name, const Options& o, Config& c) -> Status {
-            return o.*Option ? Word::set(name, *(o.*Option), c) : Status();
+            if constexpr (Option != nullptr) {
+              if (o.*Option) return Word::set(name, *(o.*Option), c);
+            }
+            return {};
           },
           [](const Config&) { return true; },
           [](const Config& c) { return std::string(Vocabulary.name(c.*Field)); },
@@ -316,6 +319,29 @@ std::vector<SettingRow> make_table() {
   t.push_back(flag<&Config::shared_memory, &Options::shared_memory>("CHORUS_SHARED_MEMORY", nullptr,
                                                                     "0 or 1", true));
   t.push_back(word<BindMode, &Config::bind, &Options::bind, kBindWords>("CHORUS_BIND", false));
+  // The autotuner (core/autotuner.h): its samples and its search are agreed, so that every
+  // rank walks the same settings.
+  SettingRow autotune = flag<&Config::autotune, &Options::autotune>(
+      "CHORUS_AUTOTUNE", "HOROVOD_AUTOTUNE", "0 or 1", true);
+  t.push_back(autotune);
+  SettingRow autotune_log = text<&Config::autotune_log, &Options::autotune_log>(
+      "CHORUS_AUTOTUNE_LOG", "a file path (\"{rank}\" in it: every rank's)", false);
+  autotune_log.horovod = "HOROVOD_AUTOTUNE_LOG";
+  t.push_back(autotune_log);
+  t.push_back(number<int64_t, &Config::autotune_warmup_samples, nullptr, 1000>(
+      "CHORUS_AUTOTUNE_WARMUP_SAMPLES", "HOROVOD_AUTOTUNE_WARMUP_SAMPLES",
+      "samples, an integer between 0 and 1000", true));
+  t.push_back(number<int64_t, &Config::autotune_steps_per_sample, nullptr, 100000, true>(
+      "CHORUS_AUTOTUNE_STEPS_PER_SAMPLE", "HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE",
+      "steps, an integer between 1 and 100000", true));
+  t.push_back(number<int64_t, &Config::autotune_samples_per_setting, nullptr, 1000, true>(
+      "CHORUS_AUTOTUNE_SAMPLES_PER_SETTING", nullptr, "samples, an integer between 1 and 1000",
+      true));
+  t.push_back(number<int64_t, &Config::autotune_max_settings, nullptr, 100000, true>(
+      "CHORUS_AUTOTUNE_MAX_SETTINGS", "HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES",
+      "settings, an integer between 1 and 100000", true));
+  t.push_back(word<TuningSearchKind, &Config::autotune_search, nullptr, kTuningSearchWords>(
+      "CHORUS_AUTOTUNE_SEARCH", true));
   // The world without MPI (docs/torch_distributed.md): how the ranks meet.
   SettingRow controller =
       word<Controller, &Config::controller, &Options::controller, kControllerWords>(
@@ -371,7 +397,6 @@ std::vector<SettingRow> make_table() {
 // and horovod/runner/elastic/worker.py (which horovod.torch.elastic imports), as of 0.28.1; then
 // the build-time choices that look like run-time ones.
 std::vector<HorovodVariable> make_horovod_variables() {
-  const char* autotuner = "a setting of Horovod's autotuner, which Chorus has not";
   const char* gloo =
       "Chorus's Gloo world waits for a rank at most CHORUS_LIVENESS_SECONDS, as its MPI world "
       "does";
@@ -386,15 +411,10 @@ std::vector<HorovodVariable> make_horovod_variables() {
       {"HOROVOD_STALL_CHECK_DISABLE",
        {{"CHORUS_STALL_CHECK_SECONDS", "0"}, {"CHORUS_STALL_SHUTDOWN_SECONDS", "0"}},
        "no stall inspection: neither warnings nor the stall shutdown, as in Horovod"},
-      {"HOROVOD_AUTOTUNE",
+      {"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE",
        {},
-       "Chorus has no autotuner; its defaults come from measurements (docs/performance.md), and "
-       "CHORUS_FUSION_THRESHOLD and CHORUS_CYCLE_TIME set them"},
-      {"HOROVOD_AUTOTUNE_LOG", {}, autotuner},
-      {"HOROVOD_AUTOTUNE_WARMUP_SAMPLES", {}, autotuner},
-      {"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", {}, autotuner},
-      {"HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", {}, autotuner},
-      {"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", {}, autotuner},
+       "Chorus's autotuner searches by coordinates or a grid (CHORUS_AUTOTUNE_SEARCH), not by a "
+       "Gaussian process"},
       {"HOROVOD_HIERARCHICAL_ALLGATHER",
        {},
        "Chorus's allgather has no two-level form (CHORUS_HIERARCHICAL_ALLREDUCE is allreduce's)"},

@@ -17,6 +17,7 @@
 #include "collectives/cost_model.h"
 #include "collectives/gpu_path.h"
 #include "collectives/world_choice.h"
+#include "core/tuning_search.h"
 #include "topology/cpu_plan.h"
 
 namespace chorus {
@@ -204,6 +205,26 @@ struct Config {
   /// (collectives/cost_model.h); the others force one, for measurements. Every algorithm
   /// combines in the same order, so the choice never changes a result's bits.
   HostAlgorithm host_algorithm = HostAlgorithm::kAuto;
+  /// CHORUS_AUTOTUNE (HOROVOD_AUTOTUNE): 1 samples the settings that change no result
+  /// during the job's first steps and keeps the best (core/autotuner.h). Agreed.
+  bool autotune = false;
+  /// CHORUS_AUTOTUNE_LOG (HOROVOD_AUTOTUNE_LOG): the CSV of the samples and the winner,
+  /// written by rank 0, or by every rank where the path holds "{rank}"; empty: none.
+  std::string autotune_log;
+  /// CHORUS_AUTOTUNE_WARMUP_SAMPLES: samples taken and dropped before the first scored one
+  /// (the first steps allocate and warm caches). Default 3, as Horovod's. Agreed.
+  int64_t autotune_warmup_samples = 3;
+  /// CHORUS_AUTOTUNE_STEPS_PER_SAMPLE: training steps per sample, a step being the span
+  /// between two reductions of the sample's first tensor. Default 10, as Horovod's. Agreed.
+  int64_t autotune_steps_per_sample = 10;
+  /// CHORUS_AUTOTUNE_SAMPLES_PER_SETTING: samples of each setting, whose scores are averaged.
+  /// Default 1. Agreed.
+  int64_t autotune_samples_per_setting = 1;
+  /// CHORUS_AUTOTUNE_MAX_SETTINGS (HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES): the most settings
+  /// sampled before the best so far is kept. Default 20, as Horovod's. Agreed.
+  int64_t autotune_max_settings = 20;
+  /// CHORUS_AUTOTUNE_SEARCH: coordinate or grid (core/tuning_search.h). Agreed.
+  TuningSearchKind autotune_search = TuningSearchKind::kCoordinate;
   /// CHORUS_CONTROLLER: auto, mpi or gloo. What carries the job's world: auto takes MPI where
   /// an MPI launcher started the job, Gloo where it has a store to meet in (torchrun's
   /// variables, or Options::rendezvous) and none did (collectives/world_choice.h).

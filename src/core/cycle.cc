@@ -101,6 +101,9 @@ Status Cycle::execute(bool* shutdown, bool* productive) {
       Observability::end_for_stall(round.stall_exit_status, set->negotiator->label());
   }
   if (*productive && failed.ok()) observability_->cycle_ran(start_);
+  if (autotuner_ && failed.ok()) {
+    if (std::optional<TuningSetting> s = autotuner_->after_cycle(*sets_, Clock::now())) apply(*s);
+  }
   // The process-set changes are collective over the whole job, whose other ranks make them
   // whatever became of this rank's sets: made whenever each failed set agreed on its verdict
   // (only that set's own communicator is out of step). Without a verdict a member is lost,
@@ -130,7 +133,7 @@ Status Cycle::run(bool stop_asked, bool* shutdown, bool* productive) {
     // 200 us; after 2 ms of waiting (a peer still in its backward pass, say) to 1 ms, so that
     // a long wait wakes the thread less often; a ring from a peer on this host still ends a
     // pause early.
-    const auto cycle_time = cycle_time_;
+    const std::chrono::microseconds cycle_time = this->cycle_time();
     Backoff poller(std::min(cycle_time, kRoundPause), eager, std::min(cycle_time, kPatientPause),
                    kPatience);
     while (true) {
@@ -152,6 +155,17 @@ Status Cycle::run(bool stop_asked, bool* shutdown, bool* productive) {
     if (Status s = complete(); !s.ok()) return s;
   }
   return execute(shutdown, productive);
+}
+
+// Every member applies it at the end of the same round (core/autotuner.h). The fusion limit
+// and the host algorithm are the global set's; the cycle time paces every set's rounds.
+void Cycle::apply(const TuningSetting& setting) {
+  for (auto& [id, set] : *sets_) {
+    if (id != 0) continue;
+    set->executor->set_fusion_limit(static_cast<std::size_t>(setting.fusion_bytes));
+    set->executor->set_host_algorithm(setting.algorithm);
+  }
+  cycle_time_us_.store(static_cast<int64_t>(setting.cycle_ms * 1000), std::memory_order_relaxed);
 }
 
 // Trainer threads may run cycles when every round goes through the host's board (the global

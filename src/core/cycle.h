@@ -14,9 +14,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "chorus/status.h"
+#include "core/autotuner.h"
 #include "core/doorbell.h"
 #include "core/entry.h"
 #include "core/handle_state.h"
@@ -31,14 +33,22 @@ class Cycle {
   using Clock = std::chrono::steady_clock;
 
   /// Every pointer is the runtime's and outlives the cycle. `cycle_time`: the background
-  /// thread's pause between looks at idle peers (CHORUS_CYCLE_TIME).
+  /// thread's pause between looks at idle peers (CHORUS_CYCLE_TIME). `autotuner`: null
+  /// where CHORUS_AUTOTUNE is off; each cycle that ran ends with it (core/autotuner.h).
   Cycle(SetTable* sets, Submissions* submissions, Doorbells* doorbells,
-        Observability* observability, std::chrono::microseconds cycle_time)
+        Observability* observability, std::chrono::microseconds cycle_time,
+        std::unique_ptr<Autotuner> autotuner)
       : sets_(sets),
         submissions_(submissions),
         doorbells_(doorbells),
         observability_(observability),
-        cycle_time_(cycle_time) {}
+        cycle_time_us_(cycle_time.count()),
+        autotuner_(std::move(autotuner)) {}
+
+  /// The pause between looks at idle peers: CHORUS_CYCLE_TIME, or the autotuner's. Any thread.
+  std::chrono::microseconds cycle_time() const {
+    return std::chrono::microseconds(cycle_time_us_.load(std::memory_order_relaxed));
+  }
 
   /// No cycle is in flight: the next phase starts one.
   bool at_rest() const { return phase_ == Phase::kBegin; }
@@ -78,12 +88,15 @@ class Cycle {
   Status execute(bool* shutdown, bool* productive);
   // True if `phase`, run now, makes no MPI call (nor NCCL or CUDA): a trainer thread may.
   bool runs_without_mpi(Phase phase) const;
+  // The autotuner's setting, from the next round on.
+  void apply(const TuningSetting& setting);
 
   SetTable* sets_;
   Submissions* submissions_;
   Doorbells* doorbells_;
   Observability* observability_;
-  const std::chrono::microseconds cycle_time_;
+  std::atomic<int64_t> cycle_time_us_;  // cycle_time()
+  std::unique_ptr<Autotuner> autotuner_;
   uint64_t cycles_ = 0;  // cycles started
   Phase phase_ = Phase::kBegin;
   Clock::time_point start_;

@@ -44,14 +44,13 @@ Status guarded(F&& work) {
 
 CycleDriver::CycleDriver(Mutex* progress_mu, SetTable* sets, Submissions* submissions,
                          Doorbells* doorbells, Observability* observability,
-                         std::chrono::microseconds cycle_time)
+                         std::chrono::microseconds cycle_time, std::unique_ptr<Autotuner> autotuner)
     : progress_mu_(progress_mu),
       sets_(sets),
       submissions_(submissions),
       doorbells_(doorbells),
       observability_(observability),
-      cycle_time_(cycle_time),
-      cycle_(sets, submissions, doorbells, observability, cycle_time) {}
+      cycle_(sets, submissions, doorbells, observability, cycle_time, std::move(autotuner)) {}
 
 void CycleDriver::submitted(const detail::HandleState* handle) {
   ThreadPattern& t = t_pattern;
@@ -133,14 +132,14 @@ void CycleDriver::loop(const std::function<void(const Ended&)>& teardown) {
       // ran nothing: back off up to the cycle time.
       bool woken = true;
       if (!(was_pending && productive)) {
-        woken = wait_for_work(was_pending ? backoff : cycle_time_, was_pending, cycles);
+        woken = wait_for_work(was_pending ? backoff : cycle_.cycle_time(), was_pending, cycles);
       }
       progress_mu_->lock();
       handed_over_.store(false, std::memory_order_relaxed);
       // A trainer thread may have left a cycle midway: the queue waits for the next one.
       if (cycle_.at_rest()) {
         const bool took = cycle_.take_queue(&stop_asked);
-        backoff = !took && !productive ? std::min(backoff * 2, cycle_time_) : min_backoff;
+        backoff = !took && !productive ? std::min(backoff * 2, cycle_.cycle_time()) : min_backoff;
         // Woken for work that a trainer thread ran meanwhile: nothing is left to do.
         if (woken && !took && !stop_asked && !sets_->pending() && trainer_failure_.ok()) {
           productive = false;

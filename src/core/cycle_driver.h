@@ -34,9 +34,11 @@ class CycleDriver final : public detail::Driver {
   using Clock = std::chrono::steady_clock;
 
   /// Every pointer is the runtime's and outlives the driver; `progress_mu` is the lock
-  /// that whoever runs the cycle holds. `cycle_time`: CHORUS_CYCLE_TIME.
+  /// that whoever runs the cycle holds. `cycle_time`: CHORUS_CYCLE_TIME; `autotuner`: the
+  /// cycle's (null where CHORUS_AUTOTUNE is off).
   CycleDriver(Mutex* progress_mu, SetTable* sets, Submissions* submissions, Doorbells* doorbells,
-              Observability* observability, std::chrono::microseconds cycle_time);
+              Observability* observability, std::chrono::microseconds cycle_time,
+              std::unique_ptr<Autotuner> autotuner);
 
   /// How the loop ended: the failure or shutdown that stopped it, and whether MPI may still
   /// be called (false after a failed round: requests may be left that never complete).
@@ -72,7 +74,6 @@ class CycleDriver final : public detail::Driver {
   Submissions* const submissions_;
   Doorbells* const doorbells_;
   Observability* const observability_;
-  const std::chrono::microseconds cycle_time_;
   // Its phases run under the progress lock, which is its contract rather than an
   // annotation, since trainer threads ask it, without the lock, whether they may drive it.
   Cycle cycle_;

@@ -33,11 +33,11 @@ std::string describe_batch(const Response& first, std::size_t tensors) {
   return named;
 }
 
-Executor::Executor(BackendChoice host, std::size_t fusion_threshold, Timeline* timeline)
-    : host_(std::move(host), fusion_threshold), timeline_(timeline) {
+Executor::Executor(BackendChoice host, std::size_t fusion_capacity, Timeline* timeline)
+    : host_(std::move(host), fusion_capacity), fusion_limit_(fusion_capacity), timeline_(timeline) {
   gpu_setup_.host = &host_.backends();
   gpu_setup_.label = "process set";
-  gpu_setup_.fusion_threshold = fusion_threshold;
+  gpu_setup_.fusion_threshold = fusion_capacity;
 }
 
 Executor::~Executor() = default;
@@ -95,7 +95,7 @@ Status Executor::execute(const std::vector<std::shared_ptr<const Response>>& res
   }
   // Each batch's handles complete only once the set agreed on its outcome (BatchVerdicts):
   // until then what the batch would give them waits in pending_.
-  const std::vector<FusionBatch> batches = plan_fusion(items, host_.fusion_capacity());
+  const std::vector<FusionBatch> batches = plan_fusion(items, fusion_limit_);
   // Nothing ran (an idle round, or only failed responses): nothing to agree on. Every member
   // has the same responses, so all skip the verdict alike.
   if (batches.empty()) return settle_device();

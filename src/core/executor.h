@@ -9,6 +9,7 @@
 // line up across ranks; a rank without an entry for an allreduce (it joined) contributes
 // zeros.
 
+#include <algorithm>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -35,10 +36,25 @@ class Executor {
   using Clock = std::chrono::steady_clock;
   using Job = chorus::Job;  ///< looked up once per round
 
-  /// `host`: the set's backends for host memory. `fusion_threshold`: bytes per fusion buffer
-  /// (0: no fusion). `timeline` may be null.
-  Executor(BackendChoice host, std::size_t fusion_threshold, Timeline* timeline);
+  /// `host`: the set's backends for host memory. `fusion_capacity`: bytes of each fusion
+  /// buffer, the most a fused batch may hold (0: no fusion); the fusion limit starts there.
+  /// `timeline` may be null.
+  Executor(BackendChoice host, std::size_t fusion_capacity, Timeline* timeline);
   ~Executor();
+
+  /// Later rounds fuse at most `bytes` per batch (0: no fusion), up to the buffers' capacity
+  /// (CHORUS_FUSION_THRESHOLD; the autotuner varies it, core/autotuner.h). Between execute()
+  /// calls; every member of the set must make the same call before the same round, since
+  /// each plans its batches alone.
+  void set_fusion_limit(std::size_t bytes) {
+    fusion_limit_ = std::min(bytes, host_.fusion_capacity());
+  }
+  std::size_t fusion_limit() const { return fusion_limit_; }
+  /// Later collectives on host memory (and the GPU's staged through it) reduce by
+  /// `algorithm` (Backend::set_host_algorithm); same contract as set_fusion_limit().
+  void set_host_algorithm(HostAlgorithm algorithm) {
+    host_.backends().set_host_algorithm(algorithm);
+  }
 
   /// What the set's GPU context is built from at its first CUDA response (label, the
   /// rank's device, topology for the hierarchical allreduce, path override). The runtime
@@ -107,6 +123,7 @@ class Executor {
   StatusOr<TensorMemory*> device_memory(const std::vector<Job>& batch);
 
   HostMemory host_;
+  std::size_t fusion_limit_;  // set_fusion_limit()
   Timeline* timeline_;
   // The set's responses run so far: the same sequence on every member, so that the k-th
   // collective's NEGOTIATE on each rank's timeline is recognised as one (chorus-trace).

@@ -88,7 +88,7 @@ Runtime::Runtime(Config config)
            }}),
       sets_(&process_sets_, &observability_),
       driver_(&progress_mu_, &sets_, &submissions_, &doorbells_, &observability_,
-              cycle_time(config_)) {}
+              cycle_time(config_), Autotuner::make(config_)) {}
 
 // Only rank 0 writes a timeline unless its path holds "{rank}": elsewhere a start of rank
 // 0's file is a stop, since any rank may have a file of its own from an earlier start (a

@@ -45,10 +45,15 @@ StatusOr<std::unique_ptr<SetState>> SetBuilder::build(int32_t id,
   providers.group = set->group.get();
   StatusOr<BackendChoice> host = assemble(Memory::kHost, providers);
   if (!host.ok()) return host.status();
+  // The autotuner (core/autotuner.h) may raise the global set's fusion limit up to its
+  // largest candidate: the buffers are made that large, and the limit starts at the threshold.
+  const int64_t threshold = config.fusion_threshold_for(!map.one_host(ranks));
+  const int64_t capacity = config.autotune && id == 0
+                               ? TuningCandidates::standard().largest_fusion({threshold})
+                               : threshold;
   set->executor = std::make_unique<Executor>(
-      std::move(host).value(),
-      static_cast<std::size_t>(config.fusion_threshold_for(!map.one_host(ranks))),
-      observability_->timeline());
+      std::move(host).value(), static_cast<std::size_t>(capacity), observability_->timeline());
+  set->executor->set_fusion_limit(static_cast<std::size_t>(threshold));
   GpuContextSetup gpu;
   gpu.label = label;
   gpu.global_set = id == 0;

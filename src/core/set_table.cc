@@ -101,6 +101,14 @@ void SetTable::accept(std::vector<Entry>& fresh) {
   }
 }
 
+Status SetTable::admit(Entry entry) {
+  if (Status s = info_->claim({&entry, 1}, rank_); !s.ok()) return s;
+  std::vector<Entry> one;
+  one.push_back(std::move(entry));
+  accept(one);
+  return {};
+}
+
 void SetTable::finish(SetState& set, Entry& entry, const Status& status, Clock::time_point agreed) {
   observability_->finished(set.id, entry, agreed, status);
   release(entry, status);

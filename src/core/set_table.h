@@ -40,6 +40,9 @@ class SetTable {
   /// The entries of one submit (a grouped allreduce's members share a handle) are taken all
   /// or nothing; those of a set removed meanwhile fail.
   void accept(std::vector<Entry>& fresh);
+  /// Takes one collective of Chorus's own (the autotuner's agreement, core/autotuner.h) into
+  /// its set as accept() takes a trainer's, its name claimed as submit() claims one.
+  Status admit(Entry entry);
   /// Completes `entry` with `status`, records it in the flight recorder and drops it from
   /// its set; `agreed`: when its round's responses were known (none outside a round).
   void finish(SetState& set, Entry& entry, const Status& status, Clock::time_point agreed = {});

@@ -118,14 +118,14 @@ def test_a_horovod_job_scripts_variables_load():
     # effect in Chorus (any value) are noted in the log, not refused.
     out = _init_in_a_fresh_process({"HOROVOD_CYCLE_TIME": "0",
                                     "HOROVOD_STALL_CHECK_DISABLE": "1",
-                                    "HOROVOD_AUTOTUNE": "1",
+                                    "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE": "0.8",
                                     "HOROVOD_CPU_OPERATIONS": "not-a-library",
                                     "HOROVOD_GPU_OPERATIONS": "NCCL",
                                     "CHORUS_LOG_LEVEL": "info"})
     assert out.returncode == 0 and "RAISED" not in out.stdout, out.stdout + out.stderr
     for note in ("HOROVOD_CYCLE_TIME=0: read as unset",
                  "HOROVOD_STALL_CHECK_DISABLE=1: read as CHORUS_STALL_CHECK_SECONDS=0",
-                 "HOROVOD_AUTOTUNE=1 has no effect in Chorus",
+                 "HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE=0.8 has no effect in Chorus",
                  "HOROVOD_CPU_OPERATIONS=not-a-library has no effect in Chorus",
                  "HOROVOD_GPU_OPERATIONS=NCCL has no effect in Chorus"):
         assert (out.stdout + out.stderr).count(note) == 1, out.stdout + out.stderr

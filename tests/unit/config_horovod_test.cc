@@ -32,7 +32,6 @@ std::string all_notes(const Config& c) {
 // A value Horovod takes for each variable without a row of its own, as a job script sets it.
 std::map<std::string, std::string> horovod_only_values() {
   std::map<std::string, std::string> v = {
-      {"HOROVOD_AUTOTUNE_LOG", "/tmp/autotune.csv"},
       {"HOROVOD_AUTOTUNE_GAUSSIAN_PROCESS_NOISE", "0.8"},
       {"HOROVOD_ADASUM_MPI_CHUNK_SIZE", "1073741824"},
       {"HOROVOD_BATCH_D2D_MEMCOPIES", "0"},
@@ -66,7 +65,12 @@ TEST(ConfigHorovodTest, EveryHorovodVariableAtOnceLoads) {
               {"HOROVOD_HIERARCHICAL_ALLREDUCE", "1"},
               {"HOROVOD_LOG_LEVEL", "INFO"},
               {"HOROVOD_CONTROLLER", "GLOO"},
-              {"HOROVOD_GLOO_IFACE", "eth0"}});
+              {"HOROVOD_GLOO_IFACE", "eth0"},
+              {"HOROVOD_AUTOTUNE", "2"},
+              {"HOROVOD_AUTOTUNE_LOG", "/tmp/autotune.csv"},
+              {"HOROVOD_AUTOTUNE_WARMUP_SAMPLES", "5"},
+              {"HOROVOD_AUTOTUNE_STEPS_PER_SAMPLE", "20"},
+              {"HOROVOD_AUTOTUNE_BAYES_OPT_MAX_SAMPLES", "30"}});
   StatusOr<Config> c = load_env(env);
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_EQ(c->fusion_threshold_bytes, 64 << 20);
@@ -81,6 +85,11 @@ TEST(ConfigHorovodTest, EveryHorovodVariableAtOnceLoads) {
   EXPECT_EQ(c->log_level, "info");
   EXPECT_EQ(c->controller, Controller::kGloo) << "Horovod's words in any case";
   EXPECT_EQ(c->gloo_iface, "eth0");
+  EXPECT_TRUE(c->autotune) << "Horovod's integer switch: > 0 is on";
+  EXPECT_EQ(c->autotune_log, "/tmp/autotune.csv");
+  EXPECT_EQ(c->autotune_warmup_samples, 5);
+  EXPECT_EQ(c->autotune_steps_per_sample, 20);
+  EXPECT_EQ(c->autotune_max_settings, 30);
   for (const HorovodVariable& h : Config::horovod_variables()) {
     EXPECT_EQ(notes_naming(*c, h.variable), 1) << h.variable << all_notes(*c);
   }

@@ -22,7 +22,8 @@ struct Parts {
   Submissions submissions;
   Doorbells doorbells;
   CycleDriver driver{&progress,  &sets,          &submissions,
-                     &doorbells, &observability, std::chrono::milliseconds(5)};
+                     &doorbells, &observability, std::chrono::milliseconds(5),
+                     nullptr};
 };
 
 TEST(CycleDriver, EverySubmitRingsWhereNoTrainerMayDriveTheCycle) {

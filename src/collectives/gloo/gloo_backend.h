@@ -35,6 +35,7 @@ class GlooBackend final : public Backend {
   Status alltoallv(const void* send, const std::vector<int64_t>& send_bytes, void* recv,
                    const std::vector<int64_t>& recv_bytes) override;
   Status barrier() override;
+  void set_host_algorithm(HostAlgorithm algorithm) override { reduce_.set_algorithm(algorithm); }
 
  private:
   GlooLinks links_;
