@@ -62,6 +62,8 @@ std::optional<TuningSetting> Autotuner::after_cycle(SetTable& sets, Clock::time_
   ++rounds_;
   if (phase_ == Phase::kStart) {
     rank_ = set.group->rank();
+    // The same on every member: the set's backends follow from agreed settings.
+    if (!set.executor->host_algorithm_applies()) options_.candidates.algorithms.clear();
     search_.emplace(TuningSetting{static_cast<int64_t>(set.executor->fusion_limit()),
                                   options_.algorithm, options_.cycle_ms},
                     options_.candidates, options_.search, static_cast<int>(options_.max_settings));

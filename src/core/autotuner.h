@@ -1,7 +1,8 @@
 #pragma once
 // The autotuner (CHORUS_AUTOTUNE, HOROVOD_AUTOTUNE): during a job's first steps it samples
 // settings of the global process set that change no result (core/tuning_search.h: the
-// fusion limit, the host algorithm, the cycle time), and keeps the best.
+// fusion limit, the host algorithm where the set's reductions move messages, the cycle
+// time), and keeps the best.
 //
 // How the ranks agree. Every member of the global set runs the same responses in the same
 // rounds, so what the autotuner counts from them is the same on every rank: a sample spans

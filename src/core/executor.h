@@ -55,6 +55,9 @@ class Executor {
   void set_host_algorithm(HostAlgorithm algorithm) {
     host_.backends().set_host_algorithm(algorithm);
   }
+  /// Whether the host algorithm changes anything here: false where the set's reductions go
+  /// through shared memory (every member on one host), which moves no messages.
+  bool host_algorithm_applies() const { return !host_.backends().offered_by("shared memory"); }
 
   /// What the set's GPU context is built from at its first CUDA response (label, the
   /// rank's device, topology for the hierarchical allreduce, path override). The runtime
