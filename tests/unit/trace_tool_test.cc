@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "autotune.h"
 #include "base/json_value.h"
 #include "stall.h"
 #include "summary.h"
@@ -203,6 +204,55 @@ TEST_F(StallFromRecords, AnEmptyDirectoryAndABadRecordAreErrors) {
   StatusOr<StallReport> bad = stall_report(dir_);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("not a Chorus flight record"), std::string::npos);
+}
+
+// chorus-trace autotune: a log as the autotuner writes it, drawn with bars scaled to the
+// best sample, the winner's samples marked and its line last.
+constexpr char kAutotuneLog[] =
+    "sample,kind,fusion_bytes,host_algorithm,cycle_ms,mb_per_s,spread_mb_per_s,ranks,round,"
+    "gain_over_defaults\n"
+    "1,warmup,524288,auto,5,40.000,0.100,3,100,\n"
+    "2,sample,524288,auto,5,50.000,0.200,3,120,\n"
+    "3,sample,2097152,auto,5,100.000,1.500,3,140,+100.0%\n"
+    "3,winner,2097152,auto,5,100.000,1.500,,140,+100.0%\n";
+
+TEST(TraceAutotune, DrawsEachSampleAndNamesTheWinner) {
+  StatusOr<std::string> chart = autotune_chart(kAutotuneLog);
+  ASSERT_TRUE(chart.ok()) << chart.status().to_string();
+  std::vector<std::string> lines;
+  std::size_t start = 0;
+  for (std::size_t end; (end = chart->find('\n', start)) != std::string::npos; start = end + 1) {
+    lines.push_back(chart->substr(start, end - start));
+  }
+  ASSERT_EQ(lines.size(), 4u) << *chart;
+  auto bar = [](const std::string& line) { return line.size() - line.find('|') - 1; };
+  EXPECT_EQ(bar(lines[0]), 16u) << lines[0];  // 40 of 100 MB/s: 16 of 40 columns
+  EXPECT_EQ(bar(lines[1]), 20u) << lines[1];
+  EXPECT_EQ(bar(lines[2]), 40u) << lines[2];
+  EXPECT_NE(lines[2].find("* |"), std::string::npos) << "the winner's sample is marked";
+  EXPECT_EQ(lines[1].find("* |"), std::string::npos) << lines[1];
+  EXPECT_NE(lines[2].find("+100.0%"), std::string::npos) << lines[2];
+  EXPECT_EQ(lines[3],
+            "winner (*): 2097152 B, auto, 5 ms, 100.000 MB/s (spread 1.500), +100.0% over the "
+            "defaults, after 3 samples");
+}
+
+TEST(TraceAutotune, SaysWhenTheSearchHadNotEnded) {
+  std::string unfinished = kAutotuneLog;
+  unfinished.erase(unfinished.find("3,winner"));
+  StatusOr<std::string> chart = autotune_chart(unfinished);
+  ASSERT_TRUE(chart.ok()) << chart.status().to_string();
+  EXPECT_NE(chart->find("no winner yet"), std::string::npos) << *chart;
+}
+
+TEST(TraceAutotune, RefusesWhatIsNotItsLogNamingTheLine) {
+  EXPECT_FALSE(autotune_chart("a,b\n1,2\n").ok());
+  StatusOr<std::string> chart = autotune_chart(std::string(kAutotuneLog) + "4,sample,1\n");
+  ASSERT_FALSE(chart.ok());
+  EXPECT_NE(chart.status().message().find("line 6"), std::string::npos) << chart.status().message();
+  StatusOr<std::string> missing = autotune_chart_of("/nonexistent/autotune.csv");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("/nonexistent/autotune.csv"), std::string::npos);
 }
 
 }  // namespace

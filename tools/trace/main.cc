@@ -4,6 +4,7 @@
 //   chorus-trace summary [--json OUT] TIMELINE...  where each step's time went, rank by rank
 //   chorus-trace stall DIR                         why collectives were stuck (flight records)
 //   chorus-trace plot -o OUT.png [--title T] TIMELINE...
+//   chorus-trace autotune LOG.csv                  the autotuner's samples (CHORUS_AUTOTUNE_LOG)
 //
 // TIMELINE: files written with CHORUS_TIMELINE=path.{rank}.json (one per rank), or a merged
 // trace. Exit status: 0, 1 when the input cannot be read, 2 for a bad command line.
@@ -11,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "autotune.h"
 #include "merge.h"
 #include "plot.h"
 #include "stall.h"
@@ -29,6 +31,7 @@ int usage(const char* problem) {
                "       chorus-trace summary [--json OUT.json] TIMELINE...\n"
                "       chorus-trace stall DIR\n"
                "       chorus-trace plot -o OUT.png [--title TEXT] TIMELINE...\n"
+               "       chorus-trace autotune LOG.csv\n"
                "TIMELINE: each rank's file of CHORUS_TIMELINE=path.{rank}.json, or a merged "
                "trace; DIR: CHORUS_DEBUG_DIR, with chorus-flight.rank<R>.json files\n");
   return problem != nullptr ? 2 : 0;
@@ -81,7 +84,8 @@ int main(int argc, char** argv) {
   if (argc < 2) return usage("no command given");
   const std::string command = argv[1];
   if (command == "-h" || command == "--help" || command == "help") return usage(nullptr);
-  if (command != "merge" && command != "summary" && command != "plot" && command != "stall") {
+  if (command != "merge" && command != "summary" && command != "plot" && command != "stall" &&
+      command != "autotune") {
     return usage(("unknown command " + command).c_str());
   }
   Args a;
@@ -110,6 +114,13 @@ int main(int argc, char** argv) {
     if (!s.ok()) return failed(s.status());
     if (Status p = chorus::trace::plot(*s, a.output, a.title); !p.ok()) return failed(p);
     std::printf("chorus-trace: wrote %s\n", a.output.c_str());
+    return 0;
+  }
+  if (command == "autotune") {
+    if (a.inputs.size() != 1) return usage("autotune takes one log");
+    StatusOr<std::string> chart = chorus::trace::autotune_chart_of(a.inputs.front());
+    if (!chart.ok()) return failed(chart.status());
+    std::fputs(chart->c_str(), stdout);
     return 0;
   }
   // stall, the command left
