@@ -12,8 +12,8 @@ namespace {
 
 // Collectives of Chorus's own: not the trainer's, so not counted in a sample.
 constexpr char kAgreementPrefix[] = "chorus.autotune.";
-// A sample whose anchor never comes back (a trainer whose names never repeat) ends after
-// this many productive rounds per step.
+// A sample in which no name comes back (a trainer whose names never repeat) ends after this
+// many productive rounds per step.
 constexpr int64_t kRoundsPerStepWithoutAnchor = 100;
 
 bool own_collective(const std::string& name) { return name.rfind(kAgreementPrefix, 0) == 0; }
@@ -82,29 +82,35 @@ std::optional<TuningSetting> Autotuner::after_cycle(SetTable& sets, Clock::time_
 std::optional<TuningSetting> Autotuner::measure(SetTable& sets, SetState& global,
                                                 Clock::time_point now) {
   const auto& responses = global.negotiator->round().responses;
+  const bool first_round = !sampling_;
   int64_t bytes = 0;
-  bool anchor_seen = false;
-  std::string first;
+  bool trainers = false;
   for (const auto& shared : responses) {
     const Response& r = *shared;
     if (!r.status.ok() || !op_descriptor(r.op).run || own_collective(r.name)) continue;
+    trainers = true;
     bytes += num_elements(r.shape) * static_cast<int64_t>(dtype_size(r.dtype));
-    if (first.empty()) first = r.name;
-    anchor_seen = anchor_seen || r.name == anchor_;
+    if (first_round) continue;
+    // A name's k-th reduction in the sample ends the sample's (k-1)-th step.
+    steps_ = std::max(steps_, ++seen_[r.name] - 1);
   }
-  if (first.empty()) return std::nullopt;  // nothing of the trainer's ran
-  if (anchor_.empty()) {
-    // The sample starts at the end of its anchor's round.
-    anchor_ = first;
+  if (!trainers) return std::nullopt;
+  if (first_round) {
+    // The sample starts at the end of its first round with the trainer's collectives, whose
+    // names count as reduced once.
+    sampling_ = true;
     started_ = now;
     bytes_ = 0;
     steps_ = 0;
     productive_rounds_ = 0;
+    seen_.clear();
+    for (const auto& shared : responses) {
+      if (!own_collective(shared->name)) seen_[shared->name] = 1;
+    }
     return std::nullopt;
   }
   bytes_ += bytes;
   ++productive_rounds_;
-  if (anchor_seen) ++steps_;
   if (steps_ < options_.steps_per_sample &&
       productive_rounds_ < options_.steps_per_sample * kRoundsPerStepWithoutAnchor) {
     return std::nullopt;
@@ -130,7 +136,7 @@ std::optional<TuningSetting> Autotuner::measure(SetTable& sets, SetState& global
   e.output = e.input;
   e.handle = handle;
   e.enqueued = now;
-  anchor_.clear();
+  sampling_ = false;
   phase_ = Phase::kAgreeing;
   agreement_ = handle;
   // Refused only where the trainer has a collective of that name in flight.

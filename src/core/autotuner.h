@@ -6,9 +6,10 @@
 //
 // How the ranks agree. Every member of the global set runs the same responses in the same
 // rounds, so what the autotuner counts from them is the same on every rank: a sample spans
-// CHORUS_AUTOTUNE_STEPS_PER_SAMPLE steps, a step being the span between two reductions of
-// the sample's first collective (its anchor; a trainer whose names never repeat gets a
-// sample of 100 rounds per step instead), and ends in the same round everywhere. Each rank
+// CHORUS_AUTOTUNE_STEPS_PER_SAMPLE steps, a step ending where a collective's name comes back
+// (the sample ends in the round where some name is reduced for the (steps + 1)-th time; a
+// trainer whose names never repeat gets a sample of 100 rounds per step instead), and ends
+// in the same round everywhere. Each rank
 // scores the sample by its own clock: the bytes of the set's collectives in it (the same
 // everywhere) over the seconds they took here. At that round every rank submits one
 // collective of Chorus's own, an allreduce of [score, score^2, 1] named
@@ -34,6 +35,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "core/config.h"
@@ -99,7 +101,9 @@ class Autotuner {
   int64_t rounds_ = 0;  // the global set's rounds so far: the same count on every member
 
   // The sample in flight.
-  std::string anchor_;
+  bool sampling_ = false;  // its first round ran
+  // How often each name was reduced since that round: a step ends where a name comes back.
+  std::unordered_map<std::string, int64_t> seen_;
   Clock::time_point started_;
   int64_t bytes_ = 0;
   int64_t steps_ = 0;

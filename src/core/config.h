@@ -214,8 +214,8 @@ struct Config {
   /// CHORUS_AUTOTUNE_WARMUP_SAMPLES: samples taken and dropped before the first scored one
   /// (the first steps allocate and warm caches). Default 3, as Horovod's. Agreed.
   int64_t autotune_warmup_samples = 3;
-  /// CHORUS_AUTOTUNE_STEPS_PER_SAMPLE: training steps per sample, a step being the span
-  /// between two reductions of the sample's first tensor. Default 10, as Horovod's. Agreed.
+  /// CHORUS_AUTOTUNE_STEPS_PER_SAMPLE: training steps per sample, a step ending where a
+  /// collective's name comes back. Default 10, as Horovod's. Agreed.
   int64_t autotune_steps_per_sample = 10;
   /// CHORUS_AUTOTUNE_SAMPLES_PER_SETTING: samples of each setting, whose scores are averaged.
   /// Default 1. Agreed.

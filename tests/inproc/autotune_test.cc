@@ -69,23 +69,24 @@ constexpr char kHeader[] =
     "sample,kind,fusion_bytes,host_algorithm,cycle_ms,mb_per_s,spread_mb_per_s,ranks,round,"
     "gain_over_defaults";
 
-TEST(Autotune, RanksWithDifferentNoiseWalkTheSameSettingsAndEndWithOneWinner) {
-  AutotuneEnv env;
+// Three ranks on two hosts (the global set's default fusion limit is the across-hosts one,
+// 4 MiB) train `steps` steps of four gradients, each rank pausing its own random time after
+// each step. Checks every sum (exact whatever the setting) and that every rank's log is the
+// same bytes; returns rank 0's log.
+std::string run_tuned_job(int steps) {
   const std::filesystem::path dir =
       std::filesystem::temp_directory_path() / ("chorus_autotune_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
   const std::string log = (dir / "autotune.{rank}.csv").string();
-  // Two hosts: the global set's default fusion limit is the across-hosts one, 4 MiB.
   InMemoryJob job({"a", "a", "b"});
   const std::vector<int64_t> sizes = {1000, 20000, 300, 70000};
-  constexpr int kSteps = 200;
   std::vector<int> wrong(3, 0);
   run_job(
       job,
       [&](int rank) {
         std::mt19937 noise(1234u + static_cast<unsigned>(rank) * 977u);
         std::uniform_int_distribution<int> pause_us(0, 400 * (rank + 1));
-        for (int step = 0; step < kSteps; ++step) {
+        for (int step = 0; step < steps; ++step) {
           std::vector<std::vector<float>> grads;
           std::vector<Handle> handles;
           for (std::size_t t = 0; t < sizes.size(); ++t) {
@@ -117,12 +118,16 @@ TEST(Autotune, RanksWithDifferentNoiseWalkTheSameSettingsAndEndWithOneWinner) {
         return o;
       });
   EXPECT_EQ(wrong, std::vector<int>(3, 0)) << "elements reduced wrong, per rank";
-
   const std::string first = read(dir / "autotune.0.csv");
   EXPECT_EQ(read(dir / "autotune.1.csv"), first) << "rank 1's log differs from rank 0's";
   EXPECT_EQ(read(dir / "autotune.2.csv"), first) << "rank 2's log differs from rank 0's";
   std::filesystem::remove_all(dir);
+  return first;
+}
 
+TEST(Autotune, RanksWithDifferentNoiseWalkTheSameSettingsAndEndWithOneWinner) {
+  AutotuneEnv env;
+  const std::string first = run_tuned_job(200);
   const std::vector<std::vector<std::string>> rows = csv_rows(first);
   ASSERT_GE(rows.size(), 3u) << first;
   std::string header;
@@ -177,6 +182,27 @@ TEST(Autotune, RanksWithDifferentNoiseWalkTheSameSettingsAndEndWithOneWinner) {
   const double gain = 100 * (best_mean / ((defaults[0] + defaults[1]) / 2) - 1);
   EXPECT_NEAR(std::stod(winner[9]), gain, 0.1) << winner[9];
   EXPECT_EQ(winner[9].back(), '%');
+}
+
+// A failed agreement (here every rank's own part of the fifth one fails, with one verdict)
+// ends the search on every rank with the best setting agreed so far, and training goes on.
+TEST(Autotune, AFailedAgreementEndsTheSearchEverywhereWithTheBestSoFar) {
+  AutotuneEnv env;
+  setenv("CHORUS_TEST_FAIL_PART", "chorus.autotune.4", 1);
+  const std::string first = run_tuned_job(120);
+  unsetenv("CHORUS_TEST_FAIL_PART");
+  const std::vector<std::vector<std::string>> rows = csv_rows(first);
+  // The header, the warm-up, the defaults' two samples, the first sample of the next setting
+  // (whose second one failed to agree), and the winner.
+  ASSERT_EQ(rows.size(), 6u) << first;
+  EXPECT_EQ(rows[4][1], "sample");
+  EXPECT_NE(rows[4][2], "4194304") << "the fusion limit is the first setting varied";
+  const std::vector<std::string>& winner = rows.back();
+  ASSERT_EQ(winner.size(), 10u) << first;
+  EXPECT_EQ(winner[1], "winner");
+  EXPECT_EQ(winner[2] + "," + winner[3] + "," + winner[4], "4194304,auto,5")
+      << "the defaults, the only setting scored: " << first;
+  EXPECT_EQ(winner[9], "+0.0%");
 }
 
 }  // namespace
