@@ -45,15 +45,12 @@ export CHORUS_AUTOTUNE_WARMUP_SAMPLES="${CHORUS_AUTOTUNE_WARMUP_SAMPLES:-1}"
 export CHORUS_AUTOTUNE_SEARCH="$search"
 
 . "$repo/tests/cluster/netns_lib.sh"
-nhosts=${layout%x*}
-ppr=${layout#*x}
-np=$((nhosts * ppr))
-netns_up "$nhosts"
-hosts=""
-for ((i = 1; i <= nhosts; i++)); do hosts+="${hosts:+,}h$i:$ppr"; done
+netns_layout "$layout"
+np=$netns_np
+hosts=$netns_hostlist
 work=$(mktemp -d /tmp/chorus-autotune.XXXXXX)
 
-echo "=== synthetic $model over $nhosts hosts x $ppr ranks, links limited to $NETNS_RATE:" \
+echo "=== synthetic $model over ${layout%x*} hosts x ${layout#*x} ranks, links limited to $NETNS_RATE:" \
   "$warmup untimed steps, then $steps timed; search $search," \
   "$CHORUS_AUTOTUNE_STEPS_PER_SAMPLE steps per sample ==="
 echo

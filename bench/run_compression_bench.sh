@@ -38,12 +38,9 @@ mnist="$build/examples/mnist"
 export NETNS_RATE="${NETNS_RATE:-1gbit}"
 
 . "$repo/tests/cluster/netns_lib.sh"
-nhosts=${layout%x*}
-ppr=${layout#*x}
-np=$((nhosts * ppr))
-netns_up "$nhosts"
-hosts=""
-for ((i = 1; i <= nhosts; i++)); do hosts+="${hosts:+,}h$i:$ppr"; done
+netns_layout "$layout"
+np=$netns_np
+hosts=$netns_hostlist
 work=$(mktemp -d /tmp/chorus-compression.XXXXXX)
 images=$([ "$limit" -gt 0 ] && echo "$limit" || echo 60000)
 steps=$((epochs * ((images + np * 64 - 1) / (np * 64))))
@@ -58,7 +55,7 @@ flags_of() {  # the example's flags for one mode
   esac
 }
 
-echo "=== Fashion-MNIST over $nhosts hosts x $ppr ranks, links limited to $NETNS_RATE," \
+echo "=== Fashion-MNIST over ${layout%x*} hosts x ${layout#*x} ranks, links limited to $NETNS_RATE," \
   "$epochs epochs of $images images ($steps steps of 64 images per rank) ==="
 echo
 printf "%-10s %10s %8s %16s %10s\n" trainer mode images/s "MB sent/step" accuracy

@@ -82,30 +82,20 @@ bool TuningSearch::record(double score) {
 
 bool TuningSearch::plan_next_dimension() {
   const std::size_t before = plan_.size();
+  // Each of `values` but best_'s own, in best_.
+  auto vary = [&](auto field, const auto& values) {
+    for (const auto& v : values) {
+      if (v == best_.*field) continue;
+      TuningSetting s = best_;
+      s.*field = v;
+      plan_.push_back(s);
+    }
+  };
   for (; dimension_ < 3 && plan_.size() == before; ++dimension_) {
-    TuningSetting s = best_;
     switch (dimension_) {
-      case 0:
-        for (int64_t v : candidates_.fusion_bytes) {
-          if (v == best_.fusion_bytes) continue;
-          s.fusion_bytes = v;
-          plan_.push_back(s);
-        }
-        break;
-      case 1:
-        for (HostAlgorithm v : candidates_.algorithms) {
-          if (v == best_.algorithm) continue;
-          s.algorithm = v;
-          plan_.push_back(s);
-        }
-        break;
-      case 2:
-        for (double v : candidates_.cycle_ms) {
-          if (v == best_.cycle_ms) continue;
-          s.cycle_ms = v;
-          plan_.push_back(s);
-        }
-        break;
+      case 0: vary(&TuningSetting::fusion_bytes, candidates_.fusion_bytes); break;
+      case 1: vary(&TuningSetting::algorithm, candidates_.algorithms); break;
+      case 2: vary(&TuningSetting::cycle_ms, candidates_.cycle_ms); break;
     }
   }
   return plan_.size() > before;

@@ -11,6 +11,8 @@
 #                  that rate in both directions (a token bucket on either end of its veth), as
 #                  an Ethernet cluster's links are.
 #   netns_tx_bytes the bytes every host has sent over its link so far, summed.
+#   netns_layout HxR  netns_up H, and sets netns_np (H x R) and netns_hostlist (mpirun's -H
+#                  form: h1:R,h2:R,...), for a job of R ranks on each of H hosts.
 #
 # Sets: netns_tag (names of what it made, after this shell's pid), netns_state (a scratch
 # folder, removed at exit), netns_subnet (the bridge's /24, first three octets). Callers
@@ -128,4 +130,12 @@ AGENT
   export OMPI_MCA_plm_rsh_agent="$netns_state/agent"
   export OMPI_MCA_oob_tcp_if_include="$netns_subnet.0/24"
   export OMPI_MCA_btl_tcp_if_include="$netns_subnet.0/24"
+}
+
+netns_layout() {
+  local nhosts=${1%x*} ppr=${1#*x} i
+  netns_up "$nhosts"
+  netns_np=$((nhosts * ppr))
+  netns_hostlist=""
+  for ((i = 1; i <= nhosts; i++)); do netns_hostlist+="${netns_hostlist:+,}h$i:$ppr"; done
 }
