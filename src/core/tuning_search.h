@@ -14,8 +14,8 @@
 //  - coordinate: one dimension at a time, in the order fusion limit, host algorithm, cycle
 //    time; each candidate of a dimension is sampled with the best of the dimensions before
 //    it and the defaults of those after: at most 1 + sum(candidates) settings, 15 for the
-//    standard candidates; it finds the best setting whenever the dimensions' effects add,
-//    which the measurements in docs/performance.md found on fake hosts.
+//    standard candidates; it finds the best setting whenever the dimensions' effects add
+//    (in docs/performance.md, the grid found nothing that it missed).
 //  - grid: every combination (up to 150 for the standard candidates), for when they do not.
 // Either ends early after `max_settings` settings, with the best so far.
 
