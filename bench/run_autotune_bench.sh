@@ -8,7 +8,8 @@
 # as a Horovod job script turns it on. Both runs take the same --warmup steps untimed (long enough for the
 # search to end: each setting costs a sample of CHORUS_AUTOTUNE_STEPS_PER_SAMPLE steps, plus
 # the round its agreement takes) and then time --steps steps; it prints images/s, their ratio,
-# the bytes every host sent per timed step, and the autotuner's info line, and keeps each log
+# the bytes every host sent per step over all the run's steps (the search's included), and the
+# autotuner's info line, and keeps each log
 # (CHORUS_AUTOTUNE_LOG) for `chorus-trace autotune`. Needs root.
 #
 #   bench/run_autotune_bench.sh [--layout HxR] [--model cnn|mlp] [--warmup N] [--steps N]

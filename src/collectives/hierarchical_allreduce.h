@@ -94,9 +94,10 @@ class HierarchicalBackend final : public Backend {
   /// the flat order.
   Status reducescatter(const void* send, void* recv, const std::vector<int64_t>& counts,
                        DataType dtype, ReduceOp op, kernels::Scale scale) override;
-  /// The levels that reduce by messages take it: the flat fallback and the cross-host one.
+  /// Every level takes it; those that reduce through shared memory ignore it.
   void set_host_algorithm(HostAlgorithm algorithm) override {
     flat_->set_host_algorithm(algorithm);
+    local_->set_host_algorithm(algorithm);
     cross_->set_host_algorithm(algorithm);
   }
 

@@ -139,7 +139,8 @@ std::optional<TuningSetting> Autotuner::measure(SetTable& sets, SetState& global
   sampling_ = false;
   phase_ = Phase::kAgreeing;
   agreement_ = handle;
-  // Refused only where the trainer has a collective of that name in flight.
+  // Refused only where the trainer has a collective of that name in flight (the global set
+  // always exists).
   if (Status s = sets.admit(std::move(e)); !s.ok()) {
     return finish("its agreement could not be submitted: " + s.to_string());
   }
@@ -179,7 +180,7 @@ TuningSetting Autotuner::finish(const std::string& why) {
   if (scored_.empty()) {
     line =
         "autotune: stopped before any setting was scored (" + why + "); keeping " + best.describe();
-    write_row("," + std::string("winner,") + setting_columns(best) + ",,,," +
+    write_row(std::to_string(samples_) + ",winner," + setting_columns(best) + ",,,," +
               std::to_string(rounds_) + ",");
   } else {
     const Scored& won = *std::find_if(scored_.begin(), scored_.end(),

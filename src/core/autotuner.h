@@ -66,6 +66,8 @@ class Autotuner {
   /// The autotuner `config` asks for, or null where CHORUS_AUTOTUNE is off.
   static std::unique_ptr<Autotuner> make(const Config& config);
   explicit Autotuner(AutotuneOptions options) : options_(std::move(options)) {}
+  Autotuner(const Autotuner&) = delete;
+  Autotuner& operator=(const Autotuner&) = delete;
   ~Autotuner();
 
   /// After a cycle whose rounds all ran, at `now`: counts the global set's round, submits

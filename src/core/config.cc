@@ -589,7 +589,10 @@ std::string Config::describe() const {
 Settings Config::agreed() const {
   Settings out;
   for (const SettingRow& row : table()) {
-    if (row.agreed) out.emplace_back(row.variable, row.show(*this));
+    // With the autotuner on, the cycle time is where every rank's search starts
+    // (core/tuning_search.h), and the ranks' searches must be one.
+    const bool tuned = autotune && std::string_view(row.variable) == "CHORUS_CYCLE_TIME";
+    if (row.agreed || tuned) out.emplace_back(row.variable, row.show(*this));
   }
   return out;
 }

@@ -4,7 +4,8 @@
 The environment (tests/python/CMakeLists.txt) turns the autotuner on with Horovod's variables
 and a short search. The script trains a small MLP with hvd.DistributedOptimizer for a fixed
 number of steps, enough for the search to end, then checks:
-  - every rank's weights are rank 0's, bit for bit: switching settings changed no result;
+  - every rank's weights are rank 0's, bit for bit: the ranks switched settings together
+    (inproc.autotune_test checks each sum's bits against the combination order);
   - rank 0's HOROVOD_AUTOTUNE_LOG: its header, the warm-up rows, every sample scored by
     every rank, the rounds rising, the host algorithm never sampled (one host: shared
     memory moves no messages), and a last row naming the best-scored setting as the winner.

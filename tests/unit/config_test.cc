@@ -287,6 +287,19 @@ TEST(ConfigTest, AgreedSettingsAreThoseRanksShare) {
     EXPECT_EQ(agreed.count(own), 0u) << own;
 }
 
+// With the autotuner on, the cycle time is where every rank's search starts: a rank with
+// another one would walk other settings, so it is compared too.
+TEST(ConfigTest, TheCycleTimeIsAgreedWhereTheAutotunerIsOn) {
+  StatusOr<Config> c = load_env({{"CHORUS_AUTOTUNE", "1"}, {"CHORUS_CYCLE_TIME", "0.1"}});
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  const Settings list = c->agreed();
+  std::map<std::string, std::string> agreed(list.begin(), list.end());
+  EXPECT_EQ(agreed["CHORUS_AUTOTUNE"], "1");
+  EXPECT_EQ(agreed["CHORUS_CYCLE_TIME"], "0.10000000000000001");
+  EXPECT_EQ(agreed["CHORUS_AUTOTUNE_SEARCH"], "coordinate");
+  EXPECT_EQ(agreed.count("CHORUS_AUTOTUNE_LOG"), 0u) << "each rank's own file";
+}
+
 TEST(ConfigTest, CacheCapacityUpperBoundIsAccepted) {
   StatusOr<Config> c = load_env({{"CHORUS_CACHE_CAPACITY", "1048576"}});
   ASSERT_TRUE(c.ok()) << c.status().to_string();
