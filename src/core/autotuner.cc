@@ -14,7 +14,7 @@ namespace {
 constexpr char kAgreementPrefix[] = "chorus.autotune.";
 // A sample in which no name comes back (a trainer whose names never repeat) ends after this
 // many productive rounds per step.
-constexpr int64_t kRoundsPerStepWithoutAnchor = 100;
+constexpr int64_t kRoundsPerStepWithoutRepeats = 100;
 
 bool own_collective(const std::string& name) { return name.rfind(kAgreementPrefix, 0) == 0; }
 
@@ -112,7 +112,7 @@ std::optional<TuningSetting> Autotuner::measure(SetTable& sets, SetState& global
   bytes_ += bytes;
   ++productive_rounds_;
   if (steps_ < options_.steps_per_sample &&
-      productive_rounds_ < options_.steps_per_sample * kRoundsPerStepWithoutAnchor) {
+      productive_rounds_ < options_.steps_per_sample * kRoundsPerStepWithoutRepeats) {
     return std::nullopt;
   }
   // The sample ended in this round on every member: each submits its score.
