@@ -8,6 +8,7 @@
 /// chorus/torch/elastic.h for LibTorch trainers; chorusrun --max-restarts supervises.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -36,6 +37,26 @@ CHORUS_API StatusOr<std::string> commit_dir();
 /// CHORUS_ELASTIC_KEEP. Not collective.
 CHORUS_API Status store_commit(const std::string& dir, uint64_t number, std::string_view bytes);
 
+/// store_commit, with the bytes made and written off the calling thread: on the node's first
+/// local rank, `bytes()` runs on a writer thread of the process and its result is stored as
+/// commit `number` in `dir`; the other ranks drop `bytes` and return at once. `bytes` must
+/// read only what the caller will not change (a copy of the state taken for this commit).
+/// A newer commit handed over while one waits to be started replaces it; a commit that is
+/// not in the store is never resumed from (the store holds whole files only). Returns the
+/// failure of an earlier write, naming its commit and `dir`, once it happened (then on every
+/// later call). Chorus's shutdown writes what was handed over before it returns. Not
+/// collective.
+CHORUS_API Status store_commit_async(const std::string& dir, uint64_t number,
+                                     std::function<std::string()> bytes);
+
+/// Waits until every commit handed to store_commit_async on this rank is in the store (or
+/// was replaced by a newer one); the first write failure, naming its commit and directory.
+/// OK at once on ranks that write nothing. Not collective.
+CHORUS_API Status flush_commits();
+
+/// Commits replaced by a newer one before their write started, on this rank since init().
+CHORUS_API uint64_t commits_replaced();
+
 /// The newest commit that some node holds in its `dir`, the same bytes on every rank (the
 /// lowest rank whose node holds it broadcasts it); none where no node holds one. Each node
 /// then drops the commits it holds above that one. A node that cannot read its store fails
@@ -51,7 +72,8 @@ CHORUS_API StatusOr<std::optional<CommittedState>> newest_commit(const std::stri
 CHORUS_API StatusOr<bool> hosts_added();
 
 /// Removes this node's commits in `dir` (on the node's first local rank), once the training
-/// they served has finished on every rank. Not collective.
+/// they served has finished on every rank; first waits for the writes handed over
+/// (flush_commits), so that none lands after the removal. Not collective.
 CHORUS_API Status remove_commits(const std::string& dir);
 
 }  // namespace chorus::elastic

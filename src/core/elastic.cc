@@ -98,10 +98,42 @@ Status store_commit(const std::string& dir, uint64_t number, std::string_view by
   return test_fault_after_commit(config, dir, number);
 }
 
+Status store_commit_async(const std::string& dir, uint64_t number,
+                          std::function<std::string()> bytes) {
+  StatusOr<std::shared_ptr<Runtime>> rt = running("store_commit_async");
+  if (!rt.ok()) return rt.status();
+  const Config& config = (*rt)->config();
+  if (local_rank() == 0) {
+    CommitWriter& writer = (*rt)->commit_writer();
+    if (Status s = writer.submit(dir, static_cast<int>(config.elastic_keep), number,
+                                 std::move(bytes));
+        !s.ok()) {
+      return s;
+    }
+    // The fault waits for every node's store to hold the commit before its host goes.
+    if (!config.test_fail_at_commit.empty()) {
+      if (Status s = writer.flush(); !s.ok()) return s;
+    }
+  }
+  return test_fault_after_commit(config, dir, number);
+}
+
+Status flush_commits() {
+  StatusOr<std::shared_ptr<Runtime>> rt = running("flush_commits");
+  if (!rt.ok()) return rt.status();
+  return (*rt)->commit_writer().flush();
+}
+
+uint64_t commits_replaced() {
+  std::shared_ptr<Runtime> rt = current_runtime();
+  return rt ? rt->commit_writer().replaced() : 0;
+}
+
 Status remove_commits(const std::string& dir) {
   StatusOr<std::shared_ptr<Runtime>> rt = running("remove_commits");
   if (!rt.ok()) return rt.status();
   if (local_rank() != 0) return {};
+  if (Status s = (*rt)->commit_writer().flush(); !s.ok()) return s;
   if (Status s = CommitStore(dir).remove_all(); !s.ok()) return s;
   // The job's folder goes with its last node store (on a shared /dev/shm, the last host's).
   std::error_code ec;

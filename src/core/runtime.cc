@@ -40,6 +40,8 @@ StatusOr<std::shared_ptr<Runtime>> Runtime::start(const Options& options, WorldF
 Runtime::~Runtime() { shutdown(); }
 
 Status Runtime::shutdown() {
+  // The commits handed to the writer reach the store first (their failure is logged).
+  commit_writer_.stop();
   submissions_.request_stop();
   doorbells_.ring();
   if (thread_.joinable()) thread_.join();

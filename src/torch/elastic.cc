@@ -5,7 +5,11 @@
 
 #include <chrono>
 #include <cstdio>
+#include <memory>
 #include <random>
+#include <typeinfo>
+#include <utility>
+#include <vector>
 
 #include "chorus/chorus.h"
 #include "chorus/elastic.h"
@@ -91,7 +95,194 @@ void State::register_reset_callback(std::function<void()> callback) {
   reset_callbacks_.push_back(std::move(callback));
 }
 
-std::string State::serialize() const {
+namespace {
+
+using ::torch::nn::Module;
+using ::torch::optim::Optimizer;
+using ::torch::optim::OptimizerParamGroup;
+
+// An archive's bytes, straight into one string grown to `hint` (the size of the last commit)
+// at once: a stream would copy a state of hundreds of MB several times over as it grows.
+std::string archive_bytes(OutputArchive& archive, std::size_t hint) {
+  std::string out;
+  out.reserve(hint + hint / 16);
+  archive.save_to([&out](const void* data, std::size_t size) {
+    out.append(static_cast<const char*>(data), size);
+    return size;
+  });
+  return out;
+}
+
+// A copy of `from` in memory the commit owns: `reuse`'s, when it has the same shape, type,
+// layout and device (the previous commit's copy, which no writer reads any more), else new.
+Tensor copy_of(const Tensor& from, const Tensor* reuse) {
+  if (!from.defined()) return {};
+  ::torch::NoGradGuard no_grad;
+  if (reuse && reuse->defined() && reuse->sizes() == from.sizes() &&
+      reuse->strides() == from.strides() && reuse->dtype() == from.dtype() &&
+      reuse->device() == from.device()) {
+    Tensor to = *reuse;
+    to.copy_(from);
+    return to;
+  }
+  return from.detach().clone();
+}
+
+// A plain module tree holding copies of `live`'s parameters and buffers under the same names,
+// so that Module::save writes it as it writes `live`.
+std::shared_ptr<Module> copy_module(const Module& live, const Module* reuse) {
+  auto copy = std::make_shared<Module>();
+  const auto old_parameters = reuse ? reuse->named_parameters(false) : decltype(live.named_parameters(false))();
+  const auto old_buffers = reuse ? reuse->named_buffers(false) : decltype(live.named_buffers(false))();
+  const auto old_children = reuse ? reuse->named_children() : decltype(live.named_children())();
+  for (const auto& p : live.named_parameters(false)) {
+    copy->register_parameter(p.key(), copy_of(p.value(), old_parameters.find(p.key())),
+                             p.value().requires_grad());
+  }
+  for (const auto& b : live.named_buffers(false)) {
+    copy->register_buffer(b.key(), copy_of(b.value(), old_buffers.find(b.key())));
+  }
+  for (const auto& c : live.named_children()) {
+    if (!c.value()->is_serializable()) continue;  // Module::save leaves it out too
+    const std::shared_ptr<Module>* old = old_children.find(c.key());
+    copy->register_module(c.key(), copy_module(*c.value(), old ? old->get() : nullptr));
+  }
+  return copy;
+}
+
+void restore_module(const Module& saved, Module& live) {
+  ::torch::NoGradGuard no_grad;
+  const auto parameters = saved.named_parameters(false);
+  const auto buffers = saved.named_buffers(false);
+  const auto children = saved.named_children();
+  for (auto& p : live.named_parameters(false)) {
+    if (const Tensor* t = parameters.find(p.key())) p.value().copy_(*t);
+  }
+  for (auto& b : live.named_buffers(false)) {
+    if (const Tensor* t = buffers.find(b.key())) b.value().copy_(*t);
+  }
+  for (const auto& c : live.named_children()) {
+    if (const std::shared_ptr<Module>* s = children.find(c.key())) restore_module(**s, *c.value());
+  }
+}
+
+// The tensors of one parameter's state, for the optimizers whose state a commit copies.
+std::vector<Tensor*> state_tensors(::torch::optim::AdamParamState& s) {
+  return {&s.exp_avg(), &s.exp_avg_sq(), &s.max_exp_avg_sq()};
+}
+std::vector<Tensor*> state_tensors(::torch::optim::AdamWParamState& s) {
+  return {&s.exp_avg(), &s.exp_avg_sq(), &s.max_exp_avg_sq()};
+}
+std::vector<Tensor*> state_tensors(::torch::optim::SGDParamState& s) {
+  return {&s.momentum_buffer()};
+}
+std::vector<Tensor*> state_tensors(::torch::optim::RMSpropParamState& s) {
+  return {&s.square_avg(), &s.momentum_buffer(), &s.grad_avg()};
+}
+std::vector<Tensor*> state_tensors(::torch::optim::AdagradParamState& s) { return {&s.sum()}; }
+
+// A copy of an optimizer of a type it knows: another optimizer of that type whose parameter
+// groups hold the live parameters (only their identities, which name the state in the
+// archive; the writer never reads them), copies of the groups' options and copies of the
+// per-parameter state. Optimizer::save writes it as it writes the live one.
+struct OptimizerCopier {
+  bool (*is)(const Optimizer& live);
+  std::unique_ptr<Optimizer> (*copy)(const Optimizer& live, Optimizer* reuse);
+  void (*restore)(const Optimizer& saved, Optimizer& live);
+};
+
+template <class Opt, class Options, class ParamState>
+struct CopierOf {
+  static bool is(const Optimizer& live) { return typeid(live) == typeid(Opt); }
+
+  static std::unique_ptr<ParamState> copy_state(const ParamState& from, ParamState* reuse) {
+    auto to = std::make_unique<ParamState>(from);  // the step count, and the tensors shared
+    std::vector<Tensor*> tensors = state_tensors(*to);
+    std::vector<Tensor*> old = reuse ? state_tensors(*reuse) : std::vector<Tensor*>();
+    for (std::size_t i = 0; i < tensors.size(); ++i) {
+      *tensors[i] = copy_of(*tensors[i], reuse ? old[i] : nullptr);
+    }
+    return to;
+  }
+
+  static std::unique_ptr<Optimizer> copy(const Optimizer& live, Optimizer* reuse) {
+    std::vector<OptimizerParamGroup> groups;
+    for (const OptimizerParamGroup& group : live.param_groups()) {
+      groups.emplace_back(group.params(), group.options().clone());
+    }
+    auto copy = std::make_unique<Opt>(std::move(groups),
+                                      static_cast<const Options&>(live.defaults()));
+    for (const auto& [key, state] : live.state()) {
+      ParamState* old = nullptr;
+      if (reuse) {
+        auto it = reuse->state().find(key);
+        if (it != reuse->state().end()) old = static_cast<ParamState*>(it->second.get());
+      }
+      copy->state()[key] = copy_state(static_cast<const ParamState&>(*state), old);
+    }
+    return copy;
+  }
+
+  static void restore(const Optimizer& saved, Optimizer& live) {
+    live.state().clear();
+    for (const auto& [key, state] : saved.state()) {
+      live.state()[key] = copy_state(static_cast<const ParamState&>(*state), nullptr);
+    }
+    for (std::size_t i = 0; i < live.param_groups().size() && i < saved.param_groups().size();
+         ++i) {
+      static_cast<Options&>(live.param_groups()[i].options()) =
+          static_cast<const Options&>(saved.param_groups()[i].options());
+    }
+  }
+
+  static constexpr OptimizerCopier table{&is, &copy, &restore};
+};
+
+namespace optim = ::torch::optim;
+constexpr const OptimizerCopier* kCopiers[] = {
+    &CopierOf<optim::Adam, optim::AdamOptions, optim::AdamParamState>::table,
+    &CopierOf<optim::AdamW, optim::AdamWOptions, optim::AdamWParamState>::table,
+    &CopierOf<optim::SGD, optim::SGDOptions, optim::SGDParamState>::table,
+    &CopierOf<optim::RMSprop, optim::RMSpropOptions, optim::RMSpropParamState>::table,
+    &CopierOf<optim::Adagrad, optim::AdagradOptions, optim::AdagradParamState>::table,
+};
+
+// The copier of `optimizer`'s type; null for a type the commit does not know, whose state
+// then goes through its own save().
+const OptimizerCopier* copier_of(const Optimizer& optimizer) {
+  for (const OptimizerCopier* c : kCopiers) {
+    if (c->is(optimizer)) return c;
+  }
+  return nullptr;
+}
+
+struct CopiedOptimizer {
+  const OptimizerCopier* copier = nullptr;
+  std::unique_ptr<Optimizer> optimizer;
+};
+
+}  // namespace
+
+// What a commit saved. Either the state's bytes (`bytes` not empty: a ShardedOptimizer, whose
+// consolidated state is gathered by a collective, or an optimizer of a type the commit cannot
+// copy), or copies of the tensors and values, which serialize() turns into the same bytes.
+struct State::Snapshot {
+  struct Distributed {
+    CopiedOptimizer wrapped;
+    GradientReducer::PowerSgdState powersgd;
+  };
+  std::string bytes;
+  // Under the names the state gave them.
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> modules;
+  std::vector<std::pair<std::string, CopiedOptimizer>> optimizers;
+  std::vector<std::pair<std::string, Distributed>> distributed;
+  std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> samplers;  // epoch, processed
+  std::vector<std::pair<std::string, int64_t>> values;
+  // The size of the last serialization, to reserve the next one's at once.
+  std::size_t size_hint = 0;
+};
+
+std::string State::serialize_live() const {
   OutputArchive top;
   for (const auto& [name, module] : modules_) {
     OutputArchive a;
@@ -119,13 +310,126 @@ std::string State::serialize() const {
   for (const auto& [name, value] : values_) top.write("value." + name, ::torch::tensor(*value));
   // Straight into one string, grown to the size of the last commit at once: a stream would
   // copy a state of hundreds of MB several times over as it grows.
-  std::string out;
-  out.reserve(saved_.size() + saved_.size() / 16);
-  top.save_to([&out](const void* data, std::size_t size) {
-    out.append(static_cast<const char*>(data), size);
-    return size;
-  });
-  return out;
+  return archive_bytes(top, saved_ ? saved_->size_hint : 0);
+}
+
+std::shared_ptr<State::Snapshot> State::take_snapshot(Snapshot* reuse) const {
+  auto snapshot = std::make_shared<Snapshot>();
+  snapshot->size_hint = saved_ ? saved_->size_hint : 0;
+  bool copyable = sharded_.empty();
+  for (const auto& [name, optimizer] : optimizers_) copyable &= copier_of(*optimizer) != nullptr;
+  for (const auto& [name, optimizer] : distributed_) {
+    copyable &= copier_of(optimizer->optimizer()) != nullptr;
+  }
+  if (!copyable) {
+    snapshot->bytes = serialize_live();
+    snapshot->size_hint = snapshot->bytes.size();
+    return snapshot;
+  }
+  // The previous copies line up with the state's objects when they came from a commit too.
+  if (reuse && !reuse->bytes.empty()) reuse = nullptr;
+  auto copy_optimizer = [](Optimizer& live, CopiedOptimizer* old) {
+    CopiedOptimizer copy{copier_of(live), nullptr};
+    Optimizer* memory = old && old->copier == copy.copier ? old->optimizer.get() : nullptr;
+    copy.optimizer = copy.copier->copy(live, memory);
+    return copy;
+  };
+  for (std::size_t i = 0; i < modules_.size(); ++i) {
+    const Module* old =
+        reuse && i < reuse->modules.size() ? reuse->modules[i].second.get() : nullptr;
+    snapshot->modules.emplace_back(modules_[i].first, copy_module(*modules_[i].second, old));
+  }
+  for (std::size_t i = 0; i < optimizers_.size(); ++i) {
+    CopiedOptimizer* old =
+        reuse && i < reuse->optimizers.size() ? &reuse->optimizers[i].second : nullptr;
+    snapshot->optimizers.emplace_back(optimizers_[i].first,
+                                      copy_optimizer(*optimizers_[i].second, old));
+  }
+  for (std::size_t i = 0; i < distributed_.size(); ++i) {
+    Snapshot::Distributed* old =
+        reuse && i < reuse->distributed.size() ? &reuse->distributed[i].second : nullptr;
+    DistributedOptimizer& live = *distributed_[i].second;
+    Snapshot::Distributed copy{copy_optimizer(live.optimizer(), old ? &old->wrapped : nullptr),
+                               live.powersgd_state()};
+    for (auto& [name, q] : copy.powersgd.qs) q = copy_of(q, nullptr);
+    snapshot->distributed.emplace_back(distributed_[i].first, std::move(copy));
+  }
+  for (const auto& [name, sampler] : samplers_) {
+    snapshot->samplers.emplace_back(name, std::make_pair(sampler->epoch(), sampler->processed()));
+  }
+  for (const auto& [name, value] : values_) snapshot->values.emplace_back(name, *value);
+  return snapshot;
+}
+
+namespace {
+
+// What DistributedOptimizer::save writes, from a commit's copy of one.
+void save_distributed(const Optimizer& wrapped_copy, const GradientReducer::PowerSgdState& powersgd,
+                      OutputArchive& archive) {
+  OutputArchive wrapped;
+  wrapped_copy.save(wrapped);
+  archive.write("optimizer", wrapped);
+  archive.write("powersgd.iteration", ::torch::tensor(powersgd.iteration));
+  for (const auto& [name, q] : powersgd.qs) archive.write("powersgd." + name, q);
+}
+
+}  // namespace
+
+std::string State::serialize(const Snapshot& snapshot) {
+  if (!snapshot.bytes.empty()) return snapshot.bytes;
+  // The archive serialize_live() writes, from the copies.
+  OutputArchive top;
+  for (const auto& [name, module] : snapshot.modules) {
+    OutputArchive a;
+    module->save(a);
+    top.write("module." + name, a);
+  }
+  for (const auto& [name, copy] : snapshot.optimizers) {
+    OutputArchive a;
+    copy.optimizer->save(a);
+    top.write("optimizer." + name, a);
+  }
+  for (const auto& [name, copy] : snapshot.distributed) {
+    OutputArchive a;
+    save_distributed(*copy.wrapped.optimizer, copy.powersgd, a);
+    top.write("distributed." + name, a);
+  }
+  for (const auto& [name, sampler] : snapshot.samplers) {
+    top.write("sampler." + name, ::torch::tensor({sampler.first, sampler.second}));
+  }
+  for (const auto& [name, value] : snapshot.values) {
+    top.write("value." + name, ::torch::tensor(value));
+  }
+  return archive_bytes(top, snapshot.size_hint);
+}
+
+void State::restore_from(const Snapshot& snapshot) {
+  if (!snapshot.bytes.empty()) {
+    load(snapshot.bytes);
+    return;
+  }
+  for (std::size_t i = 0; i < modules_.size(); ++i) {
+    restore_module(*snapshot.modules[i].second, *modules_[i].second);
+  }
+  for (std::size_t i = 0; i < optimizers_.size(); ++i) {
+    const CopiedOptimizer& copy = snapshot.optimizers[i].second;
+    copy.copier->restore(*copy.optimizer, *optimizers_[i].second);
+  }
+  for (std::size_t i = 0; i < distributed_.size(); ++i) {
+    // PowerSGD's state goes back through the optimizer's own load (rare: a restore).
+    const Snapshot::Distributed& copy = snapshot.distributed[i].second;
+    OutputArchive out;
+    save_distributed(*copy.wrapped.optimizer, copy.powersgd, out);
+    const std::string bytes = archive_bytes(out, 0);
+    InputArchive in;
+    in.load_from(bytes.data(), bytes.size());
+    distributed_[i].second->load(in);
+  }
+  for (std::size_t i = 0; i < samplers_.size(); ++i) {
+    const auto& [epoch, processed] = snapshot.samplers[i].second;
+    samplers_[i].second->load(epoch, processed);
+  }
+  for (std::size_t i = 0; i < values_.size(); ++i) *values_[i].second = snapshot.values[i].second;
 }
 
 void State::load(const std::string& bytes) {
@@ -172,33 +476,55 @@ void State::load(const std::string& bytes) {
 }
 
 void State::commit() {
-  saved_ = serialize();
+  // The copy before last lends its memory unless the store's writer still reads it.
+  std::shared_ptr<Snapshot> reuse = std::move(spare_);
+  if (reuse.use_count() != 1) reuse.reset();
+  std::shared_ptr<Snapshot> snapshot = take_snapshot(reuse.get());
+  reuse.reset();
+  spare_ = std::move(saved_);
+  saved_ = snapshot;
   StatusOr<std::string> dir = ::chorus::elastic::commit_dir();
   throw_if_error(dir.status());
   if (!dir->empty()) {
     ++number_;
-    throw_if_error(::chorus::elastic::store_commit(*dir, number_, saved_));
+    // The writer serializes this copy, which no later commit changes.
+    std::shared_ptr<const Snapshot> frozen = std::move(snapshot);
+    throw_if_error(::chorus::elastic::store_commit_async(
+        *dir, number_, [frozen] { return serialize(*frozen); }));
   }
   StatusOr<bool> added = ::chorus::elastic::hosts_added();
   throw_if_error(added.status());
-  if (*added) throw HostsUpdated();
+  if (*added) {
+    // Every node holds this commit before the job is relaunched from it.
+    throw_if_error(::chorus::elastic::flush_commits());
+    throw HostsUpdated();
+  }
 }
 
 void State::restore() {
-  if (!saved_.empty()) load(saved_);
+  if (saved_) restore_from(*saved_);
 }
 
 void State::sync() {
-  // A sharded optimizer's state is gathered by every rank, so all of them serialize then.
-  std::string bytes = rank() == 0 || !sharded_.empty() ? serialize() : std::string();
+  // A sharded optimizer's state is gathered by every rank, so all of them copy it then.
+  std::shared_ptr<Snapshot> snapshot =
+      rank() == 0 || !sharded_.empty() ? take_snapshot(nullptr) : nullptr;
+  std::string bytes = rank() == 0 ? serialize(*snapshot) : std::string();
   Tensor length = ::torch::tensor({static_cast<int64_t>(bytes.size())}, ::torch::kInt64);
   broadcast_(length, 0, "elastic.sync.length");
   bytes.resize(static_cast<std::size_t>(length.item<int64_t>()));
   Tensor data =
       ::torch::from_blob(bytes.data(), {static_cast<int64_t>(bytes.size())}, ::torch::kUInt8);
   broadcast_(data, 0, "elastic.sync");
-  if (rank() != 0) load(bytes);
-  saved_ = std::move(bytes);
+  if (rank() != 0) {
+    load(bytes);
+    // Rank 0's bytes are this rank's saved state; the next commit copies tensors again.
+    snapshot = std::make_shared<Snapshot>();
+    snapshot->bytes = bytes;
+  }
+  snapshot->size_hint = bytes.size();
+  spare_.reset();
+  saved_ = std::move(snapshot);
 }
 
 bool State::resume_from_newest_commit() {
@@ -211,11 +537,14 @@ bool State::resume_from_newest_commit() {
   throw_if_error(newest.status());
   if (!*newest) return false;
   load((*newest)->bytes);
-  saved_ = std::move((*newest)->bytes);
+  auto snapshot = std::make_shared<Snapshot>();
+  snapshot->bytes = std::move((*newest)->bytes);
+  snapshot->size_hint = snapshot->bytes.size();
+  saved_ = std::move(snapshot);
   number_ = (*newest)->number;
   if (rank() == 0) {
     std::fprintf(stderr, "chorus.elastic: resumed from commit %llu (%.1f MB) in %.2f s\n",
-                 static_cast<unsigned long long>(number_), saved_.size() / 1e6,
+                 static_cast<unsigned long long>(number_), saved_->bytes.size() / 1e6,
                  std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
   }
   return true;
@@ -229,9 +558,12 @@ int run(State& state, const std::function<void(State&)>& train) {
   try {
     train(state);
   } catch (const HostsUpdated&) {
-    // Every rank threw it at the same commit, which every node stored.
+    // Every rank threw it at the same commit, which every node stored (commit() flushed).
     return kHostsUpdatedStatus;
   }
+  // The commits still being written land before the store is removed (remove_commits waits
+  // for them too), and a write that failed fails the job here rather than passing unseen.
+  throw_if_error(::chorus::elastic::flush_commits());
   throw_if_error(barrier().wait());
   StatusOr<std::string> dir = ::chorus::elastic::commit_dir();
   throw_if_error(dir.status());

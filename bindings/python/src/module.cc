@@ -273,6 +273,31 @@ PYBIND11_MODULE(_ext, m) {
     py::gil_scoped_release release;
     throw_if_error(chorus::elastic::store_commit(dir, number, view));
   });
+  // The commit's bytes come later, from `bytes()` (None on ranks that write nothing), which
+  // the writer thread calls under the GIL; the training thread only hands it over.
+  m.def("elastic_store_commit_async",
+        [](const std::string& dir, uint64_t number, py::object bytes) {
+          std::function<std::string()> make;
+          if (!bytes.is_none()) {
+            // Dropped by whichever thread lets it go (the writer, or a newer commit that
+            // replaced it), under the GIL.
+            std::shared_ptr<py::object> call(new py::object(std::move(bytes)), [](py::object* o) {
+              py::gil_scoped_acquire gil;
+              delete o;
+            });
+            make = [call] {
+              py::gil_scoped_acquire gil;
+              return static_cast<std::string>((*call)().cast<py::bytes>());
+            };
+          }
+          py::gil_scoped_release release;
+          throw_if_error(chorus::elastic::store_commit_async(dir, number, std::move(make)));
+        });
+  m.def("elastic_flush_commits", [] {
+    py::gil_scoped_release release;
+    throw_if_error(chorus::elastic::flush_commits());
+  });
+  m.def("elastic_commits_replaced", &chorus::elastic::commits_replaced);
   m.def("elastic_newest_commit", [](const std::string& dir) -> py::object {
     chorus::StatusOr<std::optional<chorus::elastic::CommittedState>> newest = [&] {
       py::gil_scoped_release release;

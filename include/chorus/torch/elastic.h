@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -91,9 +92,11 @@ class State {
   /// Called after a relaunch resumed the state, before training goes on.
   void register_reset_callback(std::function<void()> callback);
 
-  /// Saves the state in memory and, in a job chorusrun supervises, in the node's commit
-  /// store; then throws HostsUpdated on every rank if chorusrun found hosts to grow onto.
-  /// Collective.
+  /// Saves the state in memory (a copy of its tensors and values) and, in a job chorusrun
+  /// supervises, hands it to the writer that stores its bytes in the node's commit store off
+  /// this thread (chorus::elastic::store_commit_async); then throws HostsUpdated on every rank
+  /// if chorusrun found hosts to grow onto. Throws chorus::Error for an earlier commit that
+  /// could not be stored. Collective.
   void commit();
   /// Returns to the state saved last.
   void restore();
@@ -105,7 +108,16 @@ class State {
 
  private:
   friend int run(State& state, const std::function<void(State&)>& train);
-  std::string serialize() const;
+  // A commit's copy of the state (elastic.cc): tensors and values in memory it owns, or the
+  // serialized bytes where the state cannot be copied as tensors.
+  struct Snapshot;
+  // Copies the live state, reusing `reuse`'s memory where the shapes match.
+  std::shared_ptr<Snapshot> take_snapshot(Snapshot* reuse) const;
+  // The bytes of a commit, in the format load() reads; any thread.
+  static std::string serialize(const Snapshot& snapshot);
+  // The live state's bytes (collective when a ShardedOptimizer is kept).
+  std::string serialize_live() const;
+  void restore_from(const Snapshot& snapshot);
   void load(const std::string& bytes);
   // Loads the newest commit a node holds; whether there was one. Collective.
   bool resume_from_newest_commit();
@@ -117,7 +129,11 @@ class State {
   std::vector<std::pair<std::string, ElasticSampler*>> samplers_;
   std::vector<std::pair<std::string, int64_t*>> values_;
   std::vector<std::function<void()>> reset_callbacks_;
-  std::string saved_;
+  // The state the last commit, sync or resume saved; never changed once made, since the
+  // store's writer may be serializing it.
+  std::shared_ptr<Snapshot> saved_;
+  // The one before, whose memory the next commit reuses once no writer holds it.
+  std::shared_ptr<Snapshot> spare_;
   uint64_t number_ = 0;
 };
 

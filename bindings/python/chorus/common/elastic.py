@@ -5,8 +5,9 @@ workers, a Chorus job is relaunched by its supervisor (``chorusrun --max-restart
 the new workers resume from the newest commit some node still holds (docs/elastic.md):
 
 - ``state.commit()`` saves the state in memory (``state.restore()`` returns to it), and, in
-  a job chorusrun supervises, stores its bytes in the node's commit store; then it asks
-  whether hosts were added, and if so raises ``HostsUpdatedInterrupt`` on every rank.
+  a job chorusrun supervises, hands that copy to Chorus's writer thread, which turns it into
+  bytes (``dumps``) and stores them in the node's commit store while training goes on; then
+  it asks whether hosts were added, and if so raises ``HostsUpdatedInterrupt`` on every rank.
 - ``run(func)``: before the first call of ``func``, the workers agree on the newest commit
   and load it (then the reset callbacks run, as after a Horovod reset), and ``state.sync()``
   makes every rank equal to rank 0. ``HostsUpdatedInterrupt`` ends the workers with status
@@ -16,6 +17,7 @@ the new workers resume from the newest commit some node still holds (docs/elasti
   removed: the training they served has finished.
 """
 
+import atexit
 import functools
 import pickle
 import sys
@@ -52,21 +54,33 @@ class State:
             callback()
 
     def commit(self):
-        """Saves the state in memory and in the node's commit store, then stops every rank
-        with ``HostsUpdatedInterrupt`` if the supervisor found hosts to grow onto."""
+        """Saves the state in memory and hands it to the writer of the node's commit store,
+        then stops every rank with ``HostsUpdatedInterrupt`` if the supervisor found hosts to
+        grow onto. Raises for an earlier commit that could not be stored."""
         self.save()
         directory = _ext.elastic_commit_dir()
         if directory:
             self._commit_number += 1
             # Only the node's first local rank writes the node's copy; the others pass nothing.
-            data = self._dumps(self._saved()) if _ext.local_rank() == 0 else b""
-            _ext.elastic_store_commit(directory, self._commit_number, data)
+            # The writer pickles what save() just made, which no later save changes.
+            make = None
+            if _ext.local_rank() == 0:
+                saved, dumps = self._saved(), self._dumps
+                make = lambda: dumps(saved)  # noqa: E731
+                _flush_at_exit()
+            _ext.elastic_store_commit_async(directory, self._commit_number, make)
         self.check_host_updates()
+
+    def flush(self):
+        """Waits until the commits handed to the writer are in the node's store."""
+        if _ext.elastic_commit_dir():
+            _ext.elastic_flush_commits()
 
     def check_host_updates(self):
         """Raises ``HostsUpdatedInterrupt`` on every rank when hosts were added (rank 0 asks
-        the supervisor; every rank gets its answer)."""
+        the supervisor; every rank gets its answer), once this node stored the last commit."""
         if _ext.elastic_hosts_added():
+            _ext.elastic_flush_commits()
             raise HostsUpdatedInterrupt(skip_sync=False)
 
     def save(self):
@@ -113,6 +127,27 @@ class State:
         directory = _ext.elastic_commit_dir()
         if directory:
             _ext.elastic_remove_commits(directory)
+
+
+_flush_registered = False
+
+
+def _flush_at_exit():
+    """The writer calls back into Python: what it holds is written before the interpreter
+    goes, where a script ends without hvd.shutdown() (which writes it too)."""
+    global _flush_registered
+    if _flush_registered:
+        return
+    _flush_registered = True
+
+    def flush():
+        if _ext.is_initialized():
+            try:
+                _ext.elastic_flush_commits()
+            except Exception as error:  # noqa: BLE001 -- the interpreter is ending: say why
+                print("chorus.elastic: {}".format(error), file=sys.stderr, flush=True)
+
+    atexit.register(flush)
 
 
 class ObjectState(State):
@@ -162,6 +197,8 @@ def run_fn(func, shutdown, barrier):
             # supervisor relaunches the job on the hosts it found.
             shutdown()
             sys.exit(HOSTS_CHANGED_STATUS)
+        # A commit still being written lands (or its failure is raised) before the store goes.
+        state.flush()
         barrier()
         state._remove_commits()
         return result

@@ -1,6 +1,7 @@
 """TorchState: models, optimizers and ElasticSampler objects, each kept by a handler of its
 type, and any other picklable values, under ``horovod.torch.elastic``'s names and
-behaviour. A commit stores the saved state with ``torch.save``."""
+behaviour. A commit copies each state_dict's tensors in memory; the commit's writer thread
+turns that copy into bytes with ``torch.save``."""
 
 import copy
 import inspect
@@ -32,22 +33,42 @@ def _loads(data):
     return torch.load(io.BytesIO(data), map_location="cpu", **_LOAD_ARGS)
 
 
+def _copy(value):
+    """A copy of a state_dict that shares no tensor with it: tensors cloned, containers
+    rebuilt (with a module's ``_metadata``), anything else deep-copied (numbers, tuples of
+    numbers). Faster than copy.deepcopy, which goes through each tensor's __deepcopy__."""
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, dict):
+        copied = type(value)((key, _copy(item)) for key, item in value.items())
+        metadata = getattr(value, "_metadata", None)
+        if metadata is not None:
+            copied._metadata = copy.deepcopy(metadata)
+        return copied
+    if isinstance(value, list):
+        return [_copy(item) for item in value]
+    return copy.deepcopy(value)
+
+
 class StateHandler:
     """Keeps one object's saved state: ``save``, ``restore`` and ``sync`` as the state
     object's, and ``saved``/``load_saved`` for the commit's bytes."""
 
     def __init__(self, value):
         self.value = value
-        self._saved = copy.deepcopy(self._state_of(value))
+        self._saved = _copy(self._state_of(value))
 
     def _state_of(self, value):
         return value.state_dict()
 
     def save(self):
-        self._saved = copy.deepcopy(self._state_of(self.value))
+        # A new copy each time: the commit's writer may still be saving the previous one.
+        self._saved = _copy(self._state_of(self.value))
 
     def restore(self):
-        self.value.load_state_dict(self._saved)
+        # From a copy: an optimizer's load_state_dict may keep the tensors it is given, and
+        # the saved ones must not change (a later restore, a commit being written).
+        self.value.load_state_dict(_copy(self._saved))
 
     def sync(self):
         raise NotImplementedError()
@@ -65,6 +86,9 @@ class StateHandler:
 
 
 class ModelStateHandler(StateHandler):
+    def restore(self):
+        self.value.load_state_dict(self._saved)  # copied into the parameters
+
     def sync(self):
         broadcast_parameters(self.value.state_dict(), root_rank=0)
 
@@ -78,9 +102,10 @@ class OptimizerStateHandler(StateHandler):
         return {"optimizer": value.state_dict(), "powersgd": powersgd() if powersgd else None}
 
     def restore(self):
-        self.value.load_state_dict(self._saved["optimizer"])
-        if self._saved["powersgd"] is not None:
-            self.value.load_powersgd_state(self._saved["powersgd"])
+        saved = _copy(self._saved)
+        self.value.load_state_dict(saved["optimizer"])
+        if saved["powersgd"] is not None:
+            self.value.load_powersgd_state(saved["powersgd"])
 
     def sync(self):
         broadcast_optimizer_state(self.value, root_rank=0)
