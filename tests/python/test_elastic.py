@@ -115,3 +115,50 @@ def test_run_without_a_supervisor_calls_through_and_keeps_no_store():
 def test_hosts_updated_interrupt_is_horovods_name():
     assert issubclass(hvd.HostsUpdatedInterrupt, RuntimeError)
     assert hvd.HostsUpdatedInterrupt(skip_sync=True).skip_sync
+
+
+def test_a_commit_stored_by_the_writer_equals_the_one_in_memory(tmp_path, monkeypatch):
+    """The commit's bytes are made on Chorus's writer thread while training goes on: after
+    flush(), the node's store holds the state as it was at commit(), bit for bit."""
+    import copy
+
+    from chorus._loader import ext
+    from chorus.torch.elastic.state import _loads
+
+    directory = hvd.broadcast_object(str(tmp_path / "store"), root_rank=0)
+    monkeypatch.setattr(ext, "elastic_commit_dir", lambda: directory)
+    torch.manual_seed(7)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 5), torch.nn.ReLU(), torch.nn.Linear(5, 3))
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    state = hvd.elastic.TorchState(model, optimizer, epoch=2)
+
+    def step():
+        optimizer.zero_grad()
+        model(torch.randn(4, 6)).pow(2).sum().backward()
+        optimizer.step()
+
+    step()
+    state.commit()
+    committed_model = {k: v.clone() for k, v in model.state_dict().items()}
+    committed_optimizer = copy.deepcopy(optimizer.state_dict())
+    for _ in range(3):
+        step()
+    state.epoch = 3
+    state.flush()
+    number, data = ext.elastic_newest_commit(directory)
+    assert number == 1
+    stored = _loads(data)
+    in_memory = state._saved()
+    for saved in (stored, in_memory):
+        assert saved["values"]["epoch"] == 2
+        assert saved["handlers"]["model"].keys() == committed_model.keys()
+        for k, v in committed_model.items():
+            assert torch.equal(saved["handlers"]["model"][k], v), k
+        moments = saved["handlers"]["optimizer"]["optimizer"]["state"]
+        assert moments.keys() == committed_optimizer["state"].keys()
+        for k, v in committed_optimizer["state"].items():
+            for name in ("exp_avg", "exp_avg_sq", "step"):
+                assert torch.equal(torch.as_tensor(moments[k][name]),
+                                   torch.as_tensor(v[name])), (k, name)
+    hvd.barrier()
+    ext.elastic_remove_commits(directory)

@@ -185,6 +185,7 @@ TEST(CommitWriter, AFailedWriteIsReportedWithItsCommit) {
   chorus::StatusOr<std::string> dir = chorus::elastic::commit_dir();
   ASSERT_TRUE(dir.ok() && !dir->empty());
   const std::string blocker = *dir + "-blocked-" + std::to_string(chorus::rank());
+  std::filesystem::remove_all(blocker);
   std::filesystem::create_directories(std::filesystem::path(blocker).parent_path());
   { std::ofstream(blocker) << "not a directory"; }
   ASSERT_TRUE(
@@ -202,7 +203,7 @@ TEST(CommitWriter, AFailedWriteIsReportedWithItsCommit) {
   } else {
     EXPECT_TRUE(s.ok());
   }
-  std::remove(blocker.c_str());
+  std::filesystem::remove_all(blocker);
 }
 
 }  // namespace

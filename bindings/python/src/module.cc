@@ -12,6 +12,9 @@
 #include <torch/csrc/utils/pybind.h>
 #include <torch/version.h>
 
+#include <chrono>
+#include <functional>
+#include <future>
 #include <memory>
 #include <optional>
 #include <string>
@@ -278,6 +281,11 @@ PYBIND11_MODULE(_ext, m) {
   m.def("elastic_store_commit_async",
         [](const std::string& dir, uint64_t number, py::object bytes) {
           std::function<std::string()> make;
+          // Set once this thread holds the GIL again: the writer takes the GIL after it, so
+          // that the commit returns at once instead of waiting for the writer's pickling (a
+          // switch interval). Bounded, for the hand-overs that wait for the write themselves
+          // (the test fault flushes before it returns).
+          auto back = std::make_shared<std::promise<void>>();
           if (!bytes.is_none()) {
             // Dropped by whichever thread lets it go (the writer, or a newer commit that
             // replaced it), under the GIL.
@@ -285,13 +293,19 @@ PYBIND11_MODULE(_ext, m) {
               py::gil_scoped_acquire gil;
               delete o;
             });
-            make = [call] {
+            make = [call, handed = back->get_future().share()] {
+              handed.wait_for(std::chrono::milliseconds(50));
               py::gil_scoped_acquire gil;
               return static_cast<std::string>((*call)().cast<py::bytes>());
             };
           }
-          py::gil_scoped_release release;
-          throw_if_error(chorus::elastic::store_commit_async(dir, number, std::move(make)));
+          chorus::Status s;
+          {
+            py::gil_scoped_release release;
+            s = chorus::elastic::store_commit_async(dir, number, std::move(make));
+          }
+          back->set_value();
+          throw_if_error(s);
         });
   m.def("elastic_flush_commits", [] {
     py::gil_scoped_release release;

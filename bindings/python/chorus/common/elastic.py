@@ -58,6 +58,9 @@ class State:
         then stops every rank with ``HostsUpdatedInterrupt`` if the supervisor found hosts to
         grow onto. Raises for an earlier commit that could not be stored."""
         self.save()
+        # Asked before the hand-over: the writer then takes the GIL to pickle while this
+        # thread goes on, rather than while it waits in the question's collective.
+        added = _ext.elastic_hosts_added()
         directory = _ext.elastic_commit_dir()
         if directory:
             self._commit_number += 1
@@ -69,7 +72,11 @@ class State:
                 make = lambda: dumps(saved)  # noqa: E731
                 _flush_at_exit()
             _ext.elastic_store_commit_async(directory, self._commit_number, make)
-        self.check_host_updates()
+        if added:
+            # Every node holds this commit before the job is relaunched from it.
+            if directory:
+                _ext.elastic_flush_commits()
+            raise HostsUpdatedInterrupt(skip_sync=False)
 
     def flush(self):
         """Waits until the commits handed to the writer are in the node's store."""

@@ -6,6 +6,7 @@ turns that copy into bytes with ``torch.save``."""
 import copy
 import inspect
 import io
+import sys
 
 import torch
 
@@ -33,20 +34,31 @@ def _loads(data):
     return torch.load(io.BytesIO(data), map_location="cpu", **_LOAD_ARGS)
 
 
-def _copy(value):
+def _copy(value, into=None):
     """A copy of a state_dict that shares no tensor with it: tensors cloned, containers
     rebuilt (with a module's ``_metadata``), anything else deep-copied (numbers, tuples of
-    numbers). Faster than copy.deepcopy, which goes through each tensor's __deepcopy__."""
+    numbers). Faster than copy.deepcopy, which goes through each tensor's __deepcopy__.
+    ``into``, an earlier copy of the same state that nothing else holds, lends its tensors
+    where they fit (no new memory, whose first touch costs as much as the copy)."""
     if isinstance(value, torch.Tensor):
+        if (isinstance(into, torch.Tensor) and into.shape == value.shape
+                and into.dtype == value.dtype and into.device == value.device
+                and into.stride() == value.stride()):
+            with torch.no_grad():
+                return into.copy_(value)
         return value.detach().clone()
     if isinstance(value, dict):
-        copied = type(value)((key, _copy(item)) for key, item in value.items())
+        if not isinstance(into, dict):
+            into = {}
+        copied = type(value)((key, _copy(item, into.get(key))) for key, item in value.items())
         metadata = getattr(value, "_metadata", None)
         if metadata is not None:
             copied._metadata = copy.deepcopy(metadata)
         return copied
     if isinstance(value, list):
-        return [_copy(item) for item in value]
+        if not isinstance(into, list) or len(into) != len(value):
+            into = [None] * len(value)
+        return [_copy(item, old) for item, old in zip(value, into)]
     return copy.deepcopy(value)
 
 
@@ -57,13 +69,18 @@ class StateHandler:
     def __init__(self, value):
         self.value = value
         self._saved = _copy(self._state_of(value))
+        self._spare = None
 
     def _state_of(self, value):
         return value.state_dict()
 
     def save(self):
-        # A new copy each time: the commit's writer may still be saving the previous one.
-        self._saved = _copy(self._state_of(self.value))
+        # Never into the copy saved last, which the commit's writer may still be saving: into
+        # the one before, once nothing but this handler holds it (the writer let it go).
+        spare = self._spare if self._spare is not None and sys.getrefcount(self._spare) <= 2 \
+            else None
+        self._spare = self._saved
+        self._saved = _copy(self._state_of(self.value), spare)
 
     def restore(self):
         # From a copy: an optimizer's load_state_dict may keep the tensors it is given, and
@@ -75,6 +92,7 @@ class StateHandler:
 
     def set_value(self, value):
         self.value = value
+        self._spare = None
         self.save()
 
     def saved(self):
@@ -82,6 +100,7 @@ class StateHandler:
 
     def load_saved(self, saved):
         self._saved = saved
+        self._spare = None
         self.restore()
 
 
