@@ -3,6 +3,7 @@
 #include <torch/serialize.h>
 #include <torch/torch.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <memory>
@@ -132,8 +133,10 @@ Tensor copy_of(const Tensor& from, const Tensor* reuse) {
 // so that Module::save writes it as it writes `live`.
 std::shared_ptr<Module> copy_module(const Module& live, const Module* reuse) {
   auto copy = std::make_shared<Module>();
-  const auto old_parameters = reuse ? reuse->named_parameters(false) : decltype(live.named_parameters(false))();
-  const auto old_buffers = reuse ? reuse->named_buffers(false) : decltype(live.named_buffers(false))();
+  const auto old_parameters =
+      reuse ? reuse->named_parameters(false) : decltype(live.named_parameters(false))();
+  const auto old_buffers =
+      reuse ? reuse->named_buffers(false) : decltype(live.named_buffers(false))();
   const auto old_children = reuse ? reuse->named_children() : decltype(live.named_children())();
   for (const auto& p : live.named_parameters(false)) {
     copy->register_parameter(p.key(), copy_of(p.value(), old_parameters.find(p.key())),
@@ -210,8 +213,8 @@ struct CopierOf {
     for (const OptimizerParamGroup& group : live.param_groups()) {
       groups.emplace_back(group.params(), group.options().clone());
     }
-    auto copy = std::make_unique<Opt>(std::move(groups),
-                                      static_cast<const Options&>(live.defaults()));
+    auto copy =
+        std::make_unique<Opt>(std::move(groups), static_cast<const Options&>(live.defaults()));
     for (const auto& [key, state] : live.state()) {
       ParamState* old = nullptr;
       if (reuse) {
@@ -479,6 +482,8 @@ void State::commit() {
   // The copy before last lends its memory unless the store's writer still reads it.
   std::shared_ptr<Snapshot> reuse = std::move(spare_);
   if (reuse.use_count() != 1) reuse.reset();
+  // The writer's reads of it happened before it let it go.
+  std::atomic_thread_fence(std::memory_order_acquire);
   std::shared_ptr<Snapshot> snapshot = take_snapshot(reuse.get());
   reuse.reset();
   spare_ = std::move(saved_);
@@ -489,8 +494,8 @@ void State::commit() {
     ++number_;
     // The writer serializes this copy, which no later commit changes.
     std::shared_ptr<const Snapshot> frozen = std::move(snapshot);
-    throw_if_error(::chorus::elastic::store_commit_async(
-        *dir, number_, [frozen] { return serialize(*frozen); }));
+    throw_if_error(::chorus::elastic::store_commit_async(*dir, number_,
+                                                         [frozen] { return serialize(*frozen); }));
   }
   StatusOr<bool> added = ::chorus::elastic::hosts_added();
   throw_if_error(added.status());

@@ -12,8 +12,8 @@
 #include <fstream>
 #include <future>
 #include <map>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "chorus/elastic.h"
@@ -79,8 +79,7 @@ struct Trainer {
   torch::nn::Sequential model{nullptr};
 };
 
-void restore_gives_committed_bits(Trainer& t, torch::optim::Optimizer& optimizer,
-                                  double lr_after) {
+void restore_gives_committed_bits(Trainer& t, torch::optim::Optimizer& optimizer, double lr_after) {
   int64_t epoch = 3;
   elastic::State state;
   state.add("model", *t.model).add("optimizer", optimizer).add("epoch", epoch);
@@ -93,7 +92,8 @@ void restore_gives_committed_bits(Trainer& t, torch::optim::Optimizer& optimizer
     for (int i = 0; i < 4; ++i) t.step(optimizer);
     epoch = 9;
     optimizer.param_groups()[0].options().set_lr(lr_after);
-    ASSERT_FALSE(torch::equal(committed.at("param.0.weight"), t.model[0]->as<torch::nn::Linear>()->weight));
+    ASSERT_FALSE(
+        torch::equal(committed.at("param.0.weight"), t.model[0]->as<torch::nn::Linear>()->weight));
     state.restore();
     expect_same_bits(committed, tensors_of(*t.model, optimizer));
     EXPECT_EQ(epoch, 3);
@@ -188,9 +188,9 @@ TEST(CommitWriter, AFailedWriteIsReportedWithItsCommit) {
   std::filesystem::remove_all(blocker);
   std::filesystem::create_directories(std::filesystem::path(blocker).parent_path());
   { std::ofstream(blocker) << "not a directory"; }
-  ASSERT_TRUE(
-      chorus::elastic::store_commit_async(blocker + "/store", 7, [] { return std::string("x"); })
-          .ok());
+  ASSERT_TRUE(chorus::elastic::store_commit_async(blocker + "/store", 7, [] {
+                return std::string("x");
+              }).ok());
   chorus::Status s = chorus::elastic::flush_commits();
   if (chorus::local_rank() == 0) {
     EXPECT_FALSE(s.ok());
