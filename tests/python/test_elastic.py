@@ -121,6 +121,7 @@ def test_a_commit_stored_by_the_writer_equals_the_one_in_memory(tmp_path, monkey
     """The commit's bytes are made on Chorus's writer thread while training goes on: after
     flush(), the node's store holds the state as it was at commit(), bit for bit."""
     import copy
+    import threading
 
     from chorus._loader import ext
     from chorus.torch.elastic.state import _loads
@@ -138,13 +139,20 @@ def test_a_commit_stored_by_the_writer_equals_the_one_in_memory(tmp_path, monkey
         optimizer.step()
 
     step()
+    # The writer is kept busy with another store's commit until training changed the live
+    # state, so that it pickles the commit's copy only then.
+    busy = directory + "-busy"
+    go = threading.Event()
+    ext.elastic_store_commit_async(busy, 1, lambda: b"busy" if go.wait() else b"")
     state.commit()
     committed_model = {k: v.clone() for k, v in model.state_dict().items()}
     committed_optimizer = copy.deepcopy(optimizer.state_dict())
     for _ in range(3):
         step()
     state.epoch = 3
+    go.set()
     state.flush()
+    ext.elastic_remove_commits(busy)
     number, data = ext.elastic_newest_commit(directory)
     assert number == 1
     stored = _loads(data)

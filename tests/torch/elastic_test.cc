@@ -121,12 +121,29 @@ TEST(ElasticState, TheStoredCommitLoadsToTheCommittedState) {
   elastic::State state;
   state.add("model", *t.model).add("optimizer", adam).add("epoch", epoch);
   for (int i = 0; i < 2; ++i) t.step(adam);
+  // The writer is kept busy with another store's commit until training changed the live
+  // state, so that it serializes the commit's copy only then.
+  chorus::StatusOr<std::string> dir = chorus::elastic::commit_dir();
+  ASSERT_TRUE(dir.ok() && !dir->empty());
+  const std::string busy = *dir + "-busy";
+  std::promise<void> go;
+  std::shared_future<void> gate = go.get_future().share();
+  std::atomic<bool> started{false};
+  ASSERT_TRUE(chorus::elastic::store_commit_async(busy, 1, [&] {
+                started = true;
+                gate.wait();
+                return std::string("busy");
+              }).ok());
+  if (chorus::local_rank() == 0) {
+    while (!started) std::this_thread::yield();
+  }
   state.commit();
   const auto committed = tensors_of(*t.model, adam);
-  // The writer serializes the copy while training changes the live state.
   for (int i = 0; i < 3; ++i) t.step(adam);
   epoch = 6;
+  go.set_value();
   ASSERT_TRUE(chorus::elastic::flush_commits().ok());
+  EXPECT_TRUE(chorus::elastic::remove_commits(busy).ok());
 
   torch::serialize::InputArchive top;
   chorus::torch::read_newest_commit(top);
