@@ -8,6 +8,7 @@
 /// chorus/torch/elastic.h for LibTorch trainers; chorusrun --max-restarts supervises.
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -49,6 +50,29 @@ CHORUS_API StatusOr<std::optional<CommittedState>> newest_commit(const std::stri
 /// a supervisor that does not answer is logged and not asked again. Collective over every
 /// rank.
 CHORUS_API StatusOr<bool> hosts_added();
+
+/// Whether this worker resets in place when a collective fails or hosts are added: a worker
+/// of an elastic job that chorusrun --gloo supervises (CHORUS_ELASTIC_RENDEZVOUS). Elsewhere
+/// the worker ends, and chorusrun relaunches the job from the newest stored commit. False
+/// before init(). Not collective.
+CHORUS_API bool resets_in_place();
+
+/// A worker's reset in place: Chorus shuts down on this rank (the failed round's collectives
+/// in flight fail, its connections and shared memory go) and starts again with the options
+/// of the last init(), joining the next round that chorusrun forms with the workers left
+/// (and those of added hosts); rank() and size() are then the new round's. Returns
+/// FAILED_PRECONDITION, saying why, when chorusrun dropped this worker from the job (its host
+/// left it): the worker should end. Any other error is a failure during the reset itself,
+/// and another reset may follow. Every worker of the job calls it.
+CHORUS_API Status reset();
+
+/// After a reset in place: the ranks agree on the newest commit any of them holds in its
+/// memory (`mine`: its number, 0 for none). Returns that commit's number (0: none) and, where
+/// this rank does not hold it, its bytes, which the lowest rank holding it serializes with
+/// `bytes()`; empty bytes where this rank holds it (restore your own copy). Collective over
+/// every rank.
+CHORUS_API StatusOr<CommittedState> newest_held_commit(uint64_t mine,
+                                                       const std::function<std::string()>& bytes);
 
 /// Removes this node's commits in `dir` (on the node's first local rank), once the training
 /// they served has finished on every rank. Not collective.

@@ -195,6 +195,12 @@ struct Config {
   /// CHORUS_ELASTIC_LAUNCH: which launch of the elastic job this is, from 1; 0: not launched
   /// by chorusrun.
   int64_t elastic_launch = 0;
+  /// CHORUS_ELASTIC_RENDEZVOUS: where an elastic job on the Gloo world asks chorusrun which
+  /// round each start of Chorus joins, "a,b:port" (transport/elastic_round.h); empty: the job
+  /// is not one. Set by chorusrun --gloo.
+  std::string elastic_rendezvous;
+  /// CHORUS_ELASTIC_WORKER: this process's id in that job. Set by chorusrun --gloo.
+  std::string elastic_worker;
   /// CHORUS_GPU_BACKEND: auto, nccl or mpi. Which transport GPU collectives use: auto
   /// chooses NCCL when the build has it and every rank of the set has its own GPU, MPI
   /// otherwise; nccl and mpi force one (choose_gpu_path in collectives/gpu_path.h). nccl

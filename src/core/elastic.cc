@@ -19,6 +19,7 @@
 #include "core/runtime.h"
 #include "core/thread_runtime.h"
 #include "transport/commit_store.h"
+#include "transport/elastic_round.h"
 #include "transport/hosts_version.h"
 
 namespace chorus::elastic {
@@ -44,28 +45,45 @@ std::string host_name() {
   std::abort();
 }
 
-// After commit `number` is stored: CHORUS_TEST_FAIL_AT_COMMIT=HOST:NUMBER[:hang].
+// Which start of the job this is: the launch (relaunched jobs) or the round (resets in place),
+// from 1.
+int64_t job_start(const Config& config) {
+  const std::optional<ElasticRound> round = joined_round();
+  return round ? round->round : config.elastic_launch;
+}
+
+// After commit `number` is stored: CHORUS_TEST_FAIL_AT_COMMIT=HOST:NUMBER[:hang|:stop], in the
+// job's first start only.
 Status test_fault_after_commit(const Config& config, const std::string& dir, uint64_t number) {
   const std::string& fault = config.test_fail_at_commit;
-  if (fault.empty() || config.elastic_launch > 1) return {};
+  if (fault.empty() || job_start(config) > 1) return {};
   const std::size_t colon = fault.find(':');
   const std::string host = fault.substr(0, colon);
   const std::string rest = colon == std::string::npos ? "" : fault.substr(colon + 1);
-  const bool hang = rest.size() > 5 && rest.compare(rest.size() - 5, 5, ":hang") == 0;
-  const std::string digits = hang ? rest.substr(0, rest.size() - 5) : rest;
+  const std::size_t mode_at = rest.find(':');
+  const std::string digits = rest.substr(0, mode_at);
+  const std::string mode = mode_at == std::string::npos ? "" : rest.substr(mode_at + 1);
   if (host.empty() || digits.empty() ||
-      digits.find_first_not_of("0123456789") != std::string::npos) {
+      digits.find_first_not_of("0123456789") != std::string::npos ||
+      !(mode.empty() || mode == "hang" || mode == "stop")) {
     return invalid_argument("CHORUS_TEST_FAIL_AT_COMMIT='" + fault +
-                            "': expected HOST:NUMBER or HOST:NUMBER:hang");
+                            "': expected HOST:NUMBER, HOST:NUMBER:hang or HOST:NUMBER:stop");
   }
   if (std::stoull(digits) != number) return {};
   // Every node holds the commit before a host goes.
   if (Status s = barrier().wait(); !s.ok()) return s;
   if (host != host_name()) return {};
-  if (hang) {
+  if (mode == "hang") {
     log().error("CHORUS_TEST_FAIL_AT_COMMIT: rank {} on {} hangs after commit {}", rank(), host,
                 number);
     for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+  }
+  if (mode == "stop") {
+    // The whole process stops, Chorus's threads too, as a SIGSTOP from outside would stop it.
+    log().error("CHORUS_TEST_FAIL_AT_COMMIT: rank {} on {} stops (SIGSTOP) after commit {}", rank(),
+                host, number);
+    raise(SIGSTOP);
+    return {};
   }
   std::error_code ec;
   std::filesystem::remove_all(dir, ec);
@@ -124,7 +142,9 @@ StatusOr<bool> hosts_added() {
       unreachable.store(true);
       log().warn("hosts_added: {}; the job will not grow (it runs on)", version.status().message());
     } else {
-      added = *version > config.elastic_hosts_version ? 1 : 0;
+      // A reset in place started at the version its round was formed at.
+      const std::optional<ElasticRound> round = joined_round();
+      added = *version > (round ? round->hosts_version : config.elastic_hosts_version) ? 1 : 0;
     }
   }
   if (Status s =
@@ -199,10 +219,59 @@ StatusOr<std::optional<CommittedState>> newest_commit(const std::string& dir) {
     return s;
   }
   const Config& config = (*rt)->config();
-  if (config.elastic_launch == 2 && config.test_fail_restore == host_name()) {
+  if (job_start(config) == 2 && config.test_fail_restore == host_name()) {
     die("CHORUS_TEST_FAIL_RESTORE: in the restore of commit " + std::to_string(state.number));
   }
   return std::optional<CommittedState>(std::move(state));
+}
+
+bool resets_in_place() {
+  std::shared_ptr<Runtime> rt = current_runtime();
+  return rt && !rt->config().elastic_rendezvous.empty();
+}
+
+Status reset() { return restart_runtime(); }
+
+// Every rank tells the number it holds; the highest wins, and where some rank lacks it, the
+// lowest rank holding it sends its size, then its bytes.
+StatusOr<CommittedState> newest_held_commit(uint64_t mine,
+                                            const std::function<std::string()>& bytes) {
+  StatusOr<std::shared_ptr<Runtime>> rt = running("newest_held_commit");
+  if (!rt.ok()) return rt.status();
+  int64_t number = static_cast<int64_t>(mine);
+  Handle numbers = allgather("chorus.elastic.held", TensorRef{&number, DataType::kInt64, {1}, {}});
+  if (Status s = numbers.wait(); !s.ok()) return s;
+  const auto* all = static_cast<const int64_t*>(numbers.output().data);
+  int64_t newest = 0;
+  int source = -1;
+  bool everyone = true;
+  for (int r = 0; r < size(); ++r) {
+    if (all[r] > newest) {
+      newest = all[r];
+      source = r;
+    }
+  }
+  for (int r = 0; r < size(); ++r) everyone = everyone && all[r] == newest;
+  CommittedState state;
+  state.number = static_cast<uint64_t>(newest);
+  if (newest == 0 || everyone) return state;
+  std::string sent = rank() == source ? bytes() : std::string();
+  int64_t length = static_cast<int64_t>(sent.size());
+  if (Status s = broadcast("chorus.elastic.held.size",
+                           TensorRef{&length, DataType::kInt64, {1}, {}}, source)
+                     .wait();
+      !s.ok()) {
+    return s;
+  }
+  sent.resize(static_cast<std::size_t>(length));
+  if (Status s = broadcast("chorus.elastic.held.bytes",
+                           TensorRef{sent.data(), DataType::kUInt8, {length}, {}}, source)
+                     .wait();
+      !s.ok()) {
+    return s;
+  }
+  if (static_cast<uint64_t>(all[rank()]) != state.number) state.bytes = std::move(sent);
+  return state;
 }
 
 }  // namespace chorus::elastic

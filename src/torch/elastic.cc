@@ -173,12 +173,10 @@ void State::load(const std::string& bytes) {
 
 void State::commit() {
   saved_ = serialize();
+  ++number_;
   StatusOr<std::string> dir = ::chorus::elastic::commit_dir();
   throw_if_error(dir.status());
-  if (!dir->empty()) {
-    ++number_;
-    throw_if_error(::chorus::elastic::store_commit(*dir, number_, saved_));
-  }
+  if (!dir->empty()) throw_if_error(::chorus::elastic::store_commit(*dir, number_, saved_));
   StatusOr<bool> added = ::chorus::elastic::hosts_added();
   throw_if_error(added.status());
   if (*added) throw HostsUpdated();
@@ -221,16 +219,85 @@ bool State::resume_from_newest_commit() {
   return true;
 }
 
+bool State::restore_newest_held_commit() {
+  StatusOr<::chorus::elastic::CommittedState> held =
+      ::chorus::elastic::newest_held_commit(number_, [this] { return saved_; });
+  throw_if_error(held.status());
+  number_ = held->number;
+  if (!held->bytes.empty()) {
+    saved_ = std::move(held->bytes);
+    load(saved_);
+  } else {
+    restore();
+  }
+  return held->number > 0;
+}
+
+namespace {
+
+// Resets this worker in place, again after a failure during the reset itself (at most a few
+// times in a row); false when chorusrun dropped it from the job.
+bool reset_in_place(const std::string& why) {
+  std::fprintf(stderr, "chorus.elastic: rank %d resets in place: %s\n", rank(), why.c_str());
+  constexpr int kMostTries = 5;
+  for (int tries = 1;; ++tries) {
+    const auto start = std::chrono::steady_clock::now();
+    const Status s = ::chorus::elastic::reset();
+    if (s.ok()) {
+      std::fprintf(stderr, "chorus.elastic: rank %d of %d after the reset (%.2f s)\n", rank(),
+                   size(),
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      return true;
+    }
+    if (s.code() == StatusCode::kFailedPrecondition) {
+      std::fprintf(stderr, "chorus.elastic: %s\n", s.message().c_str());
+      return false;
+    }
+    if (tries == kMostTries) throw_if_error(s);
+    std::fprintf(stderr, "chorus.elastic: the reset failed (%s); resetting again\n",
+                 s.to_string().c_str());
+  }
+}
+
+}  // namespace
+
 int run(State& state, const std::function<void(State&)>& train) {
+  const bool in_place = ::chorus::elastic::resets_in_place();
   if (state.resume_from_newest_commit()) {
     for (const auto& callback : state.reset_callbacks_) callback();
   }
-  state.sync();
-  try {
-    train(state);
-  } catch (const HostsUpdated&) {
-    // Every rank threw it at the same commit, which every node stored.
-    return kHostsUpdatedStatus;
+  bool synced = false;
+  bool was_reset = false;
+  for (;;) {
+    try {
+      if (was_reset) {
+        // Every rank takes the same state: the newest commit some rank holds, or where none
+        // was made, the state every rank started from (added workers take it from rank 0).
+        was_reset = false;
+        if (state.restore_newest_held_commit()) {
+          if (rank() == 0) {
+            std::fprintf(stderr, "chorus.elastic: resumed in place from commit %llu\n",
+                         static_cast<unsigned long long>(state.number_));
+          }
+          for (const auto& callback : state.reset_callbacks_) callback();
+        } else {
+          synced = false;
+        }
+      }
+      // sync() also saves the state, which a reset before the first commit returns to.
+      if (!synced) state.sync();
+      synced = true;
+      train(state);
+      break;
+    } catch (const HostsUpdated&) {
+      // Every rank threw it at the same commit, which every node stored.
+      if (!in_place) return kHostsUpdatedStatus;
+      if (!reset_in_place("hosts were added")) return kLeftJobStatus;
+    } catch (const ::chorus::Error& e) {
+      if (!in_place) throw;
+      if (!reset_in_place(e.what())) return kLeftJobStatus;
+    }
+    was_reset = true;
   }
   throw_if_error(barrier().wait());
   StatusOr<std::string> dir = ::chorus::elastic::commit_dir();
