@@ -164,7 +164,8 @@ StatusOr<Cli> parse_cli(const std::vector<std::string>& args) {
     return invalid_argument("--check-job is not supervised: drop the elastic options");
   }
   if (cli.gloo && (cli.check_job || !cli.launcher_args.empty())) {
-    return invalid_argument("--gloo starts the ranks itself: it takes no --mpi-args or --check-job");
+    return invalid_argument(
+        "--gloo starts the ranks itself: it takes no --mpi-args or --check-job");
   }
   if (cli.min_np && cli.max_np && *cli.min_np > *cli.max_np) {
     return invalid_argument("--min-np " + std::to_string(*cli.min_np) + " is more than --max-np " +

@@ -78,6 +78,11 @@ void ElasticRounds::ended(const std::string& id, int status, Clock::time_point n
     return o.alive && o.host != w->host && !on_excluded_host(o);
   });
   if (others) excluded_.insert(w->host);
+  const auto at = std::find(members_.begin(), members_.end(), id);
+  if (at != members_.end() && lost_.empty()) {
+    lost_ = "rank " + std::to_string(at - members_.begin()) + " (worker " + id + " on " + w->host +
+            ", " + describe(status) + ")";
+  }
   failed("worker " + id + " on " + w->host + " " + describe(status), status, now);
 }
 
@@ -136,6 +141,10 @@ ElasticRounds::Decision ElasticRounds::step(Clock::time_point now, int64_t hosts
     end_job(first_failure_status_,
             first_failure_status_ == 0 ? "" : "chorusrun: no worker is left; the job ends", &d);
     return d;
+  }
+  if (!lost_.empty() && !lost_told_) {
+    d.answers.emplace_back("round/" + std::to_string(round_) + "/" + kLostKey, lost_);
+    lost_told_ = true;
   }
   auto candidate = [&](const Worker& w) { return w.alive && !on_excluded_host(w); };
   const bool all_asked = std::all_of(workers_.begin(), workers_.end(),
@@ -226,6 +235,8 @@ ElasticRounds::Decision ElasticRounds::step(Clock::time_point now, int64_t hosts
   for (const Worker* w : next) members_.push_back(w->id);
   broken_since_.reset();
   failure_.clear();
+  lost_.clear();
+  lost_told_ = false;
   return d;
 }
 

@@ -40,7 +40,8 @@ class ElasticRounds {
   void ended(const std::string& id, int status, Clock::time_point now);
 
   struct Decision {
-    /// What to answer each worker: the store's key (assign/ID/N) and the answer.
+    /// What to set in the store: each worker's answer (assign/ID/N), and the running round's
+    /// ranks seen to end (round/R/lost), which its waits then fail on at once.
     std::vector<std::pair<std::string, std::string>> answers;
     std::vector<std::string> stop;  ///< workers to end now
     std::vector<std::string> lines;
@@ -86,6 +87,8 @@ class ElasticRounds {
   std::vector<std::string> members_;  // the round's workers, in rank order
   std::optional<Clock::time_point> broken_since_;
   std::string failure_;  // what broke the round, when a failure did
+  std::string lost_;     // the round's ranks seen to end, for its lost key
+  bool lost_told_ = false;
   int first_failure_status_ = 0;
   int restarts_ = 0;
   std::optional<int> program_error_;

@@ -57,6 +57,11 @@ CHORUS_API StatusOr<bool> hosts_added();
 /// before init(). Not collective.
 CHORUS_API bool resets_in_place();
 
+/// Which start of the elastic job this rank runs in, from 1: the launch of a job that is
+/// relaunched (CHORUS_ELASTIC_LAUNCH), or the round of one that resets in place (every reset
+/// forms the next); 0 outside a job chorusrun supervises. Not collective.
+CHORUS_API int64_t start_number();
+
 /// A worker's reset in place: Chorus shuts down on this rank (the failed round's collectives
 /// in flight fail, its connections and shared memory go) and starts again with the options
 /// of the last init(), joining the next round that chorusrun forms with the workers left

@@ -26,7 +26,8 @@ namespace {
 
 // Each start joins the round chorusrun assigns; a round's Gloo connections wait for its ranks
 // no longer than the liveness bound, so that a rank lost during a reset fails the reset (and
-// the next join follows) instead of holding the others for minutes.
+// the next join follows) instead of holding the others for minutes. A rank whose process
+// chorusrun saw end fails the round's waits at once (its "lost" key), not after the bound.
 StatusOr<ChosenWorld> elastic_world(const WorldChoice& choice) {
   if (choice.elastic_worker.empty()) {
     return invalid_argument(
@@ -43,6 +44,7 @@ StatusOr<ChosenWorld> elastic_world(const WorldChoice& choice) {
         GlooWorldOptions gloo;
         gloo.iface = iface;
         gloo.route_to = joined->store_host;
+        gloo.lost_key = kLostKey;
         gloo.connect_timeout = std::chrono::milliseconds(
             static_cast<int64_t>(std::max(options.liveness_seconds, 1.0) * 1000));
         return init_gloo_world(std::move(joined->rendezvous), gloo, options);

@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <sstream>
 #include <system_error>
 #include <thread>
 
@@ -52,43 +53,57 @@ int64_t job_start(const Config& config) {
   return round ? round->round : config.elastic_launch;
 }
 
-// After commit `number` is stored: CHORUS_TEST_FAIL_AT_COMMIT=HOST:NUMBER[:hang|:stop], in the
-// job's first start only.
+// CHORUS_TEST_FAIL_RESTORE: the ranks on that host die in the second start's restore.
+void test_fault_in_restore(const Config& config, uint64_t number) {
+  if (job_start(config) == 2 && config.test_fail_restore == host_name()) {
+    die("CHORUS_TEST_FAIL_RESTORE: in the restore of commit " + std::to_string(number));
+  }
+}
+
+// After commit `number` is stored: CHORUS_TEST_FAIL_AT_COMMIT=HOST:NUMBER[:hang|:stop], or
+// several such faults separated by commas. A relaunched job meets them in its first launch
+// only; a job that resets in place meets each at its commit (the numbers only grow).
 Status test_fault_after_commit(const Config& config, const std::string& dir, uint64_t number) {
-  const std::string& fault = config.test_fail_at_commit;
-  if (fault.empty() || job_start(config) > 1) return {};
-  const std::size_t colon = fault.find(':');
-  const std::string host = fault.substr(0, colon);
-  const std::string rest = colon == std::string::npos ? "" : fault.substr(colon + 1);
-  const std::size_t mode_at = rest.find(':');
-  const std::string digits = rest.substr(0, mode_at);
-  const std::string mode = mode_at == std::string::npos ? "" : rest.substr(mode_at + 1);
-  if (host.empty() || digits.empty() ||
-      digits.find_first_not_of("0123456789") != std::string::npos ||
-      !(mode.empty() || mode == "hang" || mode == "stop")) {
-    return invalid_argument("CHORUS_TEST_FAIL_AT_COMMIT='" + fault +
-                            "': expected HOST:NUMBER, HOST:NUMBER:hang or HOST:NUMBER:stop");
+  const std::string& faults = config.test_fail_at_commit;
+  if (faults.empty() || (!joined_round() && config.elastic_launch > 1)) return {};
+  std::stringstream list(faults);
+  for (std::string fault; std::getline(list, fault, ',');) {
+    const std::size_t colon = fault.find(':');
+    const std::string host = fault.substr(0, colon);
+    const std::string rest = colon == std::string::npos ? "" : fault.substr(colon + 1);
+    const std::size_t mode_at = rest.find(':');
+    const std::string digits = rest.substr(0, mode_at);
+    const std::string mode = mode_at == std::string::npos ? "" : rest.substr(mode_at + 1);
+    if (host.empty() || digits.empty() ||
+        digits.find_first_not_of("0123456789") != std::string::npos ||
+        !(mode.empty() || mode == "hang" || mode == "stop")) {
+      return invalid_argument("CHORUS_TEST_FAIL_AT_COMMIT='" + faults +
+                              "': expected HOST:NUMBER, HOST:NUMBER:hang or HOST:NUMBER:stop, "
+                              "separated by commas");
+    }
+    if (std::stoull(digits) != number) continue;
+    // Every node holds the commit before a host goes.
+    if (Status s = barrier().wait(); !s.ok()) return s;
+    if (host != host_name()) continue;
+    if (mode == "hang") {
+      log().error("CHORUS_TEST_FAIL_AT_COMMIT: rank {} on {} hangs after commit {}", rank(), host,
+                  number);
+      for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+    }
+    if (mode == "stop") {
+      // The whole process stops, Chorus's threads too, as a SIGSTOP from outside would; the
+      // test may cut the host's network, then let it go on (SIGCONT).
+      log().error("CHORUS_TEST_FAIL_AT_COMMIT: rank {} on {} stops (SIGSTOP) after commit {}",
+                  rank(), host, number);
+      raise(SIGSTOP);
+      continue;
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    die("CHORUS_TEST_FAIL_AT_COMMIT: after commit " + std::to_string(number) +
+        ", with the node's commits");
   }
-  if (std::stoull(digits) != number) return {};
-  // Every node holds the commit before a host goes.
-  if (Status s = barrier().wait(); !s.ok()) return s;
-  if (host != host_name()) return {};
-  if (mode == "hang") {
-    log().error("CHORUS_TEST_FAIL_AT_COMMIT: rank {} on {} hangs after commit {}", rank(), host,
-                number);
-    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
-  }
-  if (mode == "stop") {
-    // The whole process stops, Chorus's threads too, as a SIGSTOP from outside would stop it.
-    log().error("CHORUS_TEST_FAIL_AT_COMMIT: rank {} on {} stops (SIGSTOP) after commit {}", rank(),
-                host, number);
-    raise(SIGSTOP);
-    return {};
-  }
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
-  die("CHORUS_TEST_FAIL_AT_COMMIT: after commit " + std::to_string(number) +
-      ", with the node's commits");
+  return {};
 }
 
 }  // namespace
@@ -218,11 +233,13 @@ StatusOr<std::optional<CommittedState>> newest_commit(const std::string& dir) {
       !s.ok()) {
     return s;
   }
-  const Config& config = (*rt)->config();
-  if (job_start(config) == 2 && config.test_fail_restore == host_name()) {
-    die("CHORUS_TEST_FAIL_RESTORE: in the restore of commit " + std::to_string(state.number));
-  }
+  test_fault_in_restore((*rt)->config(), state.number);
   return std::optional<CommittedState>(std::move(state));
+}
+
+int64_t start_number() {
+  std::shared_ptr<Runtime> rt = current_runtime();
+  return rt ? job_start(rt->config()) : 0;
 }
 
 bool resets_in_place() {
@@ -254,7 +271,10 @@ StatusOr<CommittedState> newest_held_commit(uint64_t mine,
   for (int r = 0; r < size(); ++r) everyone = everyone && all[r] == newest;
   CommittedState state;
   state.number = static_cast<uint64_t>(newest);
-  if (newest == 0 || everyone) return state;
+  if (newest == 0 || everyone) {
+    test_fault_in_restore((*rt)->config(), state.number);
+    return state;
+  }
   std::string sent = rank() == source ? bytes() : std::string();
   int64_t length = static_cast<int64_t>(sent.size());
   if (Status s = broadcast("chorus.elastic.held.size",
@@ -271,6 +291,7 @@ StatusOr<CommittedState> newest_held_commit(uint64_t mine,
     return s;
   }
   if (static_cast<uint64_t>(all[rank()]) != state.number) state.bytes = std::move(sent);
+  test_fault_in_restore((*rt)->config(), state.number);
   return state;
 }
 

@@ -13,6 +13,8 @@
 //   assign/W/N   set by chorusrun: "ROUND RANK SIZE HOSTS_VERSION", or "leave WHY" when the
 //                worker is no longer part of the job (its host was dropped)
 //   round/ROUND/ the prefix of the round's own keys (Gloo's addresses, the roll calls)
+//   round/ROUND/lost  set by chorusrun when it saw a rank of the round end: which, and how;
+//                the round's waits fail at once naming it
 //
 // Thread contract: joins are made by the thread that starts Chorus, one at a time.
 
@@ -46,6 +48,8 @@ struct ElasticRound {
 std::string format_elastic_round(const ElasticRound& round);
 std::optional<ElasticRound> parse_elastic_round(const std::string& text);
 inline constexpr const char* kLeaveAnswer = "leave ";
+/// The round's key (under its prefix) that names the ranks chorusrun saw end.
+inline constexpr const char* kLostKey = "lost";
 
 struct JoinedRound {
   /// The round's ranks: rank(), size(), and keys under the round's prefix.

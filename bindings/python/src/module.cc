@@ -291,6 +291,7 @@ PYBIND11_MODULE(_ext, m) {
   // A reset in place (chorus.torch.elastic's run on the Gloo world): None, or why chorusrun
   // dropped this worker from the job.
   m.def("elastic_resets_in_place", &chorus::elastic::resets_in_place);
+  m.def("elastic_start_number", &chorus::elastic::start_number);
   m.def("elastic_reset", []() -> py::object {
     chorus::Status s;
     {

@@ -5,12 +5,20 @@ resets its workers in place, on the hosts left, from the newest commit; hosts th
 discovery script adds join at the next commit. On MPI (``chorusrun --max-restarts N``) the
 job is relaunched instead and resumes from the newest commit a node stored."""
 
+from chorus._loader import ext as _ext
 from chorus.common.elastic import ObjectState, State, run_fn
 from chorus.torch.elastic.sampler import ElasticSampler
 from chorus.torch.elastic.state import TorchState
 from chorus.torch.functions import allgather_object
 from chorus.torch.mpi_ops import barrier, shutdown
 from chorus.torch.runtime import elastic_reset
+
+
+def start_number():
+    """Which start of the elastic job this rank runs in, from 1: the launch of a job that is
+    relaunched, or the round of one that resets in place; 0 outside a job chorusrun
+    supervises. A Chorus addition."""
+    return _ext.elastic_start_number()
 
 
 def run(func):
@@ -21,4 +29,4 @@ def run(func):
     return run_fn(func, shutdown, barrier, elastic_reset, allgather_object)
 
 
-__all__ = ["ElasticSampler", "ObjectState", "State", "TorchState", "run"]
+__all__ = ["ElasticSampler", "ObjectState", "State", "TorchState", "run", "start_number"]
