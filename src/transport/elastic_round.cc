@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cinttypes>
 #include <cstdio>
 #include <mutex>
@@ -45,6 +46,7 @@ class RoundRendezvous final : public Rendezvous {
 std::mutex g_mu;
 int64_t g_joins = 0;  // asked so far in this process
 std::optional<ElasticRound> g_joined;
+std::string g_reached;  // the address of chorusrun's that answered last
 
 std::string host_name() {
   char name[256] = {0};
@@ -68,6 +70,9 @@ StatusOr<std::shared_ptr<TcpRendezvous>> connect_store(const ElasticWorker& work
   for (std::string a; std::getline(list, a, ',');) {
     if (!a.empty()) addresses.push_back(a);
   }
+  // The one that answered last first: the others may drop a connection only after seconds.
+  const auto known = std::find(addresses.begin(), addresses.end(), g_reached);
+  if (known != addresses.end()) std::rotate(addresses.begin(), known, known + 1);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   Status last = invalid_argument("CHORUS_ELASTIC_RENDEZVOUS='" + worker.store + "' has no address");
   do {
@@ -75,7 +80,7 @@ StatusOr<std::shared_ptr<TcpRendezvous>> connect_store(const ElasticWorker& work
       StatusOr<std::shared_ptr<TcpRendezvous>> store = TcpRendezvous::connect_client(
           "elastic worker " + worker.id, a, port, std::chrono::seconds(2));
       if (store.ok()) {
-        *reached = a;
+        *reached = g_reached = a;
         return store;
       }
       last = store.status();
