@@ -35,7 +35,9 @@ SGE/ABCI PE_HOSTFILE, PBS_NODEFILE), else this host.
   --max-restarts N        supervise the job: relaunch it after a failure, up to N
                           times, on the hosts left (a host the launcher names as
                           failed is excluded); the training state comes back from the
-                          newest commit a node holds (docs/elastic.md)
+                          newest commit a node holds (docs/elastic.md). With --gloo the
+                          workers reset in place instead: the survivors go on in the
+                          same processes, from the newest commit they hold in memory
   --min-np N              end the job when fewer ranks fit (default: -np, else 1)
   --max-np N              never run more ranks than N (hosts added may grow the job)
   --host-discovery-script FILE

@@ -115,3 +115,18 @@ def test_run_without_a_supervisor_calls_through_and_keeps_no_store():
 def test_hosts_updated_interrupt_is_horovods_name():
     assert issubclass(hvd.HostsUpdatedInterrupt, RuntimeError)
     assert hvd.HostsUpdatedInterrupt(skip_sync=True).skip_sync
+
+
+def test_without_chorusrun_gloo_a_failed_collective_ends_run_instead_of_resetting():
+    assert hvd.elastic.start_number() == 0, "no supervisor started this job"
+    state = hvd.elastic.ObjectState(hvd.broadcast_object, hvd.rank, step=0)
+    calls = []
+
+    @hvd.elastic.run
+    def train(state):
+        calls.append("train")
+        raise hvd.HorovodInternalError("a collective failed")
+
+    with pytest.raises(hvd.HorovodInternalError, match="a collective failed"):
+        train(state)
+    assert calls == ["train"], "called once: only a job of chorusrun --gloo resets in place"
