@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # How long an elastic job takes from a rank's death to training resumed, broken down, on fake
-# hosts (tests/cluster/netns_lib.sh): 3 hosts x 2 ranks run the elastic Fashion-MNIST
-# example under chorusrun; h3's ranks die after commit 2 (CHORUS_TEST_FAIL_AT_COMMIT), and
-# the job resumes on h1 and h2 (4 ranks). Each line of chorusrun's output is stamped when it
-# arrives, and the phases are read from it:
+# hosts (tests/cluster/netns_lib.sh), on both of its paths: 3 hosts x 2 ranks run the elastic
+# Fashion-MNIST examples; h3's ranks die after commit 2 (CHORUS_TEST_FAIL_AT_COMMIT), and the
+# job resumes on h1 and h2 (4 ranks). Each line of chorusrun's output is stamped when it
+# arrives, and the phases are read from it.
+#
+# Relaunched (chorusrun --max-restarts, on MPI):
 #
 #   detect + teardown  the ranks' death (their last log line) to chorusrun's restart line:
 #                      the launcher noticed, ended the other ranks and exited
@@ -13,6 +15,16 @@
 #                      restore begins
 #   restore            as the relaunched job reports it: the agreement on the newest commit
 #                      and its broadcast and load
+#   first step         the resumed line to the first batch's log line
+#
+# Reset in place (chorusrun --gloo --max-restarts, on the Gloo world):
+#
+#   detect             the ranks' death to the first survivor's "resets in place" line
+#                      (chorusrun saw the process end and told the round)
+#   reset              to the last survivor's "after the reset" line: Chorus shut down,
+#                      the next round formed by chorusrun, and Chorus started in it
+#   restore            to the "resumed in place" line: the agreement on the newest commit the
+#                      survivors hold in memory, and its restore
 #   first step         the resumed line to the first batch's log line
 #
 # (A commit's own cost is bench/commit_bench.cc's.)
@@ -64,10 +76,52 @@ print(f"{t['restart'] - t['death']:.2f} {t['init'] - t['restart']:.2f} {setup:.2
 EOF
 }
 
+# phases_in_place LOG: the four phases and the total in seconds, from a stamped log.
+phases_in_place() {
+  /usr/bin/python3 - "$1" <<'EOF'
+import re, sys
+t = {}
+for line in open(sys.argv[1]):
+    stamp, _, text = line.partition(" ")
+    stamp = float(stamp)
+    if "CHORUS_TEST_FAIL_AT_COMMIT" in text:
+        t["death"] = stamp
+    elif "resets in place" in text and "detect" not in t:
+        t["detect"] = stamp
+    elif "after the reset" in text:
+        t["reset"] = stamp
+    elif text.startswith("chorus.elastic: resumed in place"):
+        t["resumed"] = stamp
+    elif "resumed" in t and "step" not in t and re.match(r"epoch \d+ batch", text):
+        t["step"] = stamp
+missing = [k for k in ("death", "detect", "reset", "resumed", "step") if k not in t]
+if missing:
+    sys.exit(f"missing events: {missing}")
+print(f"{t['detect'] - t['death']:.2f} {t['reset'] - t['detect']:.2f} "
+      f"{t['resumed'] - t['reset']:.2f} {t['step'] - t['resumed']:.2f} {t['step'] - t['death']:.2f}")
+EOF
+}
+
+run_in_place() {  # NAME PROGRAM...
+  local name=$1 r log
+  shift
+  echo "== $name, reset in place: 3 hosts x 2 ranks, h3 lost after commit 2, resumed on 4 ranks"
+  printf '%-6s %8s %8s %8s %9s %8s\n' round detect reset restore "1st step" total
+  for ((r = 1; r <= rounds; r++)); do
+    log=$netns_state/$name.in_place.$r.log
+    CHORUS_ELASTIC_JOB=$name-in-place-$r CHORUS_ELASTIC_DIR=$netns_state/shm \
+      CHORUS_RSH="$netns_state/agent" timeout -k 5 300 \
+      "$chorusrun" --gloo --max-restarts 1 --min-np 2 -H h1:2,h2:2,h3:2 "$@" 2>&1 |
+      stamp >"$log"
+    grep -q "^[0-9.]* finished" "$log" || { tail -20 "$log"; fail "$name round $r did not finish"; }
+    printf '%-6s %8s %8s %8s %9s %8s\n' "$r" $(phases_in_place "$log") || fail "$name round $r"
+  done
+}
+
 run_case() {  # NAME PROGRAM...
   local name=$1 r log
   shift
-  echo "== $name: 3 hosts x 2 ranks, h3 lost after commit 2, resumed on 4 ranks"
+  echo "== $name, relaunched: 3 hosts x 2 ranks, h3 lost after commit 2, resumed on 4 ranks"
   printf '%-6s %10s %12s %8s %8s %9s %8s\n' round detect+td launch+init setup restore \
     "1st step" total
   for ((r = 1; r <= rounds; r++)); do
@@ -84,4 +138,8 @@ train=(--epochs 1 --limit 3000 --batch-size 32 --batches-per-commit 5 --log-inte
 run_case python /usr/bin/python3 "$repo/examples/python/elastic_mnist.py" "${train[@]}" \
   --data-dir "$build/fashion-mnist"
 run_case libtorch "$build/examples/elastic_mnist" "${train[@]}" \
+  --cache-dir "$build/examples/fashion-mnist"
+run_in_place python /usr/bin/python3 "$repo/examples/python/elastic_mnist.py" "${train[@]}" \
+  --data-dir "$build/fashion-mnist"
+run_in_place libtorch "$build/examples/elastic_mnist" "${train[@]}" \
   --cache-dir "$build/examples/fashion-mnist"

@@ -11,6 +11,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -20,6 +21,7 @@
 #include <string>
 
 #include "chorus/chorus.h"
+#include "chorus/elastic.h"
 #include "chorus/torch.h"
 #include "fashion_cnn.h"
 #include "trainer_main.h"
@@ -162,8 +164,6 @@ int train(const Flags& flags) {
     sample_log = std::make_unique<std::ofstream>(
         flags.sample_log + "/rank" + std::to_string(chorus::rank()) + ".log", std::ios::app);
   }
-  const char* launch_env = std::getenv("CHORUS_ELASTIC_LAUNCH");
-  const std::string launch = launch_env ? launch_env : "1";
 
   const int rc = elastic::run(state, [&](elastic::State& s) {
     while (epoch <= flags.epochs) {
@@ -178,8 +178,9 @@ int train(const Flags& flags) {
         loss.backward();
         optimizer.step();
         if (sample_log) {
-          *sample_log << launch << ' ' << epoch << ' ' << sampler.processed() << ' '
-                      << chorus::size();
+          // Which start of the job trained it: a launch, or a round after a reset in place.
+          *sample_log << std::max<int64_t>(chorus::elastic::start_number(), 1) << ' ' << epoch
+                      << ' ' << sampler.processed() << ' ' << chorus::size();
           for (int64_t i : taken) *sample_log << ' ' << i;
           *sample_log << '\n';
         }

@@ -35,7 +35,9 @@ SGE/ABCI PE_HOSTFILE, PBS_NODEFILE), else this host.
   --max-restarts N        supervise the job: relaunch it after a failure, up to N
                           times, on the hosts left (a host the launcher names as
                           failed is excluded); the training state comes back from the
-                          newest commit a node holds (docs/elastic.md)
+                          newest commit a node holds (docs/elastic.md). With --gloo the
+                          workers reset in place instead: the survivors go on in the
+                          same processes, from the newest commit they hold in memory
   --min-np N              end the job when fewer ranks fit (default: -np, else 1)
   --max-np N              never run more ranks than N (hosts added may grow the job)
   --host-discovery-script FILE
@@ -163,9 +165,9 @@ StatusOr<Cli> parse_cli(const std::vector<std::string>& args) {
   if (cli.elastic() && cli.check_job) {
     return invalid_argument("--check-job is not supervised: drop the elastic options");
   }
-  if (cli.gloo && (cli.elastic() || cli.check_job || !cli.launcher_args.empty())) {
+  if (cli.gloo && (cli.check_job || !cli.launcher_args.empty())) {
     return invalid_argument(
-        "--gloo starts the ranks itself: it takes no --mpi-args, --check-job or elastic options");
+        "--gloo starts the ranks itself: it takes no --mpi-args or --check-job");
   }
   if (cli.min_np && cli.max_np && *cli.min_np > *cli.max_np) {
     return invalid_argument("--min-np " + std::to_string(*cli.min_np) + " is more than --max-np " +

@@ -6,6 +6,8 @@
 // COMMAND", as Open MPI's plm_rsh_agent), with the variables mpirun would pass. The first
 // rank that fails ends the others, and chorusrun exits with its status, as mpirun does.
 
+#include <sys/types.h>
+
 #include <string>
 #include <vector>
 
@@ -33,6 +35,13 @@ struct GlooJob {
 /// Whether `host` of a plan is this one (`local_host`), which starts its ranks as children.
 bool is_this_host(const std::string& host, const std::string& local_host);
 
+/// How a process with the variables `vars` starts on `host`: a child of chorusrun's where the
+/// host is this one, else through the remote shell, with the variables of `env` that remote
+/// ranks get.
+RankStart start_on(const std::string& host, const std::vector<std::string>& vars,
+                   const std::vector<std::string>& program, const GlooJob& job, const Env& env,
+                   const std::string& local_host);
+
 /// Every rank's start, in rank order. `local_host` is this host's name; `env` is chorusrun's
 /// environment (the variables remote ranks get, as mpirun passes them).
 std::vector<RankStart> gloo_starts(const Plan& plan, const std::vector<std::string>& program,
@@ -41,6 +50,11 @@ std::vector<RankStart> gloo_starts(const Plan& plan, const std::vector<std::stri
 
 /// Two free consecutive TCP ports on this host (MASTER_PORT and the store's).
 int free_port_pair();
+
+/// Forks and runs `start` (a remote one reading `remote_input`, a pipe chorusrun holds open for
+/// as long as the process should live); its pid, or -1. The process is killed if chorusrun
+/// dies.
+pid_t spawn(const RankStart& start, int remote_input);
 
 /// Starts them all and waits: 0 when every rank exits 0, else the first failure's status
 /// (128 + signal for a rank killed by one) once the others are ended.

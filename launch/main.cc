@@ -19,6 +19,7 @@
 #include "command.h"
 #include "elastic_job.h"
 #include "explain.h"
+#include "gloo_elastic.h"
 #include "gloo_launch.h"
 #include "parse_util.h"
 #include "plan.h"
@@ -91,7 +92,7 @@ std::string srun_mpi(const Env& env) {
 // chorusrun --gloo (launch/gloo_launch.h): MASTER_ADDR and MASTER_PORT as the environment
 // gives them, else the first host (loopback when every rank runs here) and two free ports of
 // this one.
-int run_gloo(const Cli& cli, const Plan& plan, const Env& env) {
+int run_gloo(const Cli& cli, const Plan& plan, const Env& env, const Allocation& allocation) {
   GlooJob job;
   const std::string local = local_host_name();
   auto given = [&](const char* name) {
@@ -118,6 +119,12 @@ int run_gloo(const Cli& cli, const Plan& plan, const Env& env) {
     std::error_code ec;
     job.cwd = std::filesystem::current_path(ec).string();
   }
+  if (!cli.bind.empty()) setenv("CHORUS_BIND", cli.bind.c_str(), 1);
+  if (cli.elastic() && !cli.dry_run) {
+    std::fflush(stdout);
+    return supervise_gloo_job(cli, env, allocation, plan, job, local,
+                              local + "-" + std::to_string(getpid()));
+  }
   const std::vector<RankStart> starts = gloo_starts(plan, cli.program, job, env, local);
   if (cli.dry_run) {
     for (const RankStart& s : starts) {
@@ -127,7 +134,6 @@ int run_gloo(const Cli& cli, const Plan& plan, const Env& env) {
     }
     return 0;
   }
-  if (!cli.bind.empty()) setenv("CHORUS_BIND", cli.bind.c_str(), 1);
   return run_gloo_job(starts);
 }
 
@@ -192,7 +198,7 @@ int run(const std::vector<std::string>& args) {
     std::fputs(format_explain(*plan, *mode, layout, allocation->source, cuda_visible).c_str(),
                stdout);
   }
-  if (cli->gloo) return run_gloo(*cli, *plan, env);
+  if (cli->gloo) return run_gloo(*cli, *plan, env, *allocation);
   if (cli->elastic() && !cli->dry_run) {
     std::fflush(stdout);
     if (!cli->bind.empty()) setenv("CHORUS_BIND", cli->bind.c_str(), 1);

@@ -72,7 +72,6 @@ def main():
     if args.sample_log:
         os.makedirs(args.sample_log, exist_ok=True)
         sample_log = open(os.path.join(args.sample_log, f"rank{hvd.rank()}.log"), "a")
-    launch = os.environ.get("CHORUS_ELASTIC_LAUNCH", "1")
 
     def train_epoch(state):
         state.model.train()
@@ -84,7 +83,8 @@ def main():
             state.optimizer.step()
             if sample_log:
                 taken = order[batch_idx * args.batch_size:(batch_idx + 1) * args.batch_size]
-                sample_log.write(f"{launch} {state.epoch} {state.train_sampler.processed_num} "
+                # Which start of the job trained it: a launch, or a round after a reset in place.
+                sample_log.write(f"{max(hvd.elastic.start_number(), 1)} {state.epoch} {state.train_sampler.processed_num} "
                                  f"{hvd.size()} {' '.join(map(str, taken))}\n")
             state.batch = batch_idx
             state.train_sampler.record_batch(batch_idx, args.batch_size)
@@ -94,7 +94,7 @@ def main():
             if (batch_idx + 1) % args.batches_per_commit == 0:
                 if sample_log:
                     sample_log.flush()
-                state.commit()
+                commit(state)
 
     def end_epoch(state):
         if args.checkpoint and hvd.rank() == 0:
@@ -107,6 +107,12 @@ def main():
         state.train_sampler.set_epoch(state.epoch)
         if sample_log:
             sample_log.flush()
+        commit(state)
+
+    def commit(state):
+        # Dropout draws random numbers: the commit keeps the generator's state, so that a job
+        # reset or relaunched from it draws what this one would have.
+        state.rng = torch.get_rng_state()
         state.commit()
 
     @hvd.elastic.run
@@ -116,12 +122,13 @@ def main():
             end_epoch(state)
 
     def on_state_reset():
+        torch.set_rng_state(state.rng)
         for group in optimizer.param_groups:
             group["lr"] = args.lr * hvd.size()
 
     train_sampler.set_epoch(first_epoch)
     state = hvd.elastic.TorchState(model=model, optimizer=optimizer, train_sampler=train_sampler,
-                                   epoch=first_epoch, batch=0)
+                                   epoch=first_epoch, batch=0, rng=torch.get_rng_state())
     state.register_reset_callbacks([on_state_reset])
     train(state)
 

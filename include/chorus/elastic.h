@@ -71,6 +71,34 @@ CHORUS_API StatusOr<std::optional<CommittedState>> newest_commit(const std::stri
 /// rank.
 CHORUS_API StatusOr<bool> hosts_added();
 
+/// Whether this worker resets in place when a collective fails or hosts are added: a worker
+/// of an elastic job that chorusrun --gloo supervises (CHORUS_ELASTIC_RENDEZVOUS). Elsewhere
+/// the worker ends, and chorusrun relaunches the job from the newest stored commit. False
+/// before init(). Not collective.
+CHORUS_API bool resets_in_place();
+
+/// Which start of the elastic job this rank runs in, from 1: the launch of a job that is
+/// relaunched (CHORUS_ELASTIC_LAUNCH), or the round of one that resets in place (every reset
+/// forms the next); 0 outside a job chorusrun supervises. Not collective.
+CHORUS_API int64_t start_number();
+
+/// A worker's reset in place: Chorus shuts down on this rank (the failed round's collectives
+/// in flight fail, its connections and shared memory go) and starts again with the options
+/// of the last init(), joining the next round that chorusrun forms with the workers left
+/// (and those of added hosts); rank() and size() are then the new round's. Returns
+/// FAILED_PRECONDITION, saying why, when chorusrun dropped this worker from the job (its host
+/// left it): the worker should end. Any other error is a failure during the reset itself,
+/// and another reset may follow. Every worker of the job calls it.
+CHORUS_API Status reset();
+
+/// After a reset in place: the ranks agree on the newest commit any of them holds in its
+/// memory (`mine`: its number, 0 for none). Returns that commit's number (0: none) and, where
+/// this rank does not hold it, its bytes, which the lowest rank holding it serializes with
+/// `bytes()`; empty bytes where this rank holds it (restore your own copy). Collective over
+/// every rank.
+CHORUS_API StatusOr<CommittedState> newest_held_commit(uint64_t mine,
+                                                       const std::function<std::string()>& bytes);
+
 /// Removes this node's commits in `dir` (on the node's first local rank), once the training
 /// they served has finished on every rank; first waits for the writes handed over
 /// (flush_commits), so that none lands after the removal. Not collective.

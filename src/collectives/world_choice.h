@@ -3,6 +3,7 @@
 // CHORUS_CONTROLLER=mpi says so; Gloo's (collectives/gloo/gloo_world.h), when the job has a
 // store to meet in (a program's Rendezvous, or torchrun's variables) and no MPI launcher, or
 // CHORUS_CONTROLLER=gloo says so. A process that nothing launched is a job of one rank on MPI.
+// An elastic worker of chorusrun --gloo meets the ranks of the round chorusrun assigns it.
 
 #include <cstdint>
 #include <functional>
@@ -31,6 +32,10 @@ struct WorldChoice {
   std::shared_ptr<Rendezvous> rendezvous;     ///< Options::rendezvous
   std::string gloo_iface;                     ///< CHORUS_GLOO_IFACE
   int64_t store_port = 0;                     ///< CHORUS_STORE_PORT; 0: MASTER_PORT + 1
+  /// CHORUS_ELASTIC_RENDEZVOUS and CHORUS_ELASTIC_WORKER: an elastic worker of chorusrun
+  /// --gloo, whose every start joins the job's next round (transport/elastic_round.h).
+  std::string elastic_rendezvous;
+  std::string elastic_worker;
 };
 
 using WorldFactory = std::function<StatusOr<std::unique_ptr<World>>(const WorldOptions&)>;

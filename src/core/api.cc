@@ -27,6 +27,8 @@ namespace {
 // The single process-wide handle: set by init(), cleared by shutdown().
 std::mutex g_mu;
 std::shared_ptr<Runtime> g_runtime;
+// What the last init() was given, for a restart (an elastic reset in place).
+Options g_options;
 // The calling thread's own, if it named one (core/thread_runtime.h).
 thread_local std::shared_ptr<Runtime> t_runtime;
 
@@ -167,7 +169,20 @@ Status init(const Options& options) {
     g_runtime->shutdown();
     g_runtime.reset();
   }
+  g_options = options;
   StatusOr<std::shared_ptr<Runtime>> rt = Runtime::start(options);
+  if (!rt.ok()) return rt.status();
+  g_runtime = std::move(rt).value();
+  return {};
+}
+
+Status restart_runtime() {
+  std::lock_guard<std::mutex> lock(g_mu);
+  if (g_runtime) {
+    g_runtime->shutdown();
+    g_runtime.reset();
+  }
+  StatusOr<std::shared_ptr<Runtime>> rt = Runtime::start(g_options);
   if (!rt.ok()) return rt.status();
   g_runtime = std::move(rt).value();
   return {};

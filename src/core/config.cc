@@ -365,6 +365,10 @@ std::vector<SettingRow> make_table() {
       "CHORUS_ELASTIC_HOSTS_VERSION", nullptr, "an integer (set by chorusrun)", true));
   t.push_back(number<int64_t, &Config::elastic_launch, nullptr, int64_t{1} << 40>(
       "CHORUS_ELASTIC_LAUNCH", nullptr, "an integer (set by chorusrun)", true));
+  t.push_back(text<&Config::elastic_rendezvous>("CHORUS_ELASTIC_RENDEZVOUS",
+                                                "addresses and a port (set by chorusrun)", false));
+  t.push_back(
+      text<&Config::elastic_worker>("CHORUS_ELASTIC_WORKER", "an id (set by chorusrun)", false));
   // The test-only settings have no Options field: a program sets them in its environment.
   t.push_back(flag<&Config::test_shared_gpu>("CHORUS_TEST_SHARED_GPU", nullptr,
                                              "0 or 1 (tests only)", true));

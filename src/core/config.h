@@ -156,10 +156,12 @@ struct Config {
   /// CHORUS_TEST_FAIL_AT_COMMIT: for tests only. "HOST:NUMBER": in an elastic job's first
   /// launch, once every node stored commit NUMBER, the ranks on HOST remove their node's
   /// store and kill themselves (a lost host); "HOST:NUMBER:hang": their training threads
-  /// hang there instead (a stalled rank). Empty: none (core/elastic.cc).
+  /// hang there instead (a stalled rank); "HOST:NUMBER:stop": their processes stop
+  /// (SIGSTOP). Several, separated by commas. Empty: none (core/elastic.cc).
   std::string test_fail_at_commit;
-  /// CHORUS_TEST_FAIL_RESTORE: for tests only. In an elastic job's second launch, the ranks
-  /// on this host kill themselves once they have received the newest commit.
+  /// CHORUS_TEST_FAIL_RESTORE: for tests only. In an elastic job's second launch (or second
+  /// round, resetting in place), the ranks on this host kill themselves once they have
+  /// received the newest commit.
   std::string test_fail_restore;
   /// CHORUS_HIERARCHICAL_ALLREDUCE: allreduces of the global set reduce inside each node,
   /// then across nodes. Unset (or "auto"): on host memory where the layout allows it, flat on
@@ -195,6 +197,12 @@ struct Config {
   /// CHORUS_ELASTIC_LAUNCH: which launch of the elastic job this is, from 1; 0: not launched
   /// by chorusrun.
   int64_t elastic_launch = 0;
+  /// CHORUS_ELASTIC_RENDEZVOUS: where an elastic job on the Gloo world asks chorusrun which
+  /// round each start of Chorus joins, "a,b:port" (transport/elastic_round.h); empty: the job
+  /// is not one. Set by chorusrun --gloo.
+  std::string elastic_rendezvous;
+  /// CHORUS_ELASTIC_WORKER: this process's id in that job. Set by chorusrun --gloo.
+  std::string elastic_worker;
   /// CHORUS_GPU_BACKEND: auto, nccl or mpi. Which transport GPU collectives use: auto
   /// chooses NCCL when the build has it and every rank of the set has its own GPU, MPI
   /// otherwise; nccl and mpi force one (choose_gpu_path in collectives/gpu_path.h). nccl

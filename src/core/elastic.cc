@@ -10,6 +10,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <filesystem>
+#include <sstream>
 #include <system_error>
 #include <thread>
 
@@ -19,6 +20,7 @@
 #include "core/runtime.h"
 #include "core/thread_runtime.h"
 #include "transport/commit_store.h"
+#include "transport/elastic_round.h"
 #include "transport/hosts_version.h"
 
 namespace chorus::elastic {
@@ -44,33 +46,64 @@ std::string host_name() {
   std::abort();
 }
 
-// After commit `number` is stored: CHORUS_TEST_FAIL_AT_COMMIT=HOST:NUMBER[:hang].
+// Which start of the job this is: the launch (relaunched jobs) or the round (resets in place),
+// from 1.
+int64_t job_start(const Config& config) {
+  const std::optional<ElasticRound> round = joined_round();
+  return round ? round->round : config.elastic_launch;
+}
+
+// CHORUS_TEST_FAIL_RESTORE: the ranks on that host die in the second start's restore.
+void test_fault_in_restore(const Config& config, uint64_t number) {
+  if (job_start(config) == 2 && config.test_fail_restore == host_name()) {
+    die("CHORUS_TEST_FAIL_RESTORE: in the restore of commit " + std::to_string(number));
+  }
+}
+
+// After commit `number` is stored: CHORUS_TEST_FAIL_AT_COMMIT=HOST:NUMBER[:hang|:stop], or
+// several such faults separated by commas. A relaunched job meets them in its first launch
+// only; a job that resets in place meets each at its commit (the numbers only grow).
 Status test_fault_after_commit(const Config& config, const std::string& dir, uint64_t number) {
-  const std::string& fault = config.test_fail_at_commit;
-  if (fault.empty() || config.elastic_launch > 1) return {};
-  const std::size_t colon = fault.find(':');
-  const std::string host = fault.substr(0, colon);
-  const std::string rest = colon == std::string::npos ? "" : fault.substr(colon + 1);
-  const bool hang = rest.size() > 5 && rest.compare(rest.size() - 5, 5, ":hang") == 0;
-  const std::string digits = hang ? rest.substr(0, rest.size() - 5) : rest;
-  if (host.empty() || digits.empty() ||
-      digits.find_first_not_of("0123456789") != std::string::npos) {
-    return invalid_argument("CHORUS_TEST_FAIL_AT_COMMIT='" + fault +
-                            "': expected HOST:NUMBER or HOST:NUMBER:hang");
+  const std::string& faults = config.test_fail_at_commit;
+  if (faults.empty() || (!joined_round() && config.elastic_launch > 1)) return {};
+  std::stringstream list(faults);
+  for (std::string fault; std::getline(list, fault, ',');) {
+    const std::size_t colon = fault.find(':');
+    const std::string host = fault.substr(0, colon);
+    const std::string rest = colon == std::string::npos ? "" : fault.substr(colon + 1);
+    const std::size_t mode_at = rest.find(':');
+    const std::string digits = rest.substr(0, mode_at);
+    const std::string mode = mode_at == std::string::npos ? "" : rest.substr(mode_at + 1);
+    if (host.empty() || digits.empty() ||
+        digits.find_first_not_of("0123456789") != std::string::npos ||
+        !(mode.empty() || mode == "hang" || mode == "stop")) {
+      return invalid_argument("CHORUS_TEST_FAIL_AT_COMMIT='" + faults +
+                              "': expected HOST:NUMBER, HOST:NUMBER:hang or HOST:NUMBER:stop, "
+                              "separated by commas");
+    }
+    if (std::stoull(digits) != number) continue;
+    // Every node holds the commit before a host goes.
+    if (Status s = barrier().wait(); !s.ok()) return s;
+    if (host != host_name()) continue;
+    if (mode == "hang") {
+      log().error("CHORUS_TEST_FAIL_AT_COMMIT: rank {} on {} hangs after commit {}", rank(), host,
+                  number);
+      for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
+    }
+    if (mode == "stop") {
+      // The whole process stops, Chorus's threads too, as a SIGSTOP from outside would; the
+      // test may cut the host's network, then let it go on (SIGCONT).
+      log().error("CHORUS_TEST_FAIL_AT_COMMIT: rank {} on {} stops (SIGSTOP) after commit {}",
+                  rank(), host, number);
+      raise(SIGSTOP);
+      continue;
+    }
+    std::error_code ec;
+    std::filesystem::remove_all(dir, ec);
+    die("CHORUS_TEST_FAIL_AT_COMMIT: after commit " + std::to_string(number) +
+        ", with the node's commits");
   }
-  if (std::stoull(digits) != number) return {};
-  // Every node holds the commit before a host goes.
-  if (Status s = barrier().wait(); !s.ok()) return s;
-  if (host != host_name()) return {};
-  if (hang) {
-    log().error("CHORUS_TEST_FAIL_AT_COMMIT: rank {} on {} hangs after commit {}", rank(), host,
-                number);
-    for (;;) std::this_thread::sleep_for(std::chrono::hours(1));
-  }
-  std::error_code ec;
-  std::filesystem::remove_all(dir, ec);
-  die("CHORUS_TEST_FAIL_AT_COMMIT: after commit " + std::to_string(number) +
-      ", with the node's commits");
+  return {};
 }
 
 }  // namespace
@@ -156,7 +189,9 @@ StatusOr<bool> hosts_added() {
       unreachable.store(true);
       log().warn("hosts_added: {}; the job will not grow (it runs on)", version.status().message());
     } else {
-      added = *version > config.elastic_hosts_version ? 1 : 0;
+      // A reset in place started at the version its round was formed at.
+      const std::optional<ElasticRound> round = joined_round();
+      added = *version > (round ? round->hosts_version : config.elastic_hosts_version) ? 1 : 0;
     }
   }
   if (Status s =
@@ -230,11 +265,66 @@ StatusOr<std::optional<CommittedState>> newest_commit(const std::string& dir) {
       !s.ok()) {
     return s;
   }
-  const Config& config = (*rt)->config();
-  if (config.elastic_launch == 2 && config.test_fail_restore == host_name()) {
-    die("CHORUS_TEST_FAIL_RESTORE: in the restore of commit " + std::to_string(state.number));
-  }
+  test_fault_in_restore((*rt)->config(), state.number);
   return std::optional<CommittedState>(std::move(state));
+}
+
+int64_t start_number() {
+  std::shared_ptr<Runtime> rt = current_runtime();
+  return rt ? job_start(rt->config()) : 0;
+}
+
+bool resets_in_place() {
+  std::shared_ptr<Runtime> rt = current_runtime();
+  return rt && !rt->config().elastic_rendezvous.empty();
+}
+
+Status reset() { return restart_runtime(); }
+
+// Every rank tells the number it holds; the highest wins, and where some rank lacks it, the
+// lowest rank holding it sends its size, then its bytes.
+StatusOr<CommittedState> newest_held_commit(uint64_t mine,
+                                            const std::function<std::string()>& bytes) {
+  StatusOr<std::shared_ptr<Runtime>> rt = running("newest_held_commit");
+  if (!rt.ok()) return rt.status();
+  int64_t number = static_cast<int64_t>(mine);
+  Handle numbers = allgather("chorus.elastic.held", TensorRef{&number, DataType::kInt64, {1}, {}});
+  if (Status s = numbers.wait(); !s.ok()) return s;
+  const auto* all = static_cast<const int64_t*>(numbers.output().data);
+  int64_t newest = 0;
+  int source = -1;
+  bool everyone = true;
+  for (int r = 0; r < size(); ++r) {
+    if (all[r] > newest) {
+      newest = all[r];
+      source = r;
+    }
+  }
+  for (int r = 0; r < size(); ++r) everyone = everyone && all[r] == newest;
+  CommittedState state;
+  state.number = static_cast<uint64_t>(newest);
+  if (newest == 0 || everyone) {
+    test_fault_in_restore((*rt)->config(), state.number);
+    return state;
+  }
+  std::string sent = rank() == source ? bytes() : std::string();
+  int64_t length = static_cast<int64_t>(sent.size());
+  if (Status s = broadcast("chorus.elastic.held.size",
+                           TensorRef{&length, DataType::kInt64, {1}, {}}, source)
+                     .wait();
+      !s.ok()) {
+    return s;
+  }
+  sent.resize(static_cast<std::size_t>(length));
+  if (Status s = broadcast("chorus.elastic.held.bytes",
+                           TensorRef{sent.data(), DataType::kUInt8, {length}, {}}, source)
+                     .wait();
+      !s.ok()) {
+    return s;
+  }
+  if (static_cast<uint64_t>(all[rank()]) != state.number) state.bytes = std::move(sent);
+  test_fault_in_restore((*rt)->config(), state.number);
+  return state;
 }
 
 }  // namespace chorus::elastic

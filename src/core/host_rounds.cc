@@ -47,6 +47,7 @@ std::vector<int> HostRounds::absent() {
 }
 
 // The board's slots are the set's ranks (one host, in rank order): each records its process.
+// Where none of them exited, the set's own transport tells what it knows.
 std::string HostRounds::exited(const std::vector<int>& ranks) const {
   std::string out;
   for (int r : ranks) {
@@ -54,7 +55,7 @@ std::string HostRounds::exited(const std::vector<int>& ranks) const {
     out += (out.empty() ? "rank " : ", rank ") + std::to_string(inner_->job_rank(r)) + " (pid " +
            std::to_string(board_->pid(r)) + ")";
   }
-  return out;
+  return out.empty() ? inner_->exited(ranks) : out;
 }
 
 }  // namespace chorus

@@ -18,7 +18,8 @@ StatusOr<std::shared_ptr<Runtime>> Runtime::start(const Options& options, WorldF
   if (!config.ok()) return config.status();
   if (!make_world) {
     StatusOr<ChosenWorld> chosen = choose_world(
-        {config->controller, config->rendezvous, config->gloo_iface, config->store_port},
+        {config->controller, config->rendezvous, config->gloo_iface, config->store_port,
+         config->elastic_rendezvous, config->elastic_worker},
         process_env());
     if (!chosen.ok()) return chosen.status();
     config->controller = chosen->controller;  // as controller() reports it

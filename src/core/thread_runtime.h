@@ -5,6 +5,8 @@
 
 #include <memory>
 
+#include "chorus/status.h"
+
 namespace chorus {
 
 class Runtime;
@@ -12,6 +14,10 @@ class Runtime;
 /// The runtime the public API serves on the calling thread: the thread's own if it named
 /// one, else the process's; null before init() and after shutdown().
 std::shared_ptr<Runtime> current_runtime();
+
+/// Shuts the process's runtime down (if one runs) and starts it again with the options of the
+/// last init(): an elastic worker's reset in place (include/chorus/elastic.h).
+Status restart_runtime();
 
 /// While it lives, the public API calls made on this thread go to `runtime`.
 class ThreadRuntime {

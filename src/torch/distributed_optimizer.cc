@@ -58,14 +58,19 @@ DistributedOptimizer::DistributedOptimizer(::torch::optim::Optimizer& optimizer,
 DistributedOptimizer::~DistributedOptimizer() = default;
 DistributedOptimizer::DistributedOptimizer(DistributedOptimizer&&) noexcept = default;
 
+// Synchronized only once the reductions succeeded: after a failure (and an elastic reset in
+// place), the next step() reduces its gradients again instead of applying local ones.
 void DistributedOptimizer::synchronize() {
-  synchronized_ = true;
-  if (delta_) return;  // the gradients stay local: step() reduces the delta
+  if (delta_) {
+    synchronized_ = true;  // the gradients stay local: step() reduces the delta
+    return;
+  }
   if (buckets_) {
     buckets_->synchronize();
   } else {
     reducer_->synchronize();
   }
+  synchronized_ = true;
 }
 
 void DistributedOptimizer::step() {

@@ -488,10 +488,10 @@ void State::commit() {
   reuse.reset();
   spare_ = std::move(saved_);
   saved_ = snapshot;
+  ++number_;
   StatusOr<std::string> dir = ::chorus::elastic::commit_dir();
   throw_if_error(dir.status());
   if (!dir->empty()) {
-    ++number_;
     // The writer serializes this copy, which no later commit changes.
     std::shared_ptr<const Snapshot> frozen = std::move(snapshot);
     throw_if_error(::chorus::elastic::store_commit_async(*dir, number_,
@@ -555,16 +555,91 @@ bool State::resume_from_newest_commit() {
   return true;
 }
 
+bool State::restore_newest_held_commit() {
+  // Serialized from this rank's copy only where it is the one the others take.
+  std::shared_ptr<const Snapshot> mine = saved_;
+  StatusOr<::chorus::elastic::CommittedState> held = ::chorus::elastic::newest_held_commit(
+      number_, [mine] { return mine ? serialize(*mine) : std::string(); });
+  throw_if_error(held.status());
+  number_ = held->number;
+  if (!held->bytes.empty()) {
+    load(held->bytes);
+    auto snapshot = std::make_shared<Snapshot>();
+    snapshot->bytes = std::move(held->bytes);
+    snapshot->size_hint = snapshot->bytes.size();
+    spare_.reset();
+    saved_ = std::move(snapshot);
+  } else {
+    restore();
+  }
+  return held->number > 0;
+}
+
+namespace {
+
+// Resets this worker in place, again after a failure during the reset itself (at most a few
+// times in a row); false when chorusrun dropped it from the job.
+bool reset_in_place(const std::string& why) {
+  std::fprintf(stderr, "chorus.elastic: rank %d resets in place: %s\n", rank(), why.c_str());
+  constexpr int kMostTries = 5;
+  for (int tries = 1;; ++tries) {
+    const auto start = std::chrono::steady_clock::now();
+    const Status s = ::chorus::elastic::reset();
+    if (s.ok()) {
+      std::fprintf(stderr, "chorus.elastic: rank %d of %d after the reset (%.2f s)\n", rank(),
+                   size(),
+                   std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      return true;
+    }
+    if (s.code() == StatusCode::kFailedPrecondition) {
+      std::fprintf(stderr, "chorus.elastic: %s\n", s.message().c_str());
+      return false;
+    }
+    if (tries == kMostTries) throw_if_error(s);
+    std::fprintf(stderr, "chorus.elastic: the reset failed (%s); resetting again\n",
+                 s.to_string().c_str());
+  }
+}
+
+}  // namespace
+
 int run(State& state, const std::function<void(State&)>& train) {
+  const bool in_place = ::chorus::elastic::resets_in_place();
   if (state.resume_from_newest_commit()) {
     for (const auto& callback : state.reset_callbacks_) callback();
   }
-  state.sync();
-  try {
-    train(state);
-  } catch (const HostsUpdated&) {
-    // Every rank threw it at the same commit, which every node stored (commit() flushed).
-    return kHostsUpdatedStatus;
+  bool synced = false;
+  bool was_reset = false;
+  for (;;) {
+    try {
+      if (was_reset) {
+        // Every rank takes the same state: the newest commit some rank holds, or where none
+        // was made, the state every rank started from (added workers take it from rank 0).
+        was_reset = false;
+        if (state.restore_newest_held_commit()) {
+          if (rank() == 0) {
+            std::fprintf(stderr, "chorus.elastic: resumed in place from commit %llu\n",
+                         static_cast<unsigned long long>(state.number_));
+          }
+          for (const auto& callback : state.reset_callbacks_) callback();
+        } else {
+          synced = false;
+        }
+      }
+      // sync() also saves the state, which a reset before the first commit returns to.
+      if (!synced) state.sync();
+      synced = true;
+      train(state);
+      break;
+    } catch (const HostsUpdated&) {
+      // Every rank threw it at the same commit, which every node stored (commit() flushed).
+      if (!in_place) return kHostsUpdatedStatus;
+      if (!reset_in_place("hosts were added")) return kLeftJobStatus;
+    } catch (const ::chorus::Error& e) {
+      if (!in_place) throw;
+      if (!reset_in_place(e.what())) return kLeftJobStatus;
+    }
+    was_reset = true;
   }
   // The commits still being written land before the store is removed (remove_commits waits
   // for them too), and a write that failed fails the job here rather than passing unseen.

@@ -88,6 +88,14 @@ StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::listen(int port) {
   return std::unique_ptr<TcpStoreServer>(new TcpStoreServer(fd));
 }
 
+int TcpStoreServer::port() const {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  if (::getsockname(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0) return 0;
+  return ntohs(addr.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port
+                                          : reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+}
+
 TcpStoreServer::TcpStoreServer(int fd) : listen_fd_(fd) {
   if (::pipe2(wake_, O_CLOEXEC) != 0) wake_[0] = wake_[1] = -1;
   thread_ = std::thread(&TcpStoreServer::serve, this);
@@ -230,6 +238,17 @@ StatusOr<std::shared_ptr<TcpRendezvous>> TcpRendezvous::connect(int rank, int si
     if (!made.ok()) return made.status();
     server = std::move(made).value();
   }
+  return open(rank, size, "rank " + std::to_string(rank), host, port, timeout, std::move(server));
+}
+
+StatusOr<std::shared_ptr<TcpRendezvous>> TcpRendezvous::connect_client(
+    std::string who, const std::string& host, int port, std::chrono::milliseconds timeout) {
+  return open(-1, 0, std::move(who), host, port, timeout, nullptr);
+}
+
+StatusOr<std::shared_ptr<TcpRendezvous>> TcpRendezvous::open(
+    int rank, int size, std::string who, const std::string& host, int port,
+    std::chrono::milliseconds timeout, std::unique_ptr<TcpStoreServer> server) {
   const std::string where = host + ":" + std::to_string(port);
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string last = "no answer";
@@ -256,24 +275,29 @@ StatusOr<std::shared_ptr<TcpRendezvous>> TcpRendezvous::connect(int rank, int si
         const int on = 1;
         setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
         return std::shared_ptr<TcpRendezvous>(
-            new TcpRendezvous(rank, size, where, fd, std::move(server)));
+            new TcpRendezvous(rank, size, std::move(who), where, fd, std::move(server)));
       }
       ::close(fd);
     }
     ::freeaddrinfo(found);
     if (std::chrono::steady_clock::now() > deadline) {
-      return Status(StatusCode::kAborted,
-                    "rank " + std::to_string(rank) + " could not reach the job's store at " +
-                        where + " (served by rank 0) within " +
-                        std::to_string(timeout.count() / 1000) + " s: " + last);
+      return Status(StatusCode::kAborted, who + " could not reach the job's store at " + where +
+                                              (rank >= 0 ? " (served by rank 0)" : "") +
+                                              " within " + std::to_string(timeout.count() / 1000) +
+                                              " s: " + last);
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
   }
 }
 
-TcpRendezvous::TcpRendezvous(int rank, int size, std::string where, int fd,
+TcpRendezvous::TcpRendezvous(int rank, int size, std::string who, std::string where, int fd,
                              std::unique_ptr<TcpStoreServer> server)
-    : rank_(rank), size_(size), where_(std::move(where)), fd_(fd), server_(std::move(server)) {}
+    : rank_(rank),
+      who_(std::move(who)),
+      size_(size),
+      where_(std::move(where)),
+      fd_(fd),
+      server_(std::move(server)) {}
 
 TcpRendezvous::~TcpRendezvous() {
   if (fd_ >= 0) ::close(fd_);
@@ -284,9 +308,8 @@ Status TcpRendezvous::set(const std::string& key, const std::string& value) {
   put_string(&out, key);
   put_string(&out, value);
   if (fd_ < 0 || !write_all(fd_, out)) {
-    return Status(StatusCode::kAborted, "rank " + std::to_string(rank_) +
-                                            " lost the job's store at " + where_ + " setting '" +
-                                            key + "'");
+    return Status(StatusCode::kAborted,
+                  who_ + " lost the job's store at " + where_ + " setting '" + key + "'");
   }
   return {};
 }
@@ -312,8 +335,8 @@ StatusOr<std::string> TcpRendezvous::request(char op, const std::string& key,
   auto fail = [&](const std::string& why) {
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
-    return Status(StatusCode::kAborted, "rank " + std::to_string(rank_) + ": the job's store at " +
-                                            where_ + " gave no '" + key + "': " + why);
+    return Status(StatusCode::kAborted,
+                  who_ + ": the job's store at " + where_ + " gave no '" + key + "': " + why);
   };
   if (fd_ < 0 || !write_all(fd_, out)) return fail("the connection is lost");
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -333,7 +356,10 @@ StatusOr<std::string> TcpRendezvous::request(char op, const std::string& key,
     char buf[65536];
     const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return fail("the store closed the connection (rank 0 gone?)");
+    if (n <= 0) {
+      return fail(rank_ >= 0 ? "the store closed the connection (rank 0 gone?)"
+                             : "the store closed the connection (its server gone?)");
+    }
     in.append(buf, static_cast<std::size_t>(n));
   }
   return value;

@@ -20,11 +20,13 @@
 
 namespace chorus {
 
-/// The store's server: listens on `port` of every address of this host from construction
-/// until destruction.
+/// The store's server: listens on `port` (0: one the system picks) of every address of this
+/// host from construction until destruction.
 class TcpStoreServer {
  public:
   static StatusOr<std::unique_ptr<TcpStoreServer>> listen(int port);
+  /// The port it listens on.
+  int port() const;
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
@@ -45,6 +47,11 @@ class TcpRendezvous final : public Rendezvous {
   static StatusOr<std::shared_ptr<TcpRendezvous>> connect(int rank, int size,
                                                           const std::string& host, int port,
                                                           std::chrono::milliseconds timeout);
+  /// A connection to a store that another program serves (an elastic job's supervisor),
+  /// without a place in the job (rank() is -1); `who` names the caller in messages.
+  static StatusOr<std::shared_ptr<TcpRendezvous>> connect_client(std::string who,
+                                                                 const std::string& host, int port,
+                                                                 std::chrono::milliseconds timeout);
   ~TcpRendezvous() override;
 
   int rank() const override { return rank_; }
@@ -55,10 +62,15 @@ class TcpRendezvous final : public Rendezvous {
 
  private:
   StatusOr<std::string> request(char op, const std::string& key, std::chrono::milliseconds timeout);
-  TcpRendezvous(int rank, int size, std::string where, int fd,
+  static StatusOr<std::shared_ptr<TcpRendezvous>> open(int rank, int size, std::string who,
+                                                       const std::string& host, int port,
+                                                       std::chrono::milliseconds timeout,
+                                                       std::unique_ptr<TcpStoreServer> server);
+  TcpRendezvous(int rank, int size, std::string who, std::string where, int fd,
                 std::unique_ptr<TcpStoreServer> server);
 
   int rank_;
+  std::string who_;  // "rank 3", for messages
   int size_;
   std::string where_;  // host:port, for messages
   int fd_;

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Checks from the sample logs of examples/python/elastic_mnist.py (--sample-log) that a job
-relaunched mid-epoch trained on every sample of each epoch once: the batches a launch
-trained before the point the next launch resumed from (the committed samples), then the
-next launch's, cover the epoch's samples with no committed sample trained again. The only
-repeats allowed are the padding that evens the split (fewer than the ranks, per launch).
+"""Checks from the sample logs of the elastic examples (--sample-log) that a job relaunched
+or reset in place mid-epoch trained on every sample of each epoch once: the batches a launch
+(or a round, resetting in place) trained before the point the next resumed from (the
+committed samples), then the next one's, cover the epoch's samples with no committed sample
+trained again. The only repeats allowed are the padding that evens the split (fewer than the
+ranks, per launch).
 
   check_samples.py LOG_DIR DATASET_SIZE EPOCHS
 

@@ -117,6 +117,21 @@ def test_hosts_updated_interrupt_is_horovods_name():
     assert hvd.HostsUpdatedInterrupt(skip_sync=True).skip_sync
 
 
+def test_without_chorusrun_gloo_a_failed_collective_ends_run_instead_of_resetting():
+    assert hvd.elastic.start_number() == 0, "no supervisor started this job"
+    state = hvd.elastic.ObjectState(hvd.broadcast_object, hvd.rank, step=0)
+    calls = []
+
+    @hvd.elastic.run
+    def train(state):
+        calls.append("train")
+        raise hvd.HorovodInternalError("a collective failed")
+
+    with pytest.raises(hvd.HorovodInternalError, match="a collective failed"):
+        train(state)
+    assert calls == ["train"], "called once: only a job of chorusrun --gloo resets in place"
+
+
 def test_a_commit_stored_by_the_writer_equals_the_one_in_memory(tmp_path, monkeypatch):
     """The commit's bytes are made on Chorus's writer thread while training goes on: after
     flush(), the node's store holds the state as it was at commit(), bit for bit."""

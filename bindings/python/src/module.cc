@@ -327,6 +327,20 @@ PYBIND11_MODULE(_ext, m) {
     throw_if_error(added.status());
     return *added;
   });
+  // A reset in place (chorus.torch.elastic's run on the Gloo world): None, or why chorusrun
+  // dropped this worker from the job.
+  m.def("elastic_resets_in_place", &chorus::elastic::resets_in_place);
+  m.def("elastic_start_number", &chorus::elastic::start_number);
+  m.def("elastic_reset", []() -> py::object {
+    chorus::Status s;
+    {
+      py::gil_scoped_release release;
+      s = chorus::elastic::reset();
+    }
+    if (s.code() == chorus::StatusCode::kFailedPrecondition) return py::str(s.message());
+    throw_if_error(s);
+    return py::none();
+  });
   m.def("elastic_remove_commits",
         [](const std::string& dir) { throw_if_error(chorus::elastic::remove_commits(dir)); });
 

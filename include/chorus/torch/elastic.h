@@ -38,6 +38,10 @@ namespace chorus::torch::elastic {
 /// relaunches the job on them (launch/supervisor.h).
 inline constexpr int kHostsUpdatedStatus = 85;
 
+/// The status a worker's main() returns when chorusrun dropped it from the job during a reset
+/// in place (its host left the job); chorusrun expects it.
+inline constexpr int kLeftJobStatus = 86;
+
 /// Thrown by State::commit() on every rank when chorusrun found hosts to grow onto.
 class HostsUpdated : public std::runtime_error {
  public:
@@ -121,6 +125,9 @@ class State {
   void load(const std::string& bytes);
   // Loads the newest commit a node holds; whether there was one. Collective.
   bool resume_from_newest_commit();
+  // After a reset in place: the newest commit some rank holds in memory, restored on every
+  // rank; whether there was one (else the state is the one run() started with). Collective.
+  bool restore_newest_held_commit();
 
   std::vector<std::pair<std::string, ::torch::nn::Module*>> modules_;
   std::vector<std::pair<std::string, ::torch::optim::Optimizer*>> optimizers_;
@@ -140,9 +147,17 @@ class State {
 /// Runs `train(state)` as elastic training: first the workers agree on the newest commit a
 /// node holds and load it (then the reset callbacks run), and every rank takes rank 0's
 /// state. Returns 0 once `train` returned on every rank (the node's commits are then
-/// removed), or kHostsUpdatedStatus when the workers stopped at a commit for added hosts
-/// (main() returns it to chorusrun). A failed collective throws chorus::Error: the process
-/// ends, and chorusrun relaunches the job from the newest commit.
+/// removed).
+///
+/// In a job that resets in place (chorusrun --gloo; chorus::elastic::resets_in_place()), a
+/// failed collective (chorus::Error) or HostsUpdated resets the workers in place
+/// (chorus::elastic::reset): the survivors and the added hosts' workers form the next round,
+/// take the newest commit any of them holds in memory, run the reset callbacks and call
+/// `train` again. Returns kLeftJobStatus when chorusrun dropped this worker from the job.
+///
+/// Elsewhere (jobs on MPI), a failed collective throws chorus::Error: the process ends, and
+/// chorusrun relaunches the job from the newest stored commit; HostsUpdated returns
+/// kHostsUpdatedStatus (main() returns it to chorusrun, which relaunches on the added hosts).
 int run(State& state, const std::function<void(State&)>& train);
 
 }  // namespace chorus::torch::elastic

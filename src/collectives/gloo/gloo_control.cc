@@ -88,6 +88,16 @@ void GlooControl::on_round_done(std::function<void()> wake) {
 
 std::vector<int> GlooControl::absent() { return roll_call(missing()); }
 
+std::string GlooControl::exited(const std::vector<int>& ranks) const {
+  (void)ranks;
+  if (roll_call_.lost_key.empty() || !roll_call_.store) return {};
+  StatusOr<bool> set = roll_call_.store->check(roll_call_.lost_key);
+  if (!set.ok() || !*set) return {};
+  StatusOr<std::string> lost =
+      roll_call_.store->get(roll_call_.lost_key, std::chrono::milliseconds(1000));
+  return lost.ok() ? *lost : std::string();
+}
+
 // Looks for the keys of `late` until each is there or kRollCallGrace has passed: a member
 // heard early is heard before it leaves (rank 0, which serves the store, leaves when its own
 // roll call ends). Without a store, every one of `late` is named.

@@ -41,6 +41,9 @@ class GlooControl final : public ControlTransport {
   struct RollCall {
     std::shared_ptr<Rendezvous> store;
     std::string prefix;
+    /// A key of the store where a supervisor that saw ranks of the job end describes them
+    /// (an elastic round's "lost", transport/elastic_round.h); empty: none is kept.
+    std::string lost_key;
   };
 
   /// Over `context` (connected, used by nothing else); `job_ranks`: the members as ranks of
@@ -58,6 +61,9 @@ class GlooControl final : public ControlTransport {
   Status start_and(std::vector<uint64_t>* bits) override;
   StatusOr<bool> test_and() override;
   std::vector<int> missing() const override;
+  /// What the supervisor's lost key says, once it is set (whatever `ranks`: the job lost a
+  /// rank, and every member names it alike); empty before, or without the key.
+  std::string exited(const std::vector<int>& ranks) const override;
   std::vector<int> absent() override;
   void announce() override;
   void set_liveness(double seconds) override { liveness_seconds_ = seconds; }

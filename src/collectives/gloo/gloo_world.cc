@@ -226,7 +226,7 @@ class GlooWorld final : public World {
     if (!data.ok()) return data.status();
     return std::unique_ptr<Group>(
         new GlooGroup(std::move(control).value(), std::move(data).value(), members,
-                      {rendezvous_, "chorus." + prefix + ".roll"}, options_));
+                      {rendezvous_, "chorus." + prefix + ".roll", gloo_.lost_key}, options_));
   }
 
   // A context among `members` (ranks of the job), this rank being member `index`.

@@ -21,6 +21,9 @@ struct GlooWorldOptions {
   std::string route_to;
   /// How long connecting a context may wait for the other ranks.
   std::chrono::milliseconds connect_timeout = std::chrono::seconds(300);
+  /// The store's key where a supervisor describes the ranks it saw end (GlooControl's
+  /// RollCall::lost_key); empty: none.
+  std::string lost_key;
 };
 
 /// Connects this rank's world through `rendezvous`. Collective over the job's ranks.

@@ -1,20 +1,26 @@
 """Elastic training's state and run loop, under the names of ``horovod.common.elastic``.
 
-A Chorus worker cannot rebuild its MPI job in place, so where Horovod resets the running
-workers, a Chorus job is relaunched by its supervisor (``chorusrun --max-restarts``) and
-the new workers resume from the newest commit some node still holds (docs/elastic.md):
+A job resets in two ways (docs/elastic.md):
 
-- ``state.commit()`` saves the state in memory (``state.restore()`` returns to it), and, in
-  a job chorusrun supervises, hands that copy to Chorus's writer thread, which turns it into
-  bytes (``dumps``) and stores them in the node's commit store while training goes on; then
-  it asks whether hosts were added, and if so raises ``HostsUpdatedInterrupt`` on every rank.
-- ``run(func)``: before the first call of ``func``, the workers agree on the newest commit
-  and load it (then the reset callbacks run, as after a Horovod reset), and ``state.sync()``
-  makes every rank equal to rank 0. ``HostsUpdatedInterrupt`` ends the workers with status
-  85 at that commit, and the supervisor relaunches them on the larger set of hosts. A failed
-  collective (``HorovodInternalError``) ends the worker; the supervisor relaunches the job
-  from the newest commit. When ``func`` returns on every rank, the node's commits are
-  removed: the training they served has finished.
+- **In place**, on the Gloo world that ``chorusrun --gloo`` supervises: a failed collective
+  (``HorovodInternalError``) or ``HostsUpdatedInterrupt`` resets the workers as Horovod's do.
+  Chorus stops and starts again in the next round of the job's workers (the survivors, and
+  those of added hosts), every rank takes the newest commit any of them holds in memory, the
+  reset callbacks run, and ``func`` is called again, in the same processes.
+- **By relaunch**, on MPI (``chorusrun --max-restarts`` with mpirun or srun): MPI is
+  initialised once per process, so a failed collective ends the worker and the supervisor
+  relaunches the job, whose workers resume from the newest commit some node stored;
+  ``HostsUpdatedInterrupt`` ends the workers with status 85 at that commit.
+
+On both: ``state.commit()`` saves the state in memory (``state.restore()`` returns to it),
+and, in a job chorusrun supervises, hands that copy to Chorus's writer thread, which turns it
+into bytes (``dumps``) and stores them in the node's commit store while training goes on;
+then it asks whether hosts were added, and if so raises ``HostsUpdatedInterrupt`` on every
+rank. Before
+the first call of ``func`` the workers agree on the newest stored commit and load it (then
+the reset callbacks run), and ``state.sync()`` makes every rank equal to rank 0. When
+``func`` returns on every rank, the node's commits are removed: the training they served
+has finished.
 """
 
 import atexit
@@ -24,15 +30,19 @@ import sys
 import time
 
 from chorus._loader import ext as _ext
-from chorus.common.exceptions import HostsUpdatedInterrupt
+from chorus.common.exceptions import HorovodInternalError, HostsUpdatedInterrupt
 
 # The status of workers that stop at a commit for hosts added (launch/supervisor.h).
 HOSTS_CHANGED_STATUS = 85
+# The status of a worker that chorusrun dropped from the job during a reset in place.
+LEFT_JOB_STATUS = 86
+# Failures during a reset itself that a worker meets in a row before it gives up.
+_MOST_RESET_TRIES = 5
 
 
 class State:
-    """What a training function carries across restarts. ``bcast_object(obj)`` broadcasts
-    from rank 0; ``get_rank()`` is this rank; ``dumps``/``loads`` turn the saved state into
+    """What a training function carries across restarts. ``bcast_object(obj, root_rank=0)``
+    broadcasts from a rank; ``get_rank()`` is this rank; ``dumps``/``loads`` turn the saved state into
     the bytes a commit stores and back."""
 
     def __init__(self, bcast_object, get_rank, dumps=pickle.dumps, loads=pickle.loads):
@@ -58,12 +68,12 @@ class State:
         then stops every rank with ``HostsUpdatedInterrupt`` if the supervisor found hosts to
         grow onto. Raises for an earlier commit that could not be stored."""
         self.save()
+        self._commit_number += 1
         # Asked before the hand-over: the writer then takes the GIL to pickle while this
         # thread goes on, rather than while it waits in the question's collective.
         added = _ext.elastic_hosts_added()
         directory = _ext.elastic_commit_dir()
         if directory:
-            self._commit_number += 1
             # Only the node's first local rank writes the node's copy; the others pass nothing.
             # The writer pickles what save() just made, which no later save changes.
             make = None
@@ -130,6 +140,26 @@ class State:
                 number, len(data) / 1e6, time.monotonic() - start), file=sys.stderr, flush=True)
         return True
 
+    def _restore_newest_held_commit(self, allgather_object):
+        """After a reset in place: every rank takes the newest commit some rank holds in
+        memory (sent by the lowest rank holding it where others lack it); returns whether
+        there was one. Collective."""
+        numbers = allgather_object(self._commit_number)
+        newest = max(numbers)
+        if newest == 0:
+            self.restore()
+            return False
+        source = numbers.index(newest)
+        if min(numbers) == newest:
+            self.restore()
+        else:
+            data = self._bcast_object(self._dumps(self._saved()) if self._rank() == source
+                                      else None, root_rank=source)
+            if self._commit_number != newest:
+                self._load_saved(self._loads(data))
+        self._commit_number = newest
+        return True
+
     def _remove_commits(self):
         directory = _ext.elastic_commit_dir()
         if directory:
@@ -188,22 +218,75 @@ class ObjectState(State):
             setattr(self, name, value)
 
 
-def run_fn(func, shutdown, barrier):
-    """The elastic run loop around ``func(state, *args, **kwargs)``; ``shutdown()`` ends
-    Chorus before a worker stops for added hosts, ``barrier()`` waits for every rank."""
+def _reset_in_place(reset, why):
+    """Resets this worker (again after a failure during the reset itself); False when
+    chorusrun dropped it from the job."""
+    print("chorus.elastic: rank {} resets in place: {}".format(_ext.rank(), why),
+          file=sys.stderr, flush=True)
+    for tries in range(1, _MOST_RESET_TRIES + 1):
+        start = time.monotonic()
+        try:
+            left = reset()
+        except HorovodInternalError as e:
+            if tries == _MOST_RESET_TRIES:
+                raise
+            print("chorus.elastic: the reset failed ({}); resetting again".format(e),
+                  file=sys.stderr, flush=True)
+            continue
+        if left is not None:
+            print("chorus.elastic: " + left, file=sys.stderr, flush=True)
+            return False
+        print("chorus.elastic: rank {} of {} after the reset ({:.2f} s)".format(
+            _ext.rank(), _ext.size(), time.monotonic() - start), file=sys.stderr, flush=True)
+        return True
+    return False
+
+
+def run_fn(func, shutdown, barrier, reset, allgather_object):
+    """The elastic run loop around ``func(state, *args, **kwargs)``. ``shutdown()`` ends
+    Chorus before a relaunched worker stops for added hosts, ``barrier()`` waits for every
+    rank, ``reset()`` resets a worker in place (None, or why it left the job), and
+    ``allgather_object`` gathers a value from every rank."""
 
     @functools.wraps(func)
     def wrapper(state, *args, **kwargs):
+        in_place = _ext.elastic_resets_in_place()
         if state._resume_from_newest_commit():
             state.on_reset()
-        state.sync()
-        try:
-            result = func(state, *args, **kwargs)
-        except HostsUpdatedInterrupt:
-            # Every rank raised it at the same commit, which every node stored: stop, and the
-            # supervisor relaunches the job on the hosts it found.
-            shutdown()
-            sys.exit(HOSTS_CHANGED_STATUS)
+        synced = False
+        was_reset = False
+        while True:
+            try:
+                if was_reset:
+                    was_reset = False
+                    if state._restore_newest_held_commit(allgather_object):
+                        if _ext.rank() == 0:
+                            print("chorus.elastic: resumed in place from commit {}".format(
+                                state._commit_number), file=sys.stderr, flush=True)
+                        state.on_reset()
+                        synced = True
+                    else:
+                        state.on_reset()
+                        synced = False
+                if not synced:
+                    state.sync()
+                synced = True
+                result = func(state, *args, **kwargs)
+                break
+            except HostsUpdatedInterrupt:
+                # Every rank raised it at the same commit, which every node stored.
+                if not in_place:
+                    # The supervisor relaunches the job on the hosts it found.
+                    shutdown()
+                    sys.exit(HOSTS_CHANGED_STATUS)
+                why = "hosts were added"
+            except HorovodInternalError as e:
+                if not in_place:
+                    raise
+                why = str(e)
+            if not _reset_in_place(reset, why):
+                sys.exit(LEFT_JOB_STATUS)
+            was_reset = True
         # A commit still being written lands (or its failure is raised) before the store goes.
         state.flush()
         barrier()

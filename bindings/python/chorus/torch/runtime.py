@@ -98,13 +98,30 @@ def _start(start, process_sets):
 
 def shutdown():
     """Stops Chorus on this rank; handles still pending fail. Safe to call twice."""
+    _forget_handles_and_sets()
+    _ext.shutdown()
+
+
+def _forget_handles_and_sets():
     with _lock:
         _handles.clear()
     for ps in list(_registered_sets.values()):
         if ps is not global_process_set:
             ps.process_set_id = None
     _registered_sets.clear()
-    _ext.shutdown()
+
+
+def elastic_reset():
+    """An elastic worker's reset in place (chorus.torch.elastic's run, in a job chorusrun
+    --gloo supervises): Chorus stops on this rank and starts again in the next round of the
+    job's workers, whose rank() and size() it then has. Returns None, or why chorusrun dropped
+    this worker from the job; raises CollectiveError when the reset itself failed."""
+    _forget_handles_and_sets()
+    left = _ext.elastic_reset()
+    if left is None:
+        global_process_set.ranks = list(range(_ext.size()))
+        _registered_sets[0] = global_process_set
+    return left
 
 
 def is_initialized():
