@@ -203,10 +203,12 @@ def run_fn(func, shutdown, barrier, reset):
     @functools.wraps(func)
     def wrapper(state, *args, **kwargs):
         in_place = _ext.elastic_resets_in_place()
-        if state._resume_from_newest_commit():
+        # A worker that joins a job resetting in place after its first round (an added
+        # host's) takes the state the others agree on after their reset, as they do.
+        was_reset = in_place and _ext.elastic_start_number() > 1
+        if not was_reset and state._resume_from_newest_commit():
             state.on_reset()
         synced = False
-        was_reset = False
         while True:
             try:
                 if was_reset:
