@@ -605,11 +605,13 @@ bool reset_in_place(const std::string& why) {
 
 int run(State& state, const std::function<void(State&)>& train) {
   const bool in_place = ::chorus::elastic::resets_in_place();
-  if (state.resume_from_newest_commit()) {
+  // A worker that joins a job resetting in place after its first round (an added host's)
+  // takes the state the others agree on after their reset, as they do.
+  bool was_reset = in_place && ::chorus::elastic::start_number() > 1;
+  if (!was_reset && state.resume_from_newest_commit()) {
     for (const auto& callback : state.reset_callbacks_) callback();
   }
   bool synced = false;
-  bool was_reset = false;
   for (;;) {
     try {
       if (was_reset) {

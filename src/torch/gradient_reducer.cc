@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 
+#include "chorus/elastic.h"
 #include "chorus/torch/tensor_ops.h"
 #include "torch/accumulated_hook.h"
 #include "torch/gradient_reduction.h"
@@ -51,6 +52,27 @@ struct GradientReducer::State {
   std::unique_ptr<PowerSgd> powersgd;  // with options.powersgd
   int64_t started_count = 0;
   bool layouts_agreed = false;
+  NamedParameters all_parameters;  // as given, frozen ones too
+  // The job's start (chorus::elastic::start_number) of the last agreement on the
+  // parameters; -1: none yet.
+  int64_t agreed_in = -1;
+
+  // The ranks wrap the same parameters, and reduce sparse gradients alike (two small
+  // collectives). At construction in a job's first start; again at the first synchronize()
+  // of each later start, where an elastic reset in place brought workers that joined the
+  // round (which construct their optimizer while the others do not).
+  void agree_on_parameters() {
+    check_same_layout(all_parameters, options.name_prefix, options.process_set);
+    // Ranks that reduced one gradient dense and the other sparse would wait for each other.
+    const bool dense = options.sparse_as_dense;
+    Tensor both = max_over_set(::torch::tensor({dense ? 1 : 0, dense ? 0 : 1}, ::torch::kInt64),
+                               "sparse_as_dense");
+    if (both[0].item<int64_t>() == 1 && both[1].item<int64_t>() == 1) {
+      throw Error(Status(StatusCode::kMismatch,
+                         "DistributedOptimizer: sparse_as_dense differs across ranks; every rank "
+                         "must pass the same value"));
+    }
+  }
 
   // The largest value of each entry of `local` over the set (mu held).
   Tensor max_over_set(Tensor local, const std::string& what) const {
@@ -220,15 +242,12 @@ GradientReducer::GradientReducer(NamedParameters parameters, DistributedOptimize
                                    options.backward_passes_per_step, options.process_set);
   s.options = std::move(options);
   const auto given_group = group_of(s.options.groups, parameters.size());
-  check_same_layout(parameters, s.options.name_prefix, s.options.process_set);
-  // Ranks that reduced one gradient dense and the other sparse would wait for each other.
-  const bool dense = s.options.sparse_as_dense;
-  Tensor both = s.max_over_set(::torch::tensor({dense ? 1 : 0, dense ? 0 : 1}, ::torch::kInt64),
-                               "sparse_as_dense");
-  if (both[0].item<int64_t>() == 1 && both[1].item<int64_t>() == 1) {
-    throw Error(Status(StatusCode::kMismatch,
-                       "DistributedOptimizer: sparse_as_dense differs across ranks; every rank "
-                       "must pass the same value"));
+  s.all_parameters = parameters;
+  // In a job's later start (a worker joining an elastic job resetting in place), the others
+  // construct nothing: the agreement waits for the round's first synchronize().
+  if (const int64_t start = ::chorus::elastic::start_number(); start <= 1) {
+    s.agree_on_parameters();
+    s.agreed_in = start;
   }
   std::vector<std::optional<std::size_t>> slot_of_group(s.options.groups.size());
   for (std::size_t k = 0; k < parameters.size(); ++k) {
@@ -279,6 +298,11 @@ GradientReducer::~GradientReducer() {
 void GradientReducer::synchronize() {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
+  if (const int64_t start = ::chorus::elastic::start_number(); s.agreed_in != start) {
+    s.agree_on_parameters();
+    s.agreed_in = start;
+    s.layouts_agreed = false;
+  }
   if (!s.layouts_agreed) {
     s.layouts_agreed = true;
     // Under sparse_as_dense (the same on every rank: checked at construction) no gradient

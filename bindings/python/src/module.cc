@@ -341,6 +341,19 @@ PYBIND11_MODULE(_ext, m) {
     throw_if_error(s);
     return py::none();
   });
+  // After a reset in place: (number, bytes) of the newest commit some rank holds in memory,
+  // the bytes empty where this rank holds it; `bytes()` serializes this rank's where it sends.
+  m.def("elastic_newest_held_commit", [](uint64_t mine, const py::function& bytes) {
+    chorus::StatusOr<chorus::elastic::CommittedState> held = [&] {
+      py::gil_scoped_release release;
+      return chorus::elastic::newest_held_commit(mine, [&bytes] {
+        py::gil_scoped_acquire acquire;
+        return bytes().cast<std::string>();
+      });
+    }();
+    throw_if_error(held.status());
+    return py::make_tuple(held->number, py::bytes(held->bytes));
+  });
   m.def("elastic_remove_commits",
         [](const std::string& dir) { throw_if_error(chorus::elastic::remove_commits(dir)); });
 

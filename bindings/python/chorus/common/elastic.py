@@ -41,8 +41,8 @@ _MOST_RESET_TRIES = 5
 
 
 class State:
-    """What a training function carries across restarts. ``bcast_object(obj, root_rank=0)``
-    broadcasts from a rank; ``get_rank()`` is this rank; ``dumps``/``loads`` turn the saved state into
+    """What a training function carries across restarts. ``bcast_object(obj)`` broadcasts
+    from rank 0; ``get_rank()`` is this rank; ``dumps``/``loads`` turn the saved state into
     the bytes a commit stores and back."""
 
     def __init__(self, bcast_object, get_rank, dumps=pickle.dumps, loads=pickle.loads):
@@ -140,24 +140,20 @@ class State:
                 number, len(data) / 1e6, time.monotonic() - start), file=sys.stderr, flush=True)
         return True
 
-    def _restore_newest_held_commit(self, allgather_object):
+    def _restore_newest_held_commit(self):
         """After a reset in place: every rank takes the newest commit some rank holds in
         memory (sent by the lowest rank holding it where others lack it); returns whether
         there was one. Collective."""
-        numbers = allgather_object(self._commit_number)
-        newest = max(numbers)
-        if newest == 0:
+        number, data = _ext.elastic_newest_held_commit(
+            self._commit_number, lambda: self._dumps(self._saved()))
+        if number == 0:
             self.restore()
             return False
-        source = numbers.index(newest)
-        if min(numbers) == newest:
-            self.restore()
+        if data:
+            self._load_saved(self._loads(data))
         else:
-            data = self._bcast_object(self._dumps(self._saved()) if self._rank() == source
-                                      else None, root_rank=source)
-            if self._commit_number != newest:
-                self._load_saved(self._loads(data))
-        self._commit_number = newest
+            self.restore()
+        self._commit_number = number
         return True
 
     def _remove_commits(self):
@@ -242,24 +238,25 @@ def _reset_in_place(reset, why):
     return False
 
 
-def run_fn(func, shutdown, barrier, reset, allgather_object):
+def run_fn(func, shutdown, barrier, reset):
     """The elastic run loop around ``func(state, *args, **kwargs)``. ``shutdown()`` ends
     Chorus before a relaunched worker stops for added hosts, ``barrier()`` waits for every
-    rank, ``reset()`` resets a worker in place (None, or why it left the job), and
-    ``allgather_object`` gathers a value from every rank."""
+    rank, and ``reset()`` resets a worker in place (None, or why it left the job)."""
 
     @functools.wraps(func)
     def wrapper(state, *args, **kwargs):
         in_place = _ext.elastic_resets_in_place()
-        if state._resume_from_newest_commit():
+        # A worker that joins a job resetting in place after its first round (an added
+        # host's) takes the state the others agree on after their reset, as they do.
+        was_reset = in_place and _ext.elastic_start_number() > 1
+        if not was_reset and state._resume_from_newest_commit():
             state.on_reset()
         synced = False
-        was_reset = False
         while True:
             try:
                 if was_reset:
                     was_reset = False
-                    if state._restore_newest_held_commit(allgather_object):
+                    if state._restore_newest_held_commit():
                         if _ext.rank() == 0:
                             print("chorus.elastic: resumed in place from commit {}".format(
                                 state._commit_number), file=sys.stderr, flush=True)

@@ -9,7 +9,6 @@ from chorus._loader import ext as _ext
 from chorus.common.elastic import ObjectState, State, run_fn
 from chorus.torch.elastic.sampler import ElasticSampler
 from chorus.torch.elastic.state import TorchState
-from chorus.torch.functions import allgather_object
 from chorus.torch.mpi_ops import barrier, shutdown
 from chorus.torch.runtime import elastic_reset
 
@@ -26,7 +25,7 @@ def run(func):
     commit of the job (after the reset callbacks and a sync from rank 0); a failed collective
     or added hosts reset the workers in place (chorusrun --gloo), or end them for the
     supervisor to relaunch (on MPI)."""
-    return run_fn(func, shutdown, barrier, elastic_reset, allgather_object)
+    return run_fn(func, shutdown, barrier, elastic_reset)
 
 
 __all__ = ["ElasticSampler", "ObjectState", "State", "TorchState", "run", "start_number"]
