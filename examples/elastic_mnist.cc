@@ -151,7 +151,9 @@ int train(const Flags& flags) {
   elastic::ElasticSampler sampler(used, /*shuffle=*/true, flags.seed);
   sampler.set_epoch(epoch);
   elastic::State state;
+  // The dropout's draws: a job reset or relaunched from a commit draws what this one would.
   state.add("model", *model).add("optimizer", adam).add("sampler", sampler).add("epoch", epoch);
+  state.add("rng", at::detail::getDefaultCPUGenerator());
   state.register_reset_callback([&] {
     for (auto& group : adam.param_groups()) {
       static_cast<torch::optim::AdamOptions&>(group.options()).lr(flags.lr * chorus::size());

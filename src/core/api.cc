@@ -11,6 +11,7 @@
 #include "chorus/chorus.h"
 #include "collectives/gpu_build.h"
 #include "collectives/gpu_event.h"
+#include "core/commit_writer.h"
 #include "core/ops/allgather.h"
 #include "core/ops/allreduce.h"
 #include "core/ops/alltoall.h"
@@ -189,6 +190,9 @@ Status restart_runtime() {
 }
 
 Status shutdown() {
+  // The elastic commits handed over reach the store first (a failure is logged where it
+  // happened, and returned by the next commit).
+  (void)process_commit_writer().flush();
   std::shared_ptr<Runtime> rt;
   {
     std::lock_guard<std::mutex> lock(g_mu);

@@ -10,6 +10,11 @@
 
 namespace chorus {
 
+CommitWriter& process_commit_writer() {
+  static CommitWriter* const writer = new CommitWriter;
+  return *writer;
+}
+
 Status CommitWriter::submit(std::string dir, int keep, uint64_t number, Bytes bytes) {
   Job job{std::move(dir), keep, number, std::move(bytes)};
   std::optional<Job> dropped;  // destroyed outside the lock: it may own the state's copy

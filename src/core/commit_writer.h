@@ -10,6 +10,10 @@
 // write's failure is latched and returned by every later submit() and flush(), naming the
 // directory and the commit: a commit missing from the store must not pass unnoticed.
 //
+// The process has one (process_commit_writer()): it outlives a reset in place, whose restart
+// need not wait for a write, and chorus::shutdown() flushes it, so that no commit handed over
+// is lost and no `bytes` runs after the trainer's objects are gone.
+//
 // Thread contract: submit(), flush() and stop() from any thread; `bytes` runs on the writer
 // thread, and whatever it reads must not change until it returns. stop() (and the
 // destructor) writes what was handed over, then joins: a process that shuts down loses no
@@ -70,5 +74,9 @@ class CommitWriter {
   uint64_t replaced_ = 0;
   std::thread thread_;
 };
+
+/// The process's writer. Never destroyed: a `bytes` left to a static destructor could reach
+/// objects already gone (a Python interpreter finalized); shutdown() flushes it instead.
+CommitWriter& process_commit_writer();
 
 }  // namespace chorus

@@ -16,6 +16,7 @@
 
 #include "base/logging.h"
 #include "chorus/chorus.h"
+#include "core/commit_writer.h"
 #include "core/config.h"
 #include "core/runtime.h"
 #include "core/thread_runtime.h"
@@ -137,9 +138,9 @@ Status store_commit_async(const std::string& dir, uint64_t number,
   if (!rt.ok()) return rt.status();
   const Config& config = (*rt)->config();
   if (local_rank() == 0) {
-    CommitWriter& writer = (*rt)->commit_writer();
-    if (Status s = writer.submit(dir, static_cast<int>(config.elastic_keep), number,
-                                 std::move(bytes));
+    CommitWriter& writer = process_commit_writer();
+    if (Status s =
+            writer.submit(dir, static_cast<int>(config.elastic_keep), number, std::move(bytes));
         !s.ok()) {
       return s;
     }
@@ -154,19 +155,19 @@ Status store_commit_async(const std::string& dir, uint64_t number,
 Status flush_commits() {
   StatusOr<std::shared_ptr<Runtime>> rt = running("flush_commits");
   if (!rt.ok()) return rt.status();
-  return (*rt)->commit_writer().flush();
+  return process_commit_writer().flush();
 }
 
 uint64_t commits_replaced() {
   std::shared_ptr<Runtime> rt = current_runtime();
-  return rt ? rt->commit_writer().replaced() : 0;
+  return process_commit_writer().replaced();
 }
 
 Status remove_commits(const std::string& dir) {
   StatusOr<std::shared_ptr<Runtime>> rt = running("remove_commits");
   if (!rt.ok()) return rt.status();
   if (local_rank() != 0) return {};
-  if (Status s = (*rt)->commit_writer().flush(); !s.ok()) return s;
+  if (Status s = process_commit_writer().flush(); !s.ok()) return s;
   if (Status s = CommitStore(dir).remove_all(); !s.ok()) return s;
   // The job's folder goes with its last node store (on a shared /dev/shm, the last host's).
   std::error_code ec;

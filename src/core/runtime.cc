@@ -17,10 +17,10 @@ StatusOr<std::shared_ptr<Runtime>> Runtime::start(const Options& options, WorldF
   StatusOr<Config> config = Config::load(options);
   if (!config.ok()) return config.status();
   if (!make_world) {
-    StatusOr<ChosenWorld> chosen = choose_world(
-        {config->controller, config->rendezvous, config->gloo_iface, config->store_port,
-         config->elastic_rendezvous, config->elastic_worker},
-        process_env());
+    StatusOr<ChosenWorld> chosen =
+        choose_world({config->controller, config->rendezvous, config->gloo_iface,
+                      config->store_port, config->elastic_rendezvous, config->elastic_worker},
+                     process_env());
     if (!chosen.ok()) return chosen.status();
     config->controller = chosen->controller;  // as controller() reports it
     make_world = std::move(chosen->make);
@@ -41,8 +41,6 @@ StatusOr<std::shared_ptr<Runtime>> Runtime::start(const Options& options, WorldF
 Runtime::~Runtime() { shutdown(); }
 
 Status Runtime::shutdown() {
-  // The commits handed to the writer reach the store first (their failure is logged).
-  commit_writer_.stop();
   submissions_.request_stop();
   doorbells_.ring();
   if (thread_.joinable()) thread_.join();

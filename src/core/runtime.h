@@ -30,7 +30,6 @@
 #include "collectives/topology_groups.h"
 #include "collectives/world.h"
 #include "collectives/world_choice.h"
-#include "core/commit_writer.h"
 #include "core/config.h"
 #include "core/cycle_driver.h"
 #include "core/doorbell.h"
@@ -94,9 +93,6 @@ class Runtime final {
 
   /// Cycles that trainer threads waiting on a handle ran to the end. Any thread.
   uint64_t trainer_cycles() const { return driver_.trainer_cycles(); }
-  /// The writer of this rank's elastic commits (include/chorus/elastic.h); shutdown() writes
-  /// what it holds before the world goes. Any thread.
-  CommitWriter& commit_writer() { return commit_writer_; }
 
  private:
   explicit Runtime(Config config);
@@ -133,10 +129,6 @@ class Runtime final {
   // The driver as the handles reach it, sharing the runtime's ownership: a handle that
   // drives keeps the runtime alive. Set by start(), read-only after.
   std::weak_ptr<detail::Driver> handle_driver_;
-
-  // Joined before the background thread: a commit's bytes may come from the trainer's
-  // objects, never from a collective.
-  CommitWriter commit_writer_;
 
   std::thread thread_;
   // Written by the background thread before start() returns; read by request_timeline.

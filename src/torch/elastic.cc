@@ -92,6 +92,11 @@ State& State::add(const std::string& name, int64_t& value) {
   return *this;
 }
 
+State& State::add(const std::string& name, ::at::Generator generator) {
+  generators_.emplace_back(name, std::move(generator));
+  return *this;
+}
+
 void State::register_reset_callback(std::function<void()> callback) {
   reset_callbacks_.push_back(std::move(callback));
 }
@@ -101,6 +106,18 @@ namespace {
 using ::torch::nn::Module;
 using ::torch::optim::Optimizer;
 using ::torch::optim::OptimizerParamGroup;
+
+// A generator's state and back, under its lock (another thread may draw from it).
+Tensor generator_state(const ::at::Generator& generator) {
+  ::at::Generator g = generator;
+  std::lock_guard<std::mutex> lock(g.mutex());
+  return g.get_state();
+}
+
+void set_generator_state(::at::Generator& generator, const Tensor& state) {
+  std::lock_guard<std::mutex> lock(generator.mutex());
+  generator.set_state(state);
+}
 
 // An archive's bytes, straight into one string grown to `hint` (the size of the last commit)
 // at once: a stream would copy a state of hundreds of MB several times over as it grows.
@@ -281,6 +298,7 @@ struct State::Snapshot {
   std::vector<std::pair<std::string, Distributed>> distributed;
   std::vector<std::pair<std::string, std::pair<int64_t, int64_t>>> samplers;  // epoch, processed
   std::vector<std::pair<std::string, int64_t>> values;
+  std::vector<std::pair<std::string, Tensor>> generators;  // their states
   // The size of the last serialization, to reserve the next one's at once.
   std::size_t size_hint = 0;
 };
@@ -311,6 +329,9 @@ std::string State::serialize_live() const {
     top.write("sampler." + name, ::torch::tensor({sampler->epoch(), sampler->processed()}));
   }
   for (const auto& [name, value] : values_) top.write("value." + name, ::torch::tensor(*value));
+  for (const auto& [name, generator] : generators_) {
+    top.write("generator." + name, generator_state(generator));
+  }
   // Straight into one string, grown to the size of the last commit at once: a stream would
   // copy a state of hundreds of MB several times over as it grows.
   return archive_bytes(top, saved_ ? saved_->size_hint : 0);
@@ -361,6 +382,9 @@ std::shared_ptr<State::Snapshot> State::take_snapshot(Snapshot* reuse) const {
     snapshot->samplers.emplace_back(name, std::make_pair(sampler->epoch(), sampler->processed()));
   }
   for (const auto& [name, value] : values_) snapshot->values.emplace_back(name, *value);
+  for (const auto& [name, generator] : generators_) {
+    snapshot->generators.emplace_back(name, generator_state(generator));
+  }
   return snapshot;
 }
 
@@ -403,6 +427,7 @@ std::string State::serialize(const Snapshot& snapshot) {
   for (const auto& [name, value] : snapshot.values) {
     top.write("value." + name, ::torch::tensor(value));
   }
+  for (const auto& [name, state] : snapshot.generators) top.write("generator." + name, state);
   return archive_bytes(top, snapshot.size_hint);
 }
 
@@ -433,6 +458,9 @@ void State::restore_from(const Snapshot& snapshot) {
     samplers_[i].second->load(epoch, processed);
   }
   for (std::size_t i = 0; i < values_.size(); ++i) *values_[i].second = snapshot.values[i].second;
+  for (std::size_t i = 0; i < generators_.size(); ++i) {
+    set_generator_state(generators_[i].second, snapshot.generators[i].second);
+  }
 }
 
 void State::load(const std::string& bytes) {
@@ -475,6 +503,11 @@ void State::load(const std::string& bytes) {
     Tensor t;
     top.read("value." + name, t);
     *value = t.item<int64_t>();
+  }
+  for (auto& [name, generator] : generators_) {
+    Tensor t;
+    top.read("generator." + name, t);
+    set_generator_state(generator, t.cpu());
   }
 }
 

@@ -92,6 +92,11 @@ class State {
   State& add(const std::string& name, DistributedOptimizer& optimizer);
   State& add(const std::string& name, ElasticSampler& sampler);
   State& add(const std::string& name, int64_t& value);
+  /// A random number generator's state (the default CPU one:
+  /// at::detail::getDefaultCPUGenerator()): a trainer whose steps draw random numbers
+  /// (dropout, augmentation) keeps it so that a reset or relaunch from a commit draws what
+  /// the job would have drawn from there, and the weights come out the same bits.
+  State& add(const std::string& name, ::at::Generator generator);
 
   /// Called after a relaunch resumed the state, before training goes on.
   void register_reset_callback(std::function<void()> callback);
@@ -135,6 +140,7 @@ class State {
   std::vector<std::pair<std::string, DistributedOptimizer*>> distributed_;
   std::vector<std::pair<std::string, ElasticSampler*>> samplers_;
   std::vector<std::pair<std::string, int64_t*>> values_;
+  std::vector<std::pair<std::string, ::at::Generator>> generators_;
   std::vector<std::function<void()>> reset_callbacks_;
   // The state the last commit, sync or resume saved; never changed once made, since the
   // store's writer may be serializing it.
