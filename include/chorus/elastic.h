@@ -51,7 +51,7 @@ CHORUS_API Status store_commit_async(const std::string& dir, uint64_t number,
 
 /// Waits until every commit handed to store_commit_async on this rank is in the store (or
 /// was replaced by a newer one); the first write failure, naming its commit and directory.
-/// OK at once on ranks that write nothing. Not collective.
+/// OK at once on ranks that write nothing; also after Chorus stopped. Not collective.
 CHORUS_API Status flush_commits();
 
 /// Commits replaced by a newer one before their write started, on this rank since init().

@@ -665,6 +665,11 @@ int run(State& state, const std::function<void(State&)>& train) {
       if (!synced) state.sync();
       synced = true;
       train(state);
+      // Every rank finished: the commits still being written land before the store is
+      // removed, and a write that failed fails the job here rather than passing unseen. A
+      // rank lost now resets the others, whose training returns at once from the last commit.
+      throw_if_error(::chorus::elastic::flush_commits());
+      throw_if_error(barrier().wait());
       break;
     } catch (const HostsUpdated&) {
       // Every rank threw it at the same commit, which every node stored (commit() flushed).
@@ -676,10 +681,6 @@ int run(State& state, const std::function<void(State&)>& train) {
     }
     was_reset = true;
   }
-  // The commits still being written land before the store is removed (remove_commits waits
-  // for them too), and a write that failed fails the job here rather than passing unseen.
-  throw_if_error(::chorus::elastic::flush_commits());
-  throw_if_error(barrier().wait());
   StatusOr<std::string> dir = ::chorus::elastic::commit_dir();
   throw_if_error(dir.status());
   if (!dir->empty()) throw_if_error(::chorus::elastic::remove_commits(*dir));

@@ -12,7 +12,7 @@
 #     from commit 2, in the round chorusrun forms without h3. Checked: the round's line, the
 #     resumed commit, every sample of the epoch trained once (tests/elastic/check_samples.py),
 #     and the final weights bit-identical to the reference's.
-#  3. (Python) two failures in a row: h4 at commit 2, then h3 at commit 4, on 4 hosts.
+#  3. (Python) two failures in a row: h4 at commit 2, then h3 at commit 3, on 4 hosts.
 #  4. (Python) a failure during the reset itself: h3 lost at commit 2, then h2 dies in the
 #     second round's restore; the third round, on h1 alone, resumes commit 2.
 #  5. (Python) a host added: the discovery script offers h3 after the job started on h1 and
@@ -188,7 +188,7 @@ if [ -n "$cpp_example" ]; then
 fi
 
 # 3. Two failures in a row.
-export CHORUS_ELASTIC_JOB=twice CHORUS_TEST_FAIL_AT_COMMIT=h4:2,h3:4
+export CHORUS_ELASTIC_JOB=twice CHORUS_TEST_FAIL_AT_COMMIT=h4:2,h3:3
 job twice 180 --max-restarts 2 --min-np 2 -H h1:1,h2:1,h3:1,h4:1 -- "${py_train[@]}" \
   --sample-log "$netns_state/twice.samples"
 unset CHORUS_TEST_FAIL_AT_COMMIT
@@ -197,7 +197,7 @@ expect_line twice "^chorusrun: round 2: 3 ranks on h1:1,h2:1,h3:1 after worker w
   "the first reset leaves h4 out"
 expect_line twice "^chorusrun: round 3: 2 ranks on h1:1,h2:1 after worker w3 on h3 .*\(restart 2 of 2\)" \
   "the second reset leaves h3 out"
-expect_line twice "^chorus.elastic: resumed in place from commit 4$" "the second reset resumed commit 4"
+expect_line twice "^chorus.elastic: resumed in place from commit 3$" "the second reset resumed commit 3"
 expect_line twice "^finished $epochs epochs on 2 ranks" "the job finished"
 "$python" "$check_samples" "$netns_state/twice.samples" $limit $epochs ||
   fail "twice: the samples were not each trained once"

@@ -174,11 +174,10 @@ def _flush_at_exit():
     _flush_registered = True
 
     def flush():
-        if _ext.is_initialized():
-            try:
-                _ext.elastic_flush_commits()
-            except Exception as error:  # noqa: BLE001 -- the interpreter is ending: say why
-                print("chorus.elastic: {}".format(error), file=sys.stderr, flush=True)
+        try:
+            _ext.elastic_flush_commits()
+        except Exception as error:  # noqa: BLE001 -- the interpreter is ending: say why
+            print("chorus.elastic: {}".format(error), file=sys.stderr, flush=True)
 
     atexit.register(flush)
 
@@ -269,6 +268,11 @@ def run_fn(func, shutdown, barrier, reset):
                     state.sync()
                 synced = True
                 result = func(state, *args, **kwargs)
+                # Every rank finished: a commit still being written lands (or its failure is
+                # raised) before the store goes. A rank lost now resets the others, whose
+                # func returns at once from the last commit.
+                state.flush()
+                barrier()
                 break
             except HostsUpdatedInterrupt:
                 # Every rank raised it at the same commit, which every node stored.
@@ -284,9 +288,6 @@ def run_fn(func, shutdown, barrier, reset):
             if not _reset_in_place(reset, why):
                 sys.exit(LEFT_JOB_STATUS)
             was_reset = True
-        # A commit still being written lands (or its failure is raised) before the store goes.
-        state.flush()
-        barrier()
         state._remove_commits()
         return result
 

@@ -129,7 +129,9 @@ def is_initialized():
 
 
 def _checked(value):
-    if not _ext.is_initialized():
+    # This rank's place stays known until its own shutdown(), also once a peer's shutdown (or
+    # a failure) stopped Chorus: a script that prints its rank after training still can.
+    if _ext.rank() < 0:
         raise ValueError("Chorus has not been initialized; call hvd.init() first")
     return value
 
