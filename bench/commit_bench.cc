@@ -5,7 +5,7 @@
 // set, also the time until the node's writer thread stored the bytes in /dev/shm (commit,
 // then chorus::elastic::flush_commits); next to the median time of a training step
 // (forward, backward with DistributedOptimizer's allreduces, Adam) of a batch of 32; then a
-// commit's share of the time at one commit per 100 steps.
+// commit's share of the time at one commit per step and per 100 steps.
 //
 //   CHORUS_ELASTIC_JOB=bench mpirun -np 2 build/bench/commit_bench [--reps N]
 //
@@ -80,9 +80,10 @@ void run_width(int64_t width, int reps) {
   if (dir.ok() && !dir->empty()) chorus::elastic::remove_commits(*dir);
   const double commit_s = median(commits), stored_s = median(stored), step_s = median(steps);
   if (chorus::rank() == 0) {
-    std::printf("%8lld %10.1f %12.2f %10.3f %12.1f %12.2f %14.2f%%\n",
+    std::printf("%8lld %10.1f %12.2f %10.3f %12.1f %12.2f %12.2f%% %12.2f%%\n",
                 static_cast<long long>(width), mb, commit_s * 1e3, commit_s * 1e3 / mb,
-                stored_s * 1e3, step_s * 1e3, 100.0 * commit_s / (100 * step_s + commit_s));
+                stored_s * 1e3, step_s * 1e3, 100.0 * commit_s / (step_s + commit_s),
+                100.0 * commit_s / (100 * step_s + commit_s));
   }
 }
 
@@ -105,8 +106,8 @@ int main(int argc, char** argv) {
                 job ? "stored in each node's /dev/shm by the writer (CHORUS_ELASTIC_JOB set)"
                     : "in memory only (CHORUS_ELASTIC_JOB unset)",
                 reps);
-    std::printf("%8s %10s %12s %10s %12s %12s %15s\n", "width", "state MB", "commit ms",
-                "ms/MB", "stored ms", "step ms", "share @1/100");
+    std::printf("%8s %10s %12s %10s %12s %12s %13s %13s\n", "width", "state MB", "commit ms",
+                "ms/MB", "stored ms", "step ms", "share @1/1", "share @1/100");
   }
   for (int64_t width : {256, 1024, 2048, 4096}) run_width(width, reps);
   chorus::shutdown();

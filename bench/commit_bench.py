@@ -4,7 +4,7 @@ Adam. The commit's time on the training thread (copies of the state_dicts, the h
 the writer, the question for host updates), per MB of state; with CHORUS_ELASTIC_JOB set, the
 time until the writer thread stored the torch.save bytes in /dev/shm (commit, then flush);
 the median training step (forward, backward with DistributedOptimizer's allreduces, Adam) of
-a batch of 32; a commit's share at one commit per 100 steps.
+a batch of 32; a commit's share of the time at one commit per step and per 100 steps.
 
     CHORUS_ELASTIC_JOB=bench mpirun -np 2 python3 bench/commit_bench.py [--reps N] [--deepcopy]
 
@@ -63,9 +63,10 @@ def run_width(width, reps):
     commit_s, stored_s, step_s = (statistics.median(v) for v in (commits, stored, steps))
     hvd.barrier()  # rank 0 prints while every rank is still in the job
     if hvd.rank() == 0:
-        print("{:8d} {:10.1f} {:12.2f} {:10.3f} {:12.1f} {:12.2f} {:14.2f}%".format(
+        print("{:8d} {:10.1f} {:12.2f} {:10.3f} {:12.1f} {:12.2f} {:12.2f}% {:12.2f}%".format(
             width, mb, commit_s * 1e3, commit_s * 1e3 / mb, stored_s * 1e3, step_s * 1e3,
-            100 * commit_s / (100 * step_s + commit_s)), flush=True)
+            100 * commit_s / (step_s + commit_s), 100 * commit_s / (100 * step_s + commit_s)),
+            flush=True)
 
 
 def main():
@@ -84,8 +85,9 @@ def main():
             "stored in each node's /dev/shm by the writer (CHORUS_ELASTIC_JOB set)"
             if os.environ.get("CHORUS_ELASTIC_JOB") else "in memory only (CHORUS_ELASTIC_JOB unset)",
             "copy.deepcopy" if args.deepcopy else "clones", args.reps))
-        print("{:>8} {:>10} {:>12} {:>10} {:>12} {:>12} {:>15}".format(
-            "width", "state MB", "commit ms", "ms/MB", "stored ms", "step ms", "share @1/100"))
+        print("{:>8} {:>10} {:>12} {:>10} {:>12} {:>12} {:>13} {:>13}".format(
+            "width", "state MB", "commit ms", "ms/MB", "stored ms", "step ms", "share @1/1",
+            "share @1/100"))
     for width in (int(w) for w in args.widths.split(",")):
         run_width(width, args.reps)
     hvd.shutdown()

@@ -27,7 +27,9 @@
 #                      survivors hold in memory, and its restore
 #   first step         the resumed line to the first batch's log line
 #
-# (A commit's own cost is bench/commit_bench.cc's.)
+# Then a commit's cost on the training thread (bench/commit_bench.cc and commit_bench.py,
+# 1.6-403 MB of state), in memory only and stored by the writer thread, with its share of a
+# step at one commit per step and per 100 steps.
 #
 #   bench/elastic_recovery.sh [ROUNDS]      (needs root; BUILD_DIR, default <repo>/build)
 set -u
@@ -143,3 +145,12 @@ run_in_place python /usr/bin/python3 "$repo/examples/python/elastic_mnist.py" "$
   --data-dir "$build/fashion-mnist"
 run_in_place libtorch "$build/examples/elastic_mnist" "${train[@]}" \
   --cache-dir "$build/examples/fashion-mnist"
+
+# The commit's cost on the training thread, per MB, on both front ends: in memory only, and
+# handed to the writer that stores it (CHORUS_ELASTIC_JOB set), with its share of a step.
+for job in "" commit-bench; do
+  CHORUS_ELASTIC_JOB=$job CHORUS_ELASTIC_DIR=$netns_state/shm mpirun -np 2 --bind-to none \
+    "$build/bench/commit_bench" --reps 7 || fail "commit_bench"
+  CHORUS_ELASTIC_JOB=$job CHORUS_ELASTIC_DIR=$netns_state/shm mpirun -np 2 --bind-to none \
+    -x PYTHONPATH /usr/bin/python3 "$repo/bench/commit_bench.py" --reps 7 || fail "commit_bench.py"
+done

@@ -298,24 +298,30 @@ GradientReducer::~GradientReducer() {
 void GradientReducer::synchronize() {
   State& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
-  if (const int64_t start = ::chorus::elastic::start_number(); s.agreed_in != start) {
-    s.agree_on_parameters();
-    s.agreed_in = start;
-    s.layouts_agreed = false;
-  }
-  if (!s.layouts_agreed) {
-    s.layouts_agreed = true;
-    // Under sparse_as_dense (the same on every rank: checked at construction) no gradient
-    // is reduced sparse, so there is nothing to agree on.
-    if (!s.options.sparse_as_dense) s.agree_on_layouts();
+  // An agreement that fails (a rank lost) starts nothing more; the reductions started are
+  // still waited for, so that the next step starts from a clean slate (an elastic reset).
+  std::optional<Error> first_error;
+  try {
+    if (const int64_t start = ::chorus::elastic::start_number(); s.agreed_in != start) {
+      s.agree_on_parameters();
+      s.agreed_in = start;
+      s.layouts_agreed = false;
+    }
+    if (!s.layouts_agreed) {
+      s.layouts_agreed = true;
+      // Under sparse_as_dense (the same on every rank: checked at construction) no gradient
+      // is reduced sparse, so there is nothing to agree on.
+      if (!s.options.sparse_as_dense) s.agree_on_layouts();
+    }
+  } catch (const Error& e) {
+    first_error = e;
   }
   for (auto& g : s.groups) {
-    if (g.started) continue;
+    if (g.started || first_error) continue;
     for (std::size_t i : g.members) {
       if (!s.params[i].ready) s.mark_ready(i);
     }
   }
-  std::optional<Error> first_error;
   for (auto& g : s.groups) {
     std::optional<Error> error = s.finish(g);
     if (error && !first_error) first_error = error;
