@@ -104,47 +104,43 @@ print(f"{t['detect'] - t['death']:.2f} {t['reset'] - t['detect']:.2f} "
 EOF
 }
 
-run_in_place() {  # NAME PROGRAM...
-  local name=$1 r log
-  shift
-  echo "== $name, reset in place: 3 hosts x 2 ranks, h3 lost after commit 2, resumed on 4 ranks"
-  printf '%-6s %8s %8s %8s %9s %8s\n' round detect reset restore "1st step" total
+# run_case PATH NAME PROGRAM...: ROUNDS jobs of PROGRAM on PATH (relaunched or in_place),
+# one table line of phases each.
+run_case() {
+  local path=$1 name=$2 r log
+  shift 2
+  local launch=(--max-restarts 1 --min-np 2 -H h1:2,h2:2,h3:2)
+  if [ "$path" = in_place ]; then
+    launch=(--gloo "${launch[@]}")
+    echo "== $name, reset in place: 3 hosts x 2 ranks, h3 lost after commit 2, resumed on 4 ranks"
+    printf '%-6s %8s %8s %8s %9s %8s\n' round detect reset restore "1st step" total
+  else
+    launch+=(--mpi-args "--bind-to none")
+    echo "== $name, relaunched: 3 hosts x 2 ranks, h3 lost after commit 2, resumed on 4 ranks"
+    printf '%-6s %10s %12s %8s %8s %9s %8s\n' round detect+td launch+init setup restore \
+      "1st step" total
+  fi
   for ((r = 1; r <= rounds; r++)); do
-    log=$netns_state/$name.in_place.$r.log
-    CHORUS_ELASTIC_JOB=$name-in-place-$r CHORUS_ELASTIC_DIR=$netns_state/shm \
-      CHORUS_RSH="$netns_state/agent" timeout -k 5 300 \
-      "$chorusrun" --gloo --max-restarts 1 --min-np 2 -H h1:2,h2:2,h3:2 "$@" 2>&1 |
+    log=$netns_state/$name.$path.$r.log
+    CHORUS_ELASTIC_JOB=$name-$path-$r CHORUS_ELASTIC_DIR=$netns_state/shm \
+      CHORUS_RSH="$netns_state/agent" timeout -k 5 300 "$chorusrun" "${launch[@]}" "$@" 2>&1 |
       stamp >"$log"
     grep -q "^[0-9.]* finished" "$log" || { tail -20 "$log"; fail "$name round $r did not finish"; }
-    printf '%-6s %8s %8s %8s %9s %8s\n' "$r" $(phases_in_place "$log") || fail "$name round $r"
-  done
-}
-
-run_case() {  # NAME PROGRAM...
-  local name=$1 r log
-  shift
-  echo "== $name, relaunched: 3 hosts x 2 ranks, h3 lost after commit 2, resumed on 4 ranks"
-  printf '%-6s %10s %12s %8s %8s %9s %8s\n' round detect+td launch+init setup restore \
-    "1st step" total
-  for ((r = 1; r <= rounds; r++)); do
-    log=$netns_state/$name.$r.log
-    CHORUS_ELASTIC_JOB=$name-$r CHORUS_ELASTIC_DIR=$netns_state/shm timeout -k 5 300 \
-      "$chorusrun" --max-restarts 1 --min-np 2 -H h1:2,h2:2,h3:2 --mpi-args "--bind-to none" \
-      "$@" 2>&1 | stamp >"$log"
-    grep -q "^[0-9.]* finished" "$log" || { tail -20 "$log"; fail "$name round $r did not finish"; }
-    printf '%-6s %10s %12s %8s %8s %9s %8s\n' "$r" $(phases "$log") || fail "$name round $r"
+    if [ "$path" = in_place ]; then
+      printf '%-6s %8s %8s %8s %9s %8s\n' "$r" $(phases_in_place "$log") || fail "$name round $r"
+    else
+      printf '%-6s %10s %12s %8s %8s %9s %8s\n' "$r" $(phases "$log") || fail "$name round $r"
+    fi
   done
 }
 
 train=(--epochs 1 --limit 3000 --batch-size 32 --batches-per-commit 5 --log-interval 1)
-run_case python /usr/bin/python3 "$repo/examples/python/elastic_mnist.py" "${train[@]}" \
-  --data-dir "$build/fashion-mnist"
-run_case libtorch "$build/examples/elastic_mnist" "${train[@]}" \
-  --cache-dir "$build/examples/fashion-mnist"
-run_in_place python /usr/bin/python3 "$repo/examples/python/elastic_mnist.py" "${train[@]}" \
-  --data-dir "$build/fashion-mnist"
-run_in_place libtorch "$build/examples/elastic_mnist" "${train[@]}" \
-  --cache-dir "$build/examples/fashion-mnist"
+for path in relaunched in_place; do
+  run_case $path python /usr/bin/python3 "$repo/examples/python/elastic_mnist.py" "${train[@]}" \
+    --data-dir "$build/fashion-mnist"
+  run_case $path libtorch "$build/examples/elastic_mnist" "${train[@]}" \
+    --cache-dir "$build/examples/fashion-mnist"
+done
 
 # The commit's cost on the training thread, per MB, on both front ends: in memory only, and
 # handed to the writer that stores it (CHORUS_ELASTIC_JOB set), with its share of a step.
