@@ -26,21 +26,15 @@
 #
 # Each job is under a hard timeout; exit 77 (skipped) only when namespaces cannot be made.
 set -u
-chorusrun=$1
-python=$2
-export PYTHONPATH=$3
-example=$4
-data_dir=$5
-cpp_example=${6:-}
-cpp_data_dir=${7:-}
-here=$(cd "$(dirname "$0")" && pwd)
-check_samples="$here/../elastic/check_samples.py"
 SKIP=77
 skip() { echo "netns_elastic.sh: SKIPPED: $*"; exit $SKIP; }
 fail() { echo "netns_elastic.sh: FAIL: $*"; exit 1; }
 
 . "$(dirname "$0")/netns_lib.sh"
+. "$(dirname "$0")/elastic_lib.sh"
+elastic_args "$@"
 netns_up 3
+job_args=(--mpi-args "--bind-to none")
 
 # One epoch of 2,000 images, a commit every 5 batches: h3 goes mid-epoch. The runs are kept
 # short (1 rank per host where the case allows it): every launch starts Python or the
@@ -50,29 +44,6 @@ epochs=1
 train=(--epochs $epochs --limit $limit --batch-size 32 --batches-per-commit 5)
 py_train=("$python" "$example" "${train[@]}" --log-interval 1000 --data-dir "$data_dir")
 export CHORUS_LIVENESS_SECONDS=20 CHORUS_STALL_CHECK_SECONDS=2 CHORUS_STALL_SHUTDOWN_SECONDS=4
-
-# job NAME LIMIT CHORUSRUN-ARGS... -- PROGRAM-ARGS...: one supervised job, its stores under
-# $netns_state/NAME.shm, its output in $netns_state/NAME.log; sets rc.
-job() {
-  local name=$1 limit_s=$2 t0
-  shift 2
-  local opts=()
-  while [ "$1" != -- ]; do opts+=("$1"); shift; done
-  shift
-  echo "== $name: chorusrun ${opts[*]}"
-  t0=$(date +%s)
-  CHORUS_ELASTIC_DIR="$netns_state/$name.shm" timeout -k 5 "$limit_s" \
-    "$chorusrun" "${opts[@]}" --mpi-args "--bind-to none" "$@" \
-    >"$netns_state/$name.log" 2>&1
-  rc=$?
-  grep -v "^epoch \|^\[chorus rank .*\] \[debug\]" "$netns_state/$name.log" | sed 's/^/   /'
-  [ $rc = 124 ] && fail "$name hung (hard timeout)"
-  echo "== $name: exit $rc in $(( $(date +%s) - t0 )) s"
-}
-
-expect_line() {  # NAME REGEX WHY
-  grep -Eq "$2" "$netns_state/$1.log" || fail "$1: $3 (no line matching '$2')"
-}
 
 start=$(date +%s)
 
@@ -110,28 +81,13 @@ survive() {
   [ $rc = 0 ] || fail "$name.reference: chorusrun exited $rc"
   expect_line "$name.reference" "^chorus.elastic: resumed from commit 2 " \
     "the reference resumed from commit 2"
-  "$check" "$name" || fail "$name: the final weights differ from the reference restart's"
+  "$check" "$name" "$name.reference" ||
+    fail "$name: the final weights differ from the reference restart's"
 }
 
 # The Python example saves its final weights (--save-weights), compared tensor by tensor;
 # the LibTorch one prints a digest of them.
 weights_arg() { [ "$1" = same_saved_weights ] && echo "--save-weights $netns_state/$2.pt"; }
-same_saved_weights() {
-  "$python" - "$netns_state/$1.pt" "$netns_state/$1.reference.pt" <<'EOF'
-import sys, torch
-a, b = (torch.load(p) for p in sys.argv[1:3])
-assert a.keys() == b.keys(), "different parameters"
-for name in a:
-    assert a[name].dtype == b[name].dtype and torch.equal(a[name], b[name]), name + " differs"
-print(f"   the final weights are bit-identical ({len(a)} tensors)")
-EOF
-}
-same_digest() {
-  local a b
-  a=$(grep "^final weights fnv1a" "$netns_state/$1.log")
-  b=$(grep "^final weights fnv1a" "$netns_state/$1.reference.log")
-  [ -n "$a" ] && [ "$a" = "$b" ] && echo "   the final weights are bit-identical ($a)"
-}
 
 survive python 2 same_saved_weights "${py_train[@]}"
 if [ -n "$cpp_example" ]; then

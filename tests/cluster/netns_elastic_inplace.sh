@@ -22,21 +22,15 @@
 #
 # Each job is under a hard timeout; exit 77 (skipped) only when namespaces cannot be made.
 set -u
-chorusrun=$1
-python=$2
-export PYTHONPATH=$3
-example=$4
-data_dir=$5
-cpp_example=${6:-}
-cpp_data_dir=${7:-}
-here=$(cd "$(dirname "$0")" && pwd)
-check_samples="$here/../elastic/check_samples.py"
 SKIP=77
 skip() { echo "netns_elastic_inplace.sh: SKIPPED: $*"; exit $SKIP; }
 fail() { echo "netns_elastic_inplace.sh: FAIL: $*"; exit 1; }
 
 . "$(dirname "$0")/netns_lib.sh"
+. "$(dirname "$0")/elastic_lib.sh"
+elastic_args "$@"
 netns_up 4
+job_args=(--gloo)
 export CHORUS_RSH="$netns_state/agent"
 # A lost rank is seen within 5 s; chorusrun waits 10 s more for the survivors' reset.
 export CHORUS_LIVENESS_SECONDS=5
@@ -48,49 +42,13 @@ train=(--epochs $epochs --limit $limit --batch-size 32 --batches-per-commit 5 --
 py_train=("$python" "$example" "${train[@]}" --data-dir "$data_dir")
 cpp_train=("$cpp_example" "${train[@]}" --cache-dir "$cpp_data_dir")
 
-# job NAME LIMIT CHORUSRUN-ARGS... -- PROGRAM-ARGS...: one job of chorusrun --gloo, its stores
-# under $netns_state/NAME.shm, its output in $netns_state/NAME.log; sets rc.
-job() {
-  local name=$1 limit_s=$2 t0
-  shift 2
-  local opts=()
-  while [ "$1" != -- ]; do opts+=("$1"); shift; done
-  shift
-  echo "== $name: chorusrun --gloo ${opts[*]}"
-  t0=$(date +%s)
-  CHORUS_ELASTIC_DIR="$netns_state/$name.shm" timeout -k 5 "$limit_s" \
-    "$chorusrun" --gloo "${opts[@]}" "$@" >"$netns_state/$name.log" 2>&1
-  rc=$?
-  grep -v "^epoch \|^\[chorus rank " "$netns_state/$name.log" | sed 's/^/   /'
-  [ $rc = 124 ] && fail "$name hung (hard timeout)"
-  echo "== $name: exit $rc in $(( $(date +%s) - t0 )) s"
-}
-
-expect_line() {  # NAME REGEX WHY
-  grep -Eq "$2" "$netns_state/$1.log" || fail "$1: $3 (no line matching '$2')"
-}
-
 # The final weights: the Python example saves them (--save-weights), the LibTorch one prints
 # a digest of them.
 weights_args() {  # TRAINER NAME
   [ "$1" = python ] && echo "--save-weights $netns_state/$2.pt"
 }
 same_weights() {  # TRAINER NAME REFERENCE
-  if [ "$1" = python ]; then
-    "$python" - "$netns_state/$2.pt" "$netns_state/$3.pt" <<'EOF'
-import sys, torch
-a, b = (torch.load(p) for p in sys.argv[1:3])
-assert a.keys() == b.keys(), "different parameters"
-for name in a:
-    assert a[name].dtype == b[name].dtype and torch.equal(a[name], b[name]), name + " differs"
-print(f"   the final weights are bit-identical to the reference's ({len(a)} tensors)")
-EOF
-  else
-    local a b
-    a=$(grep "^final weights fnv1a" "$netns_state/$2.log")
-    b=$(grep "^final weights fnv1a" "$netns_state/$3.log")
-    [ -n "$a" ] && [ "$a" = "$b" ] && echo "   the final weights are bit-identical to the reference's ($a)"
-  fi
+  if [ "$1" = python ]; then same_saved_weights "$2" "$3"; else same_digest "$2" "$3"; fi
 }
 
 # The workers of HOST (its network namespace's processes running TRAINER's program).
