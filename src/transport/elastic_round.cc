@@ -85,6 +85,7 @@ StatusOr<std::shared_ptr<TcpRendezvous>> connect_store(const ElasticWorker& work
       }
       last = store.status();
     }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
   } while (std::chrono::steady_clock::now() < deadline && !addresses.empty());
   return last;
 }
@@ -111,8 +112,11 @@ StatusOr<JoinedRound> join_next_round(const ElasticWorker& worker,
                                       std::chrono::milliseconds timeout) {
   std::lock_guard<std::mutex> lock(g_mu);
   JoinedRound joined;
+  // chorusrun's store answers at once where it can be reached at all: a worker cut off from
+  // it gives up after a minute, whatever the wait for the round's answer may be.
   StatusOr<std::shared_ptr<TcpRendezvous>> store =
-      connect_store(worker, timeout, &joined.store_host);
+      connect_store(worker, std::min<std::chrono::milliseconds>(timeout, std::chrono::minutes(1)),
+                    &joined.store_host);
   if (!store.ok()) return store.status();
   const std::string ask = worker.id + "/" + std::to_string(++g_joins);
   if (Status s = (*store)->set("join/" + ask, host_name()); !s.ok()) return s;

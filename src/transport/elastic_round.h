@@ -58,7 +58,8 @@ struct JoinedRound {
   std::string store_host;
 };
 
-/// Asks to join the next round and waits up to `timeout` for the answer. FAILED_PRECONDITION
+/// Asks to join the next round (trying chorusrun's addresses for up to a minute) and waits up
+/// to `timeout` for the answer. FAILED_PRECONDITION
 /// naming the reason where chorusrun answered that this worker leaves the job.
 StatusOr<JoinedRound> join_next_round(const ElasticWorker& worker,
                                       std::chrono::milliseconds timeout);
