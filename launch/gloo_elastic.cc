@@ -47,11 +47,9 @@ class Supervision {
 
   void start_worker(const std::string& host, ElasticRounds* rounds) {
     const std::string id = "w" + std::to_string(++started_);
-    const std::vector<std::string> vars = {
-        "CHORUS_CONTROLLER=gloo", "CHORUS_ELASTIC_RENDEZVOUS=" + store_address_,
-        "CHORUS_ELASTIC_WORKER=" + id, "CHORUS_ELASTIC_JOB=" + job_name_,
-        "CHORUS_ELASTIC_SUPERVISOR=" + notice_address_};
-    const RankStart start = start_on(host, vars, cli_.program, job_, env_, local_host_);
+    const RankStart start =
+        start_on(host, worker_vars(id, store_address_, notice_address_, job_name_), cli_.program,
+                 job_, env_, local_host_);
     int held[2] = {-1, -1};
     if (start.remote && pipe2(held, O_CLOEXEC) != 0) held[0] = held[1] = -1;
     Process p;
@@ -140,6 +138,14 @@ double liveness_seconds(const Env& env) {
 }
 
 }  // namespace
+
+std::vector<std::string> worker_vars(const std::string& id, const std::string& store_address,
+                                     const std::string& notice_address,
+                                     const std::string& job_name) {
+  return {"CHORUS_CONTROLLER=gloo", "CHORUS_ELASTIC_RENDEZVOUS=" + store_address,
+          "CHORUS_ELASTIC_WORKER=" + id, "CHORUS_ELASTIC_JOB=" + job_name,
+          "CHORUS_ELASTIC_SUPERVISOR=" + notice_address};
+}
 
 int supervise_gloo_job(const Cli& cli, const Env& env, const Allocation& allocation,
                        const Plan& plan, const GlooJob& job, const std::string& local_host,

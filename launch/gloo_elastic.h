@@ -13,6 +13,7 @@
 // plus 10 s for the survivors' own reset.
 
 #include <string>
+#include <vector>
 
 #include "allocation.h"
 #include "cli.h"
@@ -20,6 +21,12 @@
 #include "plan.h"
 
 namespace chorus::launch {
+
+/// The variables a worker starts with (besides chorusrun's own environment): its id, where
+/// chorusrun's store and hosts notice listen, and the job's name.
+std::vector<std::string> worker_vars(const std::string& id, const std::string& store_address,
+                                     const std::string& notice_address,
+                                     const std::string& job_name);
 
 /// Supervises the job until it ends; returns chorusrun's exit status. The first workers
 /// follow `plan`; `local_host` is this host's name; the job is named CHORUS_ELASTIC_JOB, else

@@ -120,12 +120,28 @@ int run_gloo(const Cli& cli, const Plan& plan, const Env& env, const Allocation&
     job.cwd = std::filesystem::current_path(ec).string();
   }
   if (!cli.bind.empty()) setenv("CHORUS_BIND", cli.bind.c_str(), 1);
+  const std::string given_job = given("CHORUS_ELASTIC_JOB");
+  const std::string job_name =
+      given_job.empty() ? local + "-" + std::to_string(getpid()) : given_job;
   if (cli.elastic() && !cli.dry_run) {
     std::fflush(stdout);
-    return supervise_gloo_job(cli, env, allocation, plan, job, local,
-                              local + "-" + std::to_string(getpid()));
+    return supervise_gloo_job(cli, env, allocation, plan, job, local, job_name);
   }
-  const std::vector<RankStart> starts = gloo_starts(plan, cli.program, job, env, local);
+  std::vector<RankStart> starts;
+  if (cli.elastic()) {
+    // The first workers, as the supervision would start them (its ports are picked then).
+    int id = 0;
+    for (const Placement& p : plan.hosts) {
+      for (int k = 0; k < p.ranks; ++k) {
+        starts.push_back(start_on(
+            p.host,
+            worker_vars("w" + std::to_string(++id), "ADDRESSES:PORT", "ADDRESSES:PORT", job_name),
+            cli.program, job, env, local));
+      }
+    }
+  } else {
+    starts = gloo_starts(plan, cli.program, job, env, local);
+  }
   if (cli.dry_run) {
     for (const RankStart& s : starts) {
       std::vector<std::string> words = s.env;

@@ -54,7 +54,7 @@ CHORUS_API Status store_commit_async(const std::string& dir, uint64_t number,
 /// OK at once on ranks that write nothing; also after Chorus stopped. Not collective.
 CHORUS_API Status flush_commits();
 
-/// Commits replaced by a newer one before their write started, on this rank since init().
+/// Commits replaced by a newer one before their write started, in this process.
 CHORUS_API uint64_t commits_replaced();
 
 /// The newest commit that some node holds in its `dir`, the same bytes on every rank (the

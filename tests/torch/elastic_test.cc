@@ -3,6 +3,8 @@
 // and SGD with momentum; the bytes the writer stored load to the committed state; a newer
 // commit replaces one that waits to be written; a failed write is reported with its commit.
 // Run with CHORUS_ELASTIC_JOB and CHORUS_ELASTIC_DIR set (tests/torch/CMakeLists.txt).
+#include "chorus/elastic.h"
+
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -16,7 +18,6 @@
 #include <thread>
 #include <vector>
 
-#include "chorus/elastic.h"
 #include "chorus/torch.h"
 #include "newest_commit.h"
 

@@ -268,14 +268,6 @@ PYBIND11_MODULE(_ext, m) {
     throw_if_error(dir.status());
     return *dir;
   });
-  m.def("elastic_store_commit", [](const std::string& dir, uint64_t number, py::bytes bytes) {
-    char* data = nullptr;
-    Py_ssize_t size = 0;
-    PyBytes_AsStringAndSize(bytes.ptr(), &data, &size);
-    const std::string_view view(data, static_cast<std::size_t>(size));
-    py::gil_scoped_release release;
-    throw_if_error(chorus::elastic::store_commit(dir, number, view));
-  });
   // The commit's bytes come later, from `bytes()` (None on ranks that write nothing), which
   // the writer thread calls under the GIL; the training thread only hands it over.
   m.def("elastic_store_commit_async",
