@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "transport/elastic_round.h"
 
@@ -50,7 +51,10 @@ void ElasticRounds::joined(const std::string& id, Clock::time_point now) {
   Worker* w = find(id);
   if (w == nullptr || !w->alive) return;
   w->asked = true;
-  if (round_ > 0 && member(id) && !broken_since_) broken_since_ = now;
+  if (round_ > 0 && member(id) && !broken_since_) {
+    broken_since_ = now;
+    first_ask_ = "worker " + id + " on " + w->host;
+  }
 }
 
 void ElasticRounds::failed(const std::string& why, int status, Clock::time_point now) {
@@ -78,6 +82,12 @@ void ElasticRounds::ended(const std::string& id, int status, Clock::time_point n
     return o.alive && o.host != w->host && !on_excluded_host(o);
   });
   if (others) excluded_.insert(w->host);
+  if (round_ > 0 && !member(id)) {
+    // A worker that waited to join (an added host's): the round goes on without it.
+    notes_.push_back("chorusrun: worker " + id + " on " + w->host + " " + describe(status) +
+                     " before it joined" + (others ? "; its host leaves the job" : ""));
+    return;
+  }
   const auto at = std::find(members_.begin(), members_.end(), id);
   if (at != members_.end() && lost_.empty()) {
     lost_ = "rank " + std::to_string(at - members_.begin()) + " (worker " + id + " on " + w->host +
@@ -125,6 +135,7 @@ void ElasticRounds::end_job(int status, const std::string& line, Decision* d) {
 ElasticRounds::Decision ElasticRounds::step(Clock::time_point now, int64_t hosts_version) {
   Decision d;
   if (over_) return d;
+  d.lines = std::exchange(notes_, {});
   if (program_error_) {
     end_job(*program_error_,
             "chorusrun: a worker ended with status " + std::to_string(*program_error_) +
@@ -198,6 +209,11 @@ ElasticRounds::Decision ElasticRounds::step(Clock::time_point now, int64_t hosts
             &d);
     return d;
   }
+  // A round that broke with no death and no hosts added: a worker saw a collective fail (a
+  // peer stopped or cut off, or an error that may come back): a restart too.
+  if (round_ > 0 && failure_.empty() && hosts_version == formed_version_) {
+    failure_ = first_ask_ + " saw the round fail";
+  }
   std::string after;
   if (!failure_.empty()) {
     if (++restarts_ > request_.max_restarts) {
@@ -233,6 +249,7 @@ ElasticRounds::Decision ElasticRounds::step(Clock::time_point now, int64_t hosts
                     (excluded.empty() ? "" : " (excluded: " + excluded + ")"));
   members_.clear();
   for (const Worker* w : next) members_.push_back(w->id);
+  formed_version_ = hosts_version;
   broken_since_.reset();
   failure_.clear();
   lost_.clear();

@@ -10,6 +10,8 @@
 // The new round takes the workers that asked, host by host in the order the hosts joined the
 // job (so that rank 0 is a survivor's), up to --max-np; fewer than --min-np ends the job, and
 // so does a failure beyond --max-restarts, or a program error (the stall classes 81-83).
+// Every round that broke counts as a restart unless hosts were added since it formed; a
+// worker that dies while it waits to join only takes its host out.
 //
 // Pure: gloo_elastic.cc tells it what happened and carries out what it decides, and the unit
 // test drives it through scripted events.
@@ -89,6 +91,9 @@ class ElasticRounds {
   std::string failure_;  // what broke the round, when a failure did
   std::string lost_;     // the round's ranks seen to end, for its lost key
   bool lost_told_ = false;
+  std::string first_ask_;           // the member whose ask broke the round
+  int64_t formed_version_ = 0;      // the hosts' version the round was formed at
+  std::vector<std::string> notes_;  // lines for the next step
   int first_failure_status_ = 0;
   int restarts_ = 0;
   std::optional<int> program_error_;

@@ -60,6 +60,8 @@ class Supervision {
       std::fprintf(stderr, "chorusrun: error: cannot start worker %s on %s: %s\n", id.c_str(),
                    host.c_str(), std::strerror(errno));
       p.pid = 0;
+      if (p.input >= 0) close(p.input);
+      p.input = -1;
     }
     processes_[id] = p;
     rounds->started(id, host);
@@ -149,7 +151,7 @@ std::vector<std::string> worker_vars(const std::string& id, const std::string& s
 
 int supervise_gloo_job(const Cli& cli, const Env& env, const Allocation& allocation,
                        const Plan& plan, const GlooJob& job, const std::string& local_host,
-                       const std::string& default_job_name) {
+                       const std::string& job_name) {
   StatusOr<std::unique_ptr<TcpStoreServer>> server = TcpStoreServer::listen(0);
   StatusOr<std::unique_ptr<HostsNotice>> notice = HostsNotice::start();
   for (const Status& s : {server.status(), notice.status()}) {
@@ -169,9 +171,6 @@ int supervise_gloo_job(const Cli& cli, const Env& env, const Allocation& allocat
   const std::string& notice_address = (*notice)->address();
   const std::string store_address =
       notice_address.substr(0, notice_address.rfind(':')) + ":" + std::to_string(port);
-  auto given = env.find("CHORUS_ELASTIC_JOB");
-  const std::string job_name =
-      given != env.end() && !given->second.empty() ? given->second : default_job_name;
   const ElasticRequest request = elastic_request(cli);
   const auto bound =
       std::chrono::milliseconds(static_cast<int64_t>((liveness_seconds(env) + 10) * 1000));

@@ -29,10 +29,10 @@ std::vector<std::string> worker_vars(const std::string& id, const std::string& s
                                      const std::string& job_name);
 
 /// Supervises the job until it ends; returns chorusrun's exit status. The first workers
-/// follow `plan`; `local_host` is this host's name; the job is named CHORUS_ELASTIC_JOB, else
-/// `default_job_name`.
+/// follow `plan`; `local_host` is this host's name; `job_name` names the job's commit stores
+/// (CHORUS_ELASTIC_JOB, else chorusrun's host and pid).
 int supervise_gloo_job(const Cli& cli, const Env& env, const Allocation& allocation,
                        const Plan& plan, const GlooJob& job, const std::string& local_host,
-                       const std::string& default_job_name);
+                       const std::string& job_name);
 
 }  // namespace chorus::launch

@@ -177,14 +177,21 @@ Status init(const Options& options) {
   return {};
 }
 
+// The start waits for the job's next round, which may take until the others' next commit:
+// other threads' calls find Chorus not initialized meanwhile, rather than waiting on g_mu.
 Status restart_runtime() {
-  std::lock_guard<std::mutex> lock(g_mu);
-  if (g_runtime) {
-    g_runtime->shutdown();
-    g_runtime.reset();
+  std::shared_ptr<Runtime> old;
+  Options options;
+  {
+    std::lock_guard<std::mutex> lock(g_mu);
+    old = std::move(g_runtime);
+    options = g_options;
   }
-  StatusOr<std::shared_ptr<Runtime>> rt = Runtime::start(g_options);
+  if (old) old->shutdown();
+  old.reset();
+  StatusOr<std::shared_ptr<Runtime>> rt = Runtime::start(options);
   if (!rt.ok()) return rt.status();
+  std::lock_guard<std::mutex> lock(g_mu);
   g_runtime = std::move(rt).value();
   return {};
 }

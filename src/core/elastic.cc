@@ -157,10 +157,7 @@ Status flush_commits() {
   return process_commit_writer().flush();
 }
 
-uint64_t commits_replaced() {
-  std::shared_ptr<Runtime> rt = current_runtime();
-  return process_commit_writer().replaced();
-}
+uint64_t commits_replaced() { return process_commit_writer().replaced(); }
 
 Status remove_commits(const std::string& dir) {
   StatusOr<std::shared_ptr<Runtime>> rt = running("remove_commits");

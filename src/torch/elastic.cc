@@ -651,15 +651,13 @@ int run(State& state, const std::function<void(State&)>& train) {
         // Every rank takes the same state: the newest commit some rank holds, or where none
         // was made, the state every rank started from (added workers take it from rank 0).
         was_reset = false;
-        if (state.restore_newest_held_commit()) {
-          if (rank() == 0) {
-            std::fprintf(stderr, "chorus.elastic: resumed in place from commit %llu\n",
-                         static_cast<unsigned long long>(state.number_));
-          }
-          for (const auto& callback : state.reset_callbacks_) callback();
-        } else {
-          synced = false;
+        // Where none was made, rank 0's state is every rank's (sync below).
+        synced = state.restore_newest_held_commit();
+        if (synced && rank() == 0) {
+          std::fprintf(stderr, "chorus.elastic: resumed in place from commit %llu\n",
+                       static_cast<unsigned long long>(state.number_));
         }
+        for (const auto& callback : state.reset_callbacks_) callback();
       }
       // sync() also saves the state, which a reset before the first commit returns to.
       if (!synced) state.sync();

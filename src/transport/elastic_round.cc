@@ -44,7 +44,7 @@ class RoundRendezvous final : public Rendezvous {
 };
 
 std::mutex g_mu;
-int64_t g_joins = 0;  // asked so far in this process
+int64_t g_joins = 0;  // asks answered so far in this process
 std::optional<ElasticRound> g_joined;
 std::string g_reached;  // the address of chorusrun's that answered last
 
@@ -118,11 +118,13 @@ StatusOr<JoinedRound> join_next_round(const ElasticWorker& worker,
       connect_store(worker, std::min<std::chrono::milliseconds>(timeout, std::chrono::minutes(1)),
                     &joined.store_host);
   if (!store.ok()) return store.status();
-  const std::string ask = worker.id + "/" + std::to_string(++g_joins);
+  // An ask that got no answer is made again under the same number, which chorusrun waits for.
+  const std::string ask = worker.id + "/" + std::to_string(g_joins + 1);
   if (Status s = (*store)->set("join/" + ask, host_name()); !s.ok()) return s;
   StatusOr<std::string> answer = (*store)->get("assign/" + ask, timeout);
   if (!answer.ok()) return answer.status();
   if (answer->rfind(kLeaveAnswer, 0) == 0) {
+    ++g_joins;
     return failed_precondition("elastic worker " + worker.id + " leaves the job: " +
                                answer->substr(std::string(kLeaveAnswer).size()));
   }
@@ -132,6 +134,7 @@ StatusOr<JoinedRound> join_next_round(const ElasticWorker& worker,
                                              ": the supervisor's answer '" + *answer +
                                              "' is not a round");
   }
+  ++g_joins;
   g_joined = round;
   joined.rendezvous = std::make_shared<RoundRendezvous>(std::move(store).value(), *round);
   return joined;

@@ -176,6 +176,41 @@ TEST(ElasticRounds, AddedWorkersWaitForTheOthersNextCommit) {
   EXPECT_EQ(d.lines[0], "chorusrun: round 2: 3 ranks on a:1,b:1,c:1") << "not a restart";
 }
 
+TEST(ElasticRounds, AWorkerThatDiesWaitingToJoinLeavesTheRoundRunning) {
+  ElasticRounds rounds(ElasticRequest{}, kBound);
+  rounds.started("w1", "a");
+  rounds.started("w2", "b");
+  ask_all(rounds, kT0);
+  rounds.step(kT0, 0);
+  rounds.started("w3", "c");  // an added host's
+  rounds.ended("w3", 1, kT0 + seconds(1));
+  const ElasticRounds::Decision d = rounds.step(kT0 + seconds(100), 1);
+  EXPECT_FALSE(d.end.has_value());
+  EXPECT_TRUE(d.stop.empty()) << "the round's workers are training, not missing";
+  EXPECT_TRUE(d.answers.empty()) << "no lost key: the round lost none of its ranks";
+  ASSERT_EQ(d.lines.size(), 1u);
+  EXPECT_EQ(d.lines[0],
+            "chorusrun: worker w3 on c exited with status 1 before it joined; its host "
+            "leaves the job");
+}
+
+TEST(ElasticRounds, ARoundThatBrokeWithNoDeathCountsAsARestart) {
+  // A member saw a collective fail (a peer stopped, or an error that comes back each time):
+  // --max-restarts bounds the resets as it bounds deaths.
+  ElasticRounds rounds(ElasticRequest{}, kBound);  // --max-restarts 0
+  rounds.started("w1", "a");
+  rounds.started("w2", "b");
+  ask_all(rounds, kT0);
+  rounds.step(kT0, 0);
+  ask_all(rounds, kT0 + seconds(1));
+  const ElasticRounds::Decision d = rounds.step(kT0 + seconds(1), 0);
+  ASSERT_TRUE(d.end.has_value());
+  EXPECT_EQ(*d.end, 1);
+  EXPECT_NE(d.lines.back().find("worker w1 on a saw the round fail; no restarts left"),
+            std::string::npos)
+      << d.lines.back();
+}
+
 TEST(ElasticRounds, TheLimitsEndTheJob) {
   {
     ElasticRequest request;  // --max-restarts 0

@@ -346,8 +346,11 @@ PYBIND11_MODULE(_ext, m) {
     throw_if_error(held.status());
     return py::make_tuple(held->number, py::bytes(held->bytes));
   });
-  m.def("elastic_remove_commits",
-        [](const std::string& dir) { throw_if_error(chorus::elastic::remove_commits(dir)); });
+  // remove_commits waits for the writer, which takes the GIL to pickle a waiting commit.
+  m.def("elastic_remove_commits", [](const std::string& dir) {
+    py::gil_scoped_release release;
+    throw_if_error(chorus::elastic::remove_commits(dir));
+  });
 
   // PowerSGD's settings (chorus.torch.PowerSGD builds them with torch's names).
   py::class_<ct::PowerSgdOptions>(m, "PowerSgdOptions")
