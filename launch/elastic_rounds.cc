@@ -9,11 +9,9 @@
 namespace chorus::launch {
 namespace {
 
-// A worker's status (elastic_rounds.h): the stall classes that are errors in the program
-// (protocol/stall_classes.h), and the status of a worker dropped from the job.
+// The stall classes that are errors in the program (protocol/stall_classes.h).
 constexpr int kFirstProgramError = 81;
 constexpr int kLastProgramError = 83;
-constexpr int kLeftJobStatus = 86;
 
 std::string describe(int status) {
   if (status > 128) {

@@ -32,6 +32,8 @@ namespace chorus::launch {
 
 /// The status of workers that stopped at a commit because hosts were added.
 inline constexpr int kHostsChangedStatus = 85;
+/// The status of a worker that a job resetting in place dropped (launch/elastic_rounds.h).
+inline constexpr int kLeftJobStatus = 86;
 
 struct ElasticRequest {
   int max_restarts = 0;       ///< failures relaunched before the job ends
